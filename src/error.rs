@@ -1,0 +1,43 @@
+//! The one error type of bload: every failure names the argument, the value it had and what was
+//! expected, so that a user can fix the input without reading bload's source.
+
+use std::fmt;
+
+/// A rejected input. `Display` reads "`argument` = `value`: expected `expected`".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// What was wrong: an option name, `lengths[i]`, or `file:line` of a lengths file.
+    pub argument: String,
+    /// The value it had, as the user wrote or passed it.
+    pub value: String,
+    /// What would have been accepted.
+    pub expected: String,
+}
+
+impl Error {
+    pub(crate) fn invalid(
+        argument: impl Into<String>,
+        value: impl fmt::Display,
+        expected: impl Into<String>,
+    ) -> Self {
+        Error {
+            argument: argument.into(),
+            value: value.to_string(),
+            expected: expected.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} = {}: expected {}",
+            self.argument, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

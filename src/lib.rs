@@ -1,0 +1,39 @@
+//! bload packs variable-length sequences into fixed blocks of `t_max` steps for data-parallel
+//! training: every rank runs the same number of identically shaped batches, no step of any
+//! sequence is deleted, and padding is close to the least possible. Each block carries a table
+//! of where each sequence starts, so a recurrent model can reset its state there.
+//!
+//! ```
+//! use bload::{Options, Planner};
+//!
+//! let mut options = Options::new(10);
+//! options.world_size = 2;
+//! let planner = Planner::new(vec![7, 3, 5, 5, 9, 1, 4, 6], options)?;
+//! let plan = planner.plan(0);
+//! // 40 steps fill 4 blocks of 10 exactly, 2 batches on each of 2 ranks.
+//! assert_eq!(plan.stats().padding, 0);
+//! for rank in 0..2 {
+//!     assert_eq!(plan.rank_batches(rank)?.len(), 2);
+//! }
+//! let tables = plan.batch(1, 0)?.tables();
+//! assert_eq!(tables.valid.iter().filter(|&&v| v).count(), 10);
+//! # Ok::<(), bload::Error>(())
+//! ```
+//!
+//! This crate is the pure planner; it depends on no tensor library.
+
+mod error;
+mod lengths;
+mod options;
+mod pack;
+mod plan;
+mod rng;
+pub mod stats;
+mod tables;
+
+pub use error::{Error, Result};
+pub use lengths::{parse_lengths, read_lengths};
+pub use options::{Options, Oversize, Policy, MAX_T_MAX};
+pub use plan::{Batch, Block, EpochPlan, Piece, Planner};
+pub use stats::{LowerBound, MethodStats, PlanStats};
+pub use tables::StepTables;

@@ -1,0 +1,164 @@
+//! What a plan is made from besides the lengths: block size, batch shape, ranks, seed, policy.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// How sequences are chosen to share a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Each block opens with the longest remaining sequence and is then filled exactly (or as
+    /// closely as the remaining lengths allow) from the rest. Near the lower bound on padding.
+    #[default]
+    BestFit,
+    /// The BLoad paper's method: fill each block with randomly drawn sequences that still fit,
+    /// then pad the rest. Kept as the reference to compare against.
+    RandomFill,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 2] = [Policy::BestFit, Policy::RandomFill];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::BestFit => "best_fit",
+            Policy::RandomFill => "random_fill",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<Self> {
+        Policy::ALL
+            .into_iter()
+            .find(|policy| policy.name() == text)
+            .ok_or_else(|| Error::invalid("policy", format!("{text:?}"), "best_fit or random_fill"))
+    }
+}
+
+/// What to do with sequences longer than `t_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Oversize {
+    /// Refuse to plan, naming how many sequences are too long and the longest.
+    #[default]
+    Reject,
+    /// Cut each into chunks of `t_max` steps plus one shorter tail chunk; every cut is counted.
+    Split,
+}
+
+/// Options of a plan. The defaults are one rank, one block per batch, seed 0, `best_fit`, and an
+/// error for sequences longer than `t_max`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Options {
+    /// Steps per block.
+    pub t_max: u32,
+    /// Blocks in each batch of each rank.
+    pub blocks_per_batch: u32,
+    /// Number of data-parallel ranks.
+    pub world_size: u32,
+    /// Seed of every random choice; a plan is a pure function of (lengths, options, epoch).
+    pub seed: u64,
+    pub policy: Policy,
+    pub oversize: Oversize,
+}
+
+/// Largest `t_max` accepted: the planner keeps per-length tables of `t_max` entries.
+pub const MAX_T_MAX: u32 = 1 << 24;
+
+impl Options {
+    pub fn new(t_max: u32) -> Self {
+        Options {
+            t_max,
+            blocks_per_batch: 1,
+            world_size: 1,
+            seed: 0,
+            policy: Policy::BestFit,
+            oversize: Oversize::Reject,
+        }
+    }
+
+    /// Checks the options on their own (the lengths are checked by the planner).
+    pub fn validate(&self) -> Result<()> {
+        if self.t_max == 0 || self.t_max > MAX_T_MAX {
+            return Err(Error::invalid(
+                "t_max",
+                self.t_max,
+                format!("a block size from 1 to {MAX_T_MAX} steps"),
+            ));
+        }
+        if self.world_size == 0 {
+            return Err(Error::invalid("world_size", 0, "at least 1 rank"));
+        }
+        if self.blocks_per_batch == 0 {
+            return Err(Error::invalid("blocks_per_batch", 0, "at least 1 block per batch"));
+        }
+        // cu_seqlens are int32 prefix sums over one batch of one rank.
+        let batch_steps = u64::from(self.blocks_per_batch) * u64::from(self.t_max);
+        if batch_steps > i32::MAX as u64 {
+            return Err(Error::invalid(
+                "blocks_per_batch * t_max",
+                batch_steps,
+                format!("at most {} steps per batch (cu_seqlens are int32)", i32::MAX),
+            ));
+        }
+        let slots = u64::from(self.blocks_per_batch) * u64::from(self.world_size);
+        if slots > u64::from(u32::MAX) {
+            return Err(Error::invalid(
+                "world_size * blocks_per_batch",
+                slots,
+                format!("at most {} blocks per global batch", u32::MAX),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Blocks in one batch of all ranks together: plans have a multiple of this many blocks.
+    pub fn blocks_per_global_batch(&self) -> u64 {
+        u64::from(self.world_size) * u64::from(self.blocks_per_batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_options_name_the_argument() {
+        let bad = |edit: fn(&mut Options), argument: &str| {
+            let mut options = Options::new(94);
+            edit(&mut options);
+            let err = options.validate().unwrap_err();
+            assert_eq!(err.argument, argument);
+        };
+        bad(|o| o.t_max = 0, "t_max");
+        bad(|o| o.t_max = MAX_T_MAX + 1, "t_max");
+        bad(|o| o.world_size = 0, "world_size");
+        bad(|o| o.blocks_per_batch = 0, "blocks_per_batch");
+        bad(
+            |o| {
+                o.t_max = MAX_T_MAX;
+                o.blocks_per_batch = 1000;
+            },
+            "blocks_per_batch * t_max",
+        );
+        assert!(Options::new(94).validate().is_ok());
+    }
+
+    #[test]
+    fn policies_round_trip_through_their_names() {
+        for policy in Policy::ALL {
+            assert_eq!(policy.name().parse::<Policy>().unwrap(), policy);
+        }
+        assert_eq!("bfd".parse::<Policy>().unwrap_err().argument, "policy");
+    }
+}

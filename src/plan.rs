@@ -1,0 +1,486 @@
+//! Epoch plans: which pieces of which sequences fill which block, and which rank and batch each
+//! block goes to. A plan is a pure function of (lengths, options, epoch): every rank computes it
+//! on its own and takes its shard, with no communication.
+
+use crate::error::{Error, Result};
+use crate::options::{Options, Oversize, Policy};
+use crate::pack::{self, Packing};
+use crate::rng::{PlanRng, Stream};
+use crate::stats::{self, LowerBound, PlanStats};
+use serde::Serialize;
+
+/// A run of consecutive steps of one sequence, placed in a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Piece {
+    /// The sequence's index in the lengths the plan was made from.
+    pub index: u32,
+    /// Where the piece starts inside its sequence.
+    pub offset: u32,
+    /// Steps in the piece.
+    pub length: u32,
+    /// Where the piece starts inside its block.
+    pub block_offset: u32,
+    /// The piece carries on from the previous piece of the same sequence (its `offset` is not 0).
+    pub continues: bool,
+}
+
+/// Where a block's pieces lie in `EpochPlan::pieces`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+/// Plans epochs for fixed lengths and options. Construction checks everything, so planning an
+/// epoch cannot fail.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    lengths: Vec<u32>,
+    options: Options,
+    /// `counts[len]`: sequences whose packed part has `len` steps. The packed part is the whole
+    /// sequence, or for one split into full `t_max` chunks, the shorter tail left over.
+    counts: Vec<u32>,
+    /// Sequence indices ordered by the length of their packed part, ascending index within one
+    /// length: `by_length[class_starts[len]..class_starts[len + 1]]` have packed part `len`.
+    by_length: Vec<u32>,
+    class_starts: Vec<u32>,
+    /// Sequences longer than `t_max` (split mode), each giving `length / t_max` full blocks.
+    oversized: Vec<u32>,
+    full_chunks: u64,
+    /// Pieces the oversized sequences are cut into: their full chunks and their tails.
+    split_pieces: u64,
+    steps: u64,
+    pieces: u64,
+    lower_bound: LowerBound,
+}
+
+impl Planner {
+    /// Checks the lengths and options. Errors name the argument, its value and what was expected:
+    /// an empty dataset, a zero length, a total over 32 bits, sequences longer than `t_max` (unless
+    /// split), or fewer pieces than ranks.
+    pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
+        options.validate()?;
+        if lengths.is_empty() {
+            return Err(Error::invalid("lengths", "an empty list", "at least one sequence"));
+        }
+        if let Some(first) = lengths.iter().position(|&length| length == 0) {
+            let zeros = lengths.iter().filter(|&&length| length == 0).count();
+            return Err(Error::invalid(
+                format!("lengths[{first}]"),
+                0,
+                format!("every sequence to have at least 1 step ({zeros} have 0)"),
+            ));
+        }
+        let steps: u64 = lengths.iter().map(|&length| u64::from(length)).sum();
+        if steps > u64::from(u32::MAX) {
+            return Err(Error::invalid(
+                "sum of lengths",
+                steps,
+                format!("at most {} steps per epoch (plans use 32-bit offsets)", u32::MAX),
+            ));
+        }
+        let t_max = options.t_max;
+        let oversized: Vec<u32> = (0..)
+            .zip(&lengths)
+            .filter(|&(_, &length)| length > t_max)
+            .map(|(index, _)| index)
+            .collect();
+        if !oversized.is_empty() && options.oversize == Oversize::Reject {
+            let longest = lengths.iter().max().copied().unwrap_or(0);
+            return Err(Error::invalid(
+                "t_max",
+                t_max,
+                format!(
+                    "at least the longest sequence ({longest} steps): {} sequences are longer \
+                     than t_max; raise t_max or choose split mode to cut them into chunks",
+                    oversized.len()
+                ),
+            ));
+        }
+
+        let packed_part = |length: u32| if length > t_max { length % t_max } else { length };
+        let mut counts = vec![0u32; t_max as usize + 1];
+        for &length in &lengths {
+            counts[packed_part(length) as usize] += 1;
+        }
+        // Lengths that divide into full chunks leave no tail to pack.
+        counts[0] = 0;
+        let full_chunks: u64 = oversized
+            .iter()
+            .map(|&index| u64::from(lengths[index as usize] / t_max))
+            .sum();
+        let split_tails = oversized
+            .iter()
+            .filter(|&&index| lengths[index as usize] % t_max > 0)
+            .count() as u64;
+        let split_pieces = full_chunks + split_tails;
+        let packed_tails: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+        let pieces = full_chunks + packed_tails;
+        if pieces < u64::from(options.world_size) {
+            return Err(Error::invalid(
+                "world_size",
+                options.world_size,
+                format!(
+                    "at most {pieces}: the lengths fill only {pieces} blocks even with one piece \
+                     per block, fewer blocks than ranks"
+                ),
+            ));
+        }
+
+        // Counting sort of the sequences by packed length (ascending index within a length).
+        let mut class_starts = vec![0u32; t_max as usize + 2];
+        for length in 1..=t_max as usize {
+            class_starts[length + 1] = class_starts[length] + counts[length];
+        }
+        let mut next_slot = class_starts.clone();
+        let mut by_length = vec![0u32; packed_tails as usize];
+        for (index, &length) in (0..).zip(&lengths) {
+            let part = packed_part(length) as usize;
+            if part > 0 {
+                by_length[next_slot[part] as usize] = index;
+                next_slot[part] += 1;
+            }
+        }
+
+        let lower_bound = stats::lower_bound(&counts, full_chunks, steps, &options);
+        Ok(Planner {
+            lengths,
+            options,
+            counts,
+            by_length,
+            class_starts,
+            oversized,
+            full_chunks,
+            split_pieces,
+            steps,
+            pieces,
+            lower_bound,
+        })
+    }
+
+    pub fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Steps of all sequences.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Pieces every plan places: one per sequence, or its chunks when split.
+    pub fn pieces(&self) -> u64 {
+        self.pieces
+    }
+
+    /// The least padding any plan of these lengths and options can have.
+    pub fn lower_bound(&self) -> LowerBound {
+        self.lower_bound
+    }
+
+    /// The plan of `epoch`: the same on every rank and machine for the same inputs.
+    pub fn plan(&self, epoch: u64) -> EpochPlan {
+        let options = &self.options;
+        let packing = match options.policy {
+            Policy::BestFit => pack::best_fit(&self.counts, options.t_max),
+            Policy::RandomFill => {
+                let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
+                pack::random_fill(&self.counts, options.t_max, &mut rng)
+            }
+        };
+        let (mut pieces, mut spans) = self.place_sequences(&packing, epoch);
+        let packed_blocks = spans.len() as u64;
+        let blocks = stats::round_up(packed_blocks, options.blocks_per_global_batch());
+        let empty_blocks = split_blocks_to_reach(&mut pieces, &mut spans, blocks as usize);
+        PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut spans);
+
+        let t_max = u64::from(options.t_max);
+        let padding = blocks * t_max - self.steps;
+        let rounding_blocks = blocks - packed_blocks;
+        let stats = PlanStats {
+            sequences: self.lengths.len() as u64,
+            steps: self.steps,
+            pieces: pieces.len() as u64,
+            blocks,
+            padding,
+            deleted: 0,
+            split_sequences: self.oversized.len() as u64,
+            split_pieces: self.split_pieces,
+            rounding_blocks,
+            rounding_padding: rounding_blocks * t_max,
+            empty_blocks,
+            efficiency: stats::efficiency(self.steps, 0, padding),
+        };
+        EpochPlan {
+            epoch,
+            options: options.clone(),
+            pieces,
+            spans,
+            stats,
+            lower_bound: self.lower_bound,
+        }
+    }
+
+    /// Turns packed lengths into pieces of actual sequences. Which sequence of a given length
+    /// fills a slot of that length is shuffled per epoch, so the company a sequence keeps in its
+    /// block changes from epoch to epoch. Split sequences add their full chunks, a block each.
+    fn place_sequences(&self, packing: &Packing, epoch: u64) -> (Vec<Piece>, Vec<Span>) {
+        let t_max = self.options.t_max;
+        let mut members = self.by_length.clone();
+        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Identities);
+        for class in self.class_starts.windows(2) {
+            rng.shuffle(&mut members[class[0] as usize..class[1] as usize]);
+        }
+        let mut next = self.class_starts.clone();
+
+        let mut pieces = Vec::with_capacity(self.pieces as usize);
+        let mut spans = Vec::with_capacity(packing.ends.len() + self.full_chunks as usize);
+        for block in packing.blocks() {
+            let start = pieces.len() as u32;
+            let mut block_offset = 0;
+            for &length in block {
+                let index = members[next[length as usize] as usize];
+                next[length as usize] += 1;
+                let offset = self.lengths[index as usize] - length;
+                pieces.push(Piece {
+                    index,
+                    offset,
+                    length,
+                    block_offset,
+                    continues: offset > 0,
+                });
+                block_offset += length;
+            }
+            spans.push(Span {
+                start,
+                end: pieces.len() as u32,
+            });
+        }
+        for &index in &self.oversized {
+            for chunk in 0..self.lengths[index as usize] / t_max {
+                spans.push(Span {
+                    start: pieces.len() as u32,
+                    end: pieces.len() as u32 + 1,
+                });
+                pieces.push(Piece {
+                    index,
+                    offset: chunk * t_max,
+                    length: t_max,
+                    block_offset: 0,
+                    continues: chunk > 0,
+                });
+            }
+        }
+        (pieces, spans)
+    }
+}
+
+/// Brings the block count up to `target` at no cost in padding: padding is `blocks * t_max -
+/// steps` whatever the blocks hold, so instead of adding empty blocks, blocks of several pieces
+/// give their last piece a block of its own. Only when there are fewer pieces than blocks are
+/// empty blocks added; returns how many.
+fn split_blocks_to_reach(pieces: &mut [Piece], spans: &mut Vec<Span>, target: usize) -> u64 {
+    loop {
+        let mut split_any = false;
+        // From the end: the last blocks packed hold the most (and shortest) pieces.
+        for block in (0..spans.len()).rev() {
+            if spans.len() == target {
+                return 0;
+            }
+            let Span { start, end } = spans[block];
+            if end - start >= 2 {
+                spans[block].end = end - 1;
+                pieces[end as usize - 1].block_offset = 0;
+                spans.push(Span {
+                    start: end - 1,
+                    end,
+                });
+                split_any = true;
+            }
+        }
+        if !split_any {
+            break;
+        }
+    }
+    let empty = (target - spans.len()) as u64;
+    let at = pieces.len() as u32;
+    spans.resize(target, Span { start: at, end: at });
+    empty
+}
+
+/// One epoch's plan: blocks in their (shuffled) order, sharded to ranks and batches.
+///
+/// Global batch `g` is blocks `g * W * B .. (g + 1) * W * B`; rank `r` takes the `B` blocks from
+/// `(g * W + r) * B`. Every rank therefore runs the same number of batches of exactly `B` blocks.
+#[derive(Debug, Clone)]
+pub struct EpochPlan {
+    epoch: u64,
+    options: Options,
+    pieces: Vec<Piece>,
+    spans: Vec<Span>,
+    stats: PlanStats,
+    lower_bound: LowerBound,
+}
+
+impl EpochPlan {
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn stats(&self) -> &PlanStats {
+        &self.stats
+    }
+
+    pub fn lower_bound(&self) -> LowerBound {
+        self.lower_bound
+    }
+
+    pub fn num_blocks(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The `position`-th block in epoch order.
+    pub fn block(&self, position: usize) -> Block<'_> {
+        let Span { start, end } = self.spans[position];
+        Block {
+            pieces: &self.pieces[start as usize..end as usize],
+            t_max: self.options.t_max,
+        }
+    }
+
+    /// All blocks in epoch order.
+    pub fn blocks(&self) -> impl ExactSizeIterator<Item = Block<'_>> + '_ {
+        (0..self.spans.len()).map(|position| self.block(position))
+    }
+
+    /// Batches every rank runs this epoch (the same on every rank).
+    pub fn batches_per_rank(&self) -> usize {
+        self.spans.len() / self.options.blocks_per_global_batch() as usize
+    }
+
+    /// Batch `batch` of rank `rank`: exactly `blocks_per_batch` blocks.
+    pub fn batch(&self, rank: u32, batch: usize) -> Result<Batch<'_>> {
+        self.check_rank(rank)?;
+        if batch >= self.batches_per_rank() {
+            return Err(Error::invalid(
+                "batch",
+                batch,
+                format!("a batch index below {}", self.batches_per_rank()),
+            ));
+        }
+        let per_batch = self.options.blocks_per_batch as usize;
+        let first = (batch * self.options.world_size as usize + rank as usize) * per_batch;
+        Ok(Batch {
+            plan: self,
+            first_block: first,
+        })
+    }
+
+    /// All batches of `rank`, in order.
+    pub fn rank_batches(&self, rank: u32) -> Result<impl ExactSizeIterator<Item = Batch<'_>> + '_> {
+        self.check_rank(rank)?;
+        Ok((0..self.batches_per_rank()).map(move |batch| {
+            self.batch(rank, batch)
+                .expect("rank and batch were checked")
+        }))
+    }
+
+    fn check_rank(&self, rank: u32) -> Result<()> {
+        if rank >= self.options.world_size {
+            return Err(Error::invalid(
+                "rank",
+                rank,
+                format!(
+                    "a rank below world_size ({}), counting from 0",
+                    self.options.world_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A stable 64-bit fingerprint of the plan's content (block size, shards, every piece of
+    /// every block in order), so ranks can check they computed the same plan. It is FNV-1a over
+    /// 64-bit words, fixed here, not `std`'s hasher, whose output may change between releases.
+    pub fn hash(&self) -> u64 {
+        let mut hash = StableHash::new();
+        let o = &self.options;
+        hash.add(u64::from(o.t_max));
+        hash.add(u64::from(o.world_size));
+        hash.add(u64::from(o.blocks_per_batch));
+        hash.add(self.spans.len() as u64);
+        for block in self.blocks() {
+            hash.add(block.pieces.len() as u64);
+            for piece in block.pieces {
+                hash.add(u64::from(piece.index) | u64::from(piece.offset) << 32);
+                hash.add(
+                    u64::from(piece.length)
+                        | u64::from(piece.block_offset) << 32
+                        | u64::from(piece.continues) << 63,
+                );
+            }
+        }
+        hash.finish()
+    }
+}
+
+struct StableHash(u64);
+
+impl StableHash {
+    fn new() -> Self {
+        StableHash(0xcbf2_9ce4_8422_2325)
+    }
+    fn add(&mut self, word: u64) {
+        for byte in word.to_le_bytes() {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One block: its pieces in order; the rest of its `t_max` steps are padding.
+#[derive(Debug, Clone, Copy)]
+pub struct Block<'a> {
+    pub pieces: &'a [Piece],
+    pub t_max: u32,
+}
+
+impl Block<'_> {
+    /// Real (non-padding) steps.
+    pub fn used(&self) -> u32 {
+        self.pieces.iter().map(|piece| piece.length).sum()
+    }
+
+    pub fn padding(&self) -> u32 {
+        self.t_max - self.used()
+    }
+}
+
+/// One batch of one rank: `blocks_per_batch` consecutive blocks of the epoch order.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    plan: &'a EpochPlan,
+    first_block: usize,
+}
+
+impl<'a> Batch<'a> {
+    pub fn blocks(&self) -> impl ExactSizeIterator<Item = Block<'a>> + 'a {
+        let plan = self.plan;
+        let count = plan.options.blocks_per_batch as usize;
+        (self.first_block..self.first_block + count).map(move |position| plan.block(position))
+    }
+
+    pub fn t_max(&self) -> u32 {
+        self.plan.options.t_max
+    }
+
+}

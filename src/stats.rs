@@ -1,0 +1,222 @@
+//! What a plan costs, the least any plan could cost, and what the paper's baselines cost on the
+//! same lengths.
+
+use crate::error::{Error, Result};
+use crate::options::Options;
+use serde::Serialize;
+
+/// Counted outcome of a plan. Every padded, deleted or split step is here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanStats {
+    pub sequences: u64,
+    /// Steps of all sequences.
+    pub steps: u64,
+    /// Pieces placed in blocks: one per sequence, more for split ones.
+    pub pieces: u64,
+    /// Blocks of the epoch over all ranks, a multiple of `world_size * blocks_per_batch`.
+    pub blocks: u64,
+    /// Padding steps over all blocks: `blocks * t_max - steps`.
+    pub padding: u64,
+    /// Steps dropped. bload's policies never drop a step; baselines may.
+    pub deleted: u64,
+    /// Sequences longer than `t_max` that were cut (split mode only).
+    pub split_sequences: u64,
+    /// Pieces those sequences were cut into.
+    pub split_pieces: u64,
+    /// Blocks added to reach a multiple of `world_size * blocks_per_batch` ...
+    pub rounding_blocks: u64,
+    /// ... and the padding they add: `rounding_blocks * t_max`, the least the rounding can cost.
+    pub rounding_padding: u64,
+    /// Blocks with no piece at all: only when there are fewer pieces than blocks.
+    pub empty_blocks: u64,
+    /// Share of computed steps that are real: `(steps - deleted) / (steps - deleted + padding)`.
+    pub efficiency: f64,
+}
+
+/// The fewest blocks (and so the least padding) any plan of these lengths can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LowerBound {
+    /// Larger of `ceil(steps / t_max)` and the Martello-Toth L2 bound, before rounding.
+    pub blocks_unrounded: u64,
+    /// Rounded up to a multiple of `world_size * blocks_per_batch`.
+    pub blocks: u64,
+    /// `blocks * t_max - steps`.
+    pub padding: u64,
+}
+
+pub(crate) fn efficiency(steps: u64, deleted: u64, padding: u64) -> f64 {
+    let kept = steps - deleted;
+    if kept + padding == 0 {
+        return 1.0;
+    }
+    kept as f64 / (kept + padding) as f64
+}
+
+pub(crate) fn round_up(blocks: u64, multiple: u64) -> u64 {
+    blocks.div_ceil(multiple) * multiple
+}
+
+/// Lower bound for packing `full_chunks` blocks that are already full plus items with
+/// `counts[len]` of each length `1..=t_max`.
+pub(crate) fn lower_bound(
+    counts: &[u32],
+    full_chunks: u64,
+    steps: u64,
+    options: &Options,
+) -> LowerBound {
+    let t_max = u64::from(options.t_max);
+    let pool_steps: u64 = (0..).zip(counts).map(|(len, &c)| len * u64::from(c)).sum();
+    let pool_bound = pool_steps.div_ceil(t_max).max(martello_toth_l2(counts));
+    let blocks_unrounded = full_chunks + pool_bound;
+    let blocks = round_up(blocks_unrounded, options.blocks_per_global_batch());
+    LowerBound {
+        blocks_unrounded,
+        blocks,
+        padding: blocks * t_max - steps,
+    }
+}
+
+/// Martello and Toth's L2 bound for bin packing with capacity `c = counts.len() - 1`: for every
+/// threshold `a` in `1..=c/2`, items longer than `c - a` need a block each (J1); items in
+/// `(c/2, c - a]` need a block each too (J2), and items in `[a, c/2]` (J3) can only use the room
+/// J2's blocks leave, or new blocks.
+fn martello_toth_l2(counts: &[u32]) -> u64 {
+    let capacity = counts.len() - 1;
+    // count_upto[w] and steps_upto[w]: items of length at most w, and their steps.
+    let mut count_upto = vec![0u64; capacity + 1];
+    let mut steps_upto = vec![0u64; capacity + 1];
+    for w in 1..=capacity {
+        count_upto[w] = count_upto[w - 1] + u64::from(counts[w]);
+        steps_upto[w] = steps_upto[w - 1] + w as u64 * u64::from(counts[w]);
+    }
+    let between = |table: &[u64], low: usize, high: usize| -> u64 {
+        // Items with length in low..=high.
+        if high < low {
+            0
+        } else {
+            table[high] - table[low - 1]
+        }
+    };
+    let half = capacity / 2;
+    let mut best = 0;
+    for a in 1..=half {
+        let j1 = between(&count_upto, capacity - a + 1, capacity);
+        let j2 = between(&count_upto, half + 1, capacity - a);
+        let j2_steps = between(&steps_upto, half + 1, capacity - a);
+        let j3_steps = between(&steps_upto, a, half);
+        let room_in_j2 = j2 * capacity as u64 - j2_steps;
+        let extra = j3_steps.saturating_sub(room_in_j2).div_ceil(capacity as u64);
+        best = best.max(j1 + j2 + extra);
+    }
+    best
+}
+
+/// Cost of one of the paper's baselines, in the same units as a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MethodStats {
+    /// Blocks (for `pad_to_max`) or rows (for `truncate` and `mix`) of all ranks.
+    pub blocks: u64,
+    pub padding: u64,
+    pub deleted: u64,
+    pub efficiency: f64,
+    /// Wall time to compute it, in milliseconds (filled by the caller that timed it).
+    pub plan_ms: f64,
+}
+
+impl MethodStats {
+    fn new(blocks: u64, padding: u64, deleted: u64, steps: u64) -> Self {
+        MethodStats {
+            blocks,
+            padding,
+            deleted,
+            efficiency: efficiency(steps, deleted, padding),
+            plan_ms: 0.0,
+        }
+    }
+}
+
+/// Every piece in a row of its own, padded to `t_max` ("padding" in the paper's Table I).
+/// `pieces` counts sequences, or their chunks when long ones are split.
+pub fn pad_to_max(pieces: u64, steps: u64, options: &Options) -> MethodStats {
+    let rows = round_up(pieces, options.blocks_per_global_batch());
+    MethodStats::new(rows, rows * u64::from(options.t_max) - steps, 0, steps)
+}
+
+/// Every sequence cut to at most `to` steps ("sampling" in the paper's Table I). Shorter sequences
+/// are kept as they are, as the paper counts it; rows added to round to a multiple of the ranks'
+/// batch are padding.
+pub fn truncate(lengths: &[u32], to: u32, options: &Options) -> Result<MethodStats> {
+    let (steps, deleted, _) = cut_and_pad(lengths, to, "truncate_to")?;
+    let rows = round_up(lengths.len() as u64, options.blocks_per_global_batch());
+    let padding = (rows - lengths.len() as u64) * u64::from(to);
+    Ok(MethodStats::new(rows, padding, deleted, steps))
+}
+
+/// Every sequence cut or padded to exactly `to` steps ("mix pad" in the paper's Table I).
+pub fn mix(lengths: &[u32], to: u32, options: &Options) -> Result<MethodStats> {
+    let (steps, deleted, padded) = cut_and_pad(lengths, to, "mix_to")?;
+    let rows = round_up(lengths.len() as u64, options.blocks_per_global_batch());
+    let padding = padded + (rows - lengths.len() as u64) * u64::from(to);
+    Ok(MethodStats::new(rows, padding, deleted, steps))
+}
+
+/// (steps, steps beyond `to`, steps short of `to`) over all sequences.
+fn cut_and_pad(lengths: &[u32], to: u32, argument: &str) -> Result<(u64, u64, u64)> {
+    if to == 0 {
+        return Err(Error::invalid(argument, 0, "a row length of at least 1 step"));
+    }
+    let mut totals = (0, 0, 0);
+    for &length in lengths {
+        totals.0 += u64::from(length);
+        totals.1 += u64::from(length.saturating_sub(to));
+        totals.2 += u64::from(to.saturating_sub(length));
+    }
+    Ok(totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts_of(lengths: &[u32], t_max: usize) -> Vec<u32> {
+        let mut counts = vec![0; t_max + 1];
+        for &length in lengths {
+            counts[length as usize] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn l2_counts_items_that_cannot_share_a_block() {
+        // Three items of 6 in blocks of 10: 18 steps fit 2 blocks by volume, but no two share.
+        assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 6], 10)), 3);
+        let bound = lower_bound(&counts_of(&[6, 6, 6], 10), 0, 18, &Options::new(10));
+        assert_eq!((bound.blocks, bound.padding), (3, 12));
+        // Items of 6 leave room 4 each; three 5s cannot use it, so they need 2 more blocks.
+        assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 5, 5, 5], 10)), 4);
+    }
+
+    #[test]
+    fn lower_bound_rounds_up_to_the_global_batch() {
+        let mut options = Options::new(10);
+        options.world_size = 4;
+        let bound = lower_bound(&counts_of(&[10, 10, 10, 10, 10], 10), 2, 70, &options);
+        assert_eq!(bound.blocks_unrounded, 7);
+        assert_eq!(bound.blocks, 8);
+        assert_eq!(bound.padding, 10);
+    }
+
+    #[test]
+    fn baselines_count_cut_and_padded_steps() {
+        let options = Options::new(10);
+        let lengths = [3, 10, 7];
+        let padded = pad_to_max(3, 20, &options);
+        assert_eq!((padded.blocks, padded.padding, padded.deleted), (3, 10, 0));
+        let cut = truncate(&lengths, 5, &options).unwrap();
+        assert_eq!((cut.blocks, cut.padding, cut.deleted), (3, 0, 7));
+        let mixed = mix(&lengths, 5, &options).unwrap();
+        assert_eq!((mixed.padding, mixed.deleted), (2, 7));
+        assert!((mixed.efficiency - 13.0 / 15.0).abs() < 1e-12);
+        assert_eq!(mix(&lengths, 0, &options).unwrap_err().argument, "mix_to");
+    }
+}
