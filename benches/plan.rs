@@ -1,1 +1,171 @@
-fn main() {}
+//! `cargo bench`: plans 1M and 10M lognormal lengths (t_max 2048) and the bundled length sets with
+//! bload's `best_fit`, and packs the same lengths with `seqpacker`'s fastest best-fit (OBFD), in
+//! the same run. Prints time, sequences per second, padding, and peak heap bytes per sequence.
+//! Single-threaded. Set `BLOAD_BENCH_SIZES=1000000` to change the synthetic sizes.
+
+use bload::{read_lengths, Options, Oversize, Planner};
+use seqpacker::{PackStrategy, Packer};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Counts live and peak heap bytes, to report memory per sequence honestly.
+struct CountingAllocator;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > layout.size() {
+            let grow = new_size - layout.size();
+            let live = LIVE.fetch_add(grow, Ordering::Relaxed) + grow;
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        } else {
+            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Peak heap bytes above what was live when `work` started, and its result.
+fn measure<T>(work: impl FnOnce() -> T) -> (T, f64, usize) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let start = Instant::now();
+    let out = work();
+    let seconds = start.elapsed().as_secs_f64();
+    (out, seconds, PEAK.load(Ordering::Relaxed) - base)
+}
+
+/// Lognormal lengths (median 200 steps, sigma 1) redrawn until in 1..=t_max; xorshift and
+/// Box-Muller written out so the data set is the same on every machine.
+fn lognormal_lengths(count: usize, t_max: u32) -> Vec<u32> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut uniform = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut lengths = Vec::with_capacity(count);
+    while lengths.len() < count {
+        let normal =
+            (-2.0 * uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * uniform()).cos();
+        let length = (200f64.ln() + normal).exp().round();
+        if (1.0..=f64::from(t_max)).contains(&length) {
+            lengths.push(length as u32);
+        }
+    }
+    lengths
+}
+
+struct Row {
+    name: String,
+    sequences: usize,
+    seconds: f64,
+    blocks: u64,
+    padding: u64,
+    peak_bytes: usize,
+}
+
+fn print_row(row: &Row) {
+    println!(
+        "{:<34} {:>10} {:>9.3} {:>12.2} {:>9} {:>11} {:>9.1}",
+        row.name,
+        row.sequences,
+        row.seconds,
+        row.sequences as f64 / row.seconds / 1e6,
+        row.blocks,
+        row.padding,
+        row.peak_bytes as f64 / row.sequences as f64,
+    );
+}
+
+fn bload_row(name: &str, lengths: &[u32], options: &Options) -> Row {
+    let input = lengths.to_vec();
+    let (plan, seconds, peak_bytes) = measure(|| {
+        let planner = Planner::new(input, options.clone()).expect("valid bench input");
+        planner.plan(0)
+    });
+    Row {
+        name: format!("bload best_fit {name}"),
+        sequences: lengths.len(),
+        seconds,
+        blocks: plan.stats().blocks,
+        padding: plan.stats().padding,
+        peak_bytes,
+    }
+}
+
+/// seqpacker refuses sequences longer than the block, so it gets the same chunks bload packs:
+/// full `t_max` chunks plus the tail.
+fn seqpacker_row(name: &str, lengths: &[u32], t_max: u32) -> Row {
+    let mut chunks: Vec<usize> = Vec::with_capacity(lengths.len());
+    for &length in lengths {
+        let (full, tail) = (length / t_max, length % t_max);
+        chunks.extend(std::iter::repeat_n(t_max as usize, full as usize));
+        if tail > 0 {
+            chunks.push(tail as usize);
+        }
+    }
+    let packer =
+        Packer::new(t_max as usize).with_strategy(PackStrategy::OptimizedBestFitDecreasing);
+    let (result, seconds, peak_bytes) = measure(|| packer.pack_lengths(&chunks).expect("packs"));
+    Row {
+        name: format!("seqpacker OBFD {name}"),
+        sequences: lengths.len(),
+        seconds,
+        blocks: result.packs.len() as u64,
+        padding: result.metrics.padding_tokens as u64,
+        peak_bytes,
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported and ignored.
+    let sizes: Vec<usize> = std::env::var("BLOAD_BENCH_SIZES")
+        .unwrap_or_else(|_| "1000000,10000000".into())
+        .split(',')
+        .map(|size| {
+            size.trim()
+                .parse()
+                .expect("BLOAD_BENCH_SIZES: comma-separated integers")
+        })
+        .collect();
+    println!(
+        "{:<34} {:>10} {:>9} {:>12} {:>9} {:>11} {:>9}",
+        "planner / lengths", "sequences", "seconds", "Mseq/s", "blocks", "padding", "B/seq"
+    );
+    for size in sizes {
+        let lengths = lognormal_lengths(size, 2048);
+        let name = format!("lognormal {}M t2048", size as f64 / 1e6);
+        print_row(&bload_row(&name, &lengths, &Options::new(2048)));
+        print_row(&seqpacker_row(&name, &lengths, 2048));
+    }
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data");
+    for (file, t_max) in [
+        ("action_genome_like.lengths", 94),
+        ("speech_like.lengths", 2450),
+        ("text_like.lengths", 2048),
+    ] {
+        let lengths = read_lengths(&data.join(file)).expect("bundled data");
+        let mut options = Options::new(t_max);
+        options.oversize = Oversize::Split;
+        let name = file.trim_end_matches(".lengths");
+        print_row(&bload_row(name, &lengths, &options));
+        print_row(&seqpacker_row(name, &lengths, t_max));
+    }
+}

@@ -55,7 +55,10 @@ mod tests {
 
     #[test]
     fn parses_one_length_per_line() {
-        assert_eq!(parse_lengths("3\n10\r\n 7 \n", "x").unwrap(), vec![3, 10, 7]);
+        assert_eq!(
+            parse_lengths("3\n10\r\n 7 \n", "x").unwrap(),
+            vec![3, 10, 7]
+        );
     }
 
     #[test]

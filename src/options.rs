@@ -100,7 +100,11 @@ impl Options {
             return Err(Error::invalid("world_size", 0, "at least 1 rank"));
         }
         if self.blocks_per_batch == 0 {
-            return Err(Error::invalid("blocks_per_batch", 0, "at least 1 block per batch"));
+            return Err(Error::invalid(
+                "blocks_per_batch",
+                0,
+                "at least 1 block per batch",
+            ));
         }
         // cu_seqlens are int32 prefix sums over one batch of one rank.
         let batch_steps = u64::from(self.blocks_per_batch) * u64::from(self.t_max);
@@ -108,7 +112,10 @@ impl Options {
             return Err(Error::invalid(
                 "blocks_per_batch * t_max",
                 batch_steps,
-                format!("at most {} steps per batch (cu_seqlens are int32)", i32::MAX),
+                format!(
+                    "at most {} steps per batch (cu_seqlens are int32)",
+                    i32::MAX
+                ),
             ));
         }
         let slots = u64::from(self.blocks_per_batch) * u64::from(self.world_size);

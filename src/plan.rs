@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::options::{Options, Oversize, Policy};
-use crate::pack::{self, Packing};
+use crate::pack;
 use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, LowerBound, PlanStats};
 use serde::Serialize;
@@ -24,13 +24,6 @@ pub struct Piece {
     pub continues: bool,
 }
 
-/// Where a block's pieces lie in `EpochPlan::pieces`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Span {
-    start: u32,
-    end: u32,
-}
-
 /// Plans epochs for fixed lengths and options. Construction checks everything, so planning an
 /// epoch cannot fail.
 #[derive(Debug, Clone)]
@@ -44,7 +37,8 @@ pub struct Planner {
     /// length: `by_length[class_starts[len]..class_starts[len + 1]]` have packed part `len`.
     by_length: Vec<u32>,
     class_starts: Vec<u32>,
-    /// Sequences longer than `t_max` (split mode), each giving `length / t_max` full blocks.
+    /// Sequences longer than `t_max` (split mode), ascending. Each gives `length / t_max` full
+    /// chunks, a block each, and its tail (if any) is packed like any sequence.
     oversized: Vec<u32>,
     full_chunks: u64,
     /// Pieces the oversized sequences are cut into: their full chunks and their tails.
@@ -61,32 +55,52 @@ impl Planner {
     pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
         options.validate()?;
         if lengths.is_empty() {
-            return Err(Error::invalid("lengths", "an empty list", "at least one sequence"));
-        }
-        if let Some(first) = lengths.iter().position(|&length| length == 0) {
-            let zeros = lengths.iter().filter(|&&length| length == 0).count();
             return Err(Error::invalid(
-                format!("lengths[{first}]"),
-                0,
-                format!("every sequence to have at least 1 step ({zeros} have 0)"),
-            ));
-        }
-        let steps: u64 = lengths.iter().map(|&length| u64::from(length)).sum();
-        if steps > u64::from(u32::MAX) {
-            return Err(Error::invalid(
-                "sum of lengths",
-                steps,
-                format!("at most {} steps per epoch (plans use 32-bit offsets)", u32::MAX),
+                "lengths",
+                "an empty list",
+                "at least one sequence",
             ));
         }
         let t_max = options.t_max;
-        let oversized: Vec<u32> = (0..)
-            .zip(&lengths)
-            .filter(|&(_, &length)| length > t_max)
-            .map(|(index, _)| index)
-            .collect();
+        // One pass over the lengths gathers everything the checks and the packers need.
+        let mut counts = vec![0u32; t_max as usize + 1];
+        let (mut steps, mut longest) = (0u64, 0u32);
+        let mut oversized = Vec::new();
+        for (index, &length) in (0u32..).zip(&lengths) {
+            steps += u64::from(length);
+            longest = longest.max(length);
+            if length <= t_max {
+                counts[length as usize] += 1;
+            } else {
+                oversized.push(index);
+                counts[(length % t_max) as usize] += 1;
+            }
+        }
+        if counts[0] > 0 {
+            // Zero-length sequences, or oversized ones that divide into full chunks exactly.
+            let first = lengths.iter().position(|&length| length == 0);
+            if let Some(first) = first {
+                let zeros = lengths.iter().filter(|&&length| length == 0).count();
+                return Err(Error::invalid(
+                    format!("lengths[{first}]"),
+                    0,
+                    format!("every sequence to have at least 1 step ({zeros} have 0)"),
+                ));
+            }
+            // Chunks with no tail leave nothing to pack.
+            counts[0] = 0;
+        }
+        if lengths.len() as u64 > u64::from(u32::MAX) || steps > u64::from(u32::MAX) {
+            return Err(Error::invalid(
+                "sum of lengths",
+                steps,
+                format!(
+                    "at most {} steps per epoch (plans use 32-bit offsets)",
+                    u32::MAX
+                ),
+            ));
+        }
         if !oversized.is_empty() && options.oversize == Oversize::Reject {
-            let longest = lengths.iter().max().copied().unwrap_or(0);
             return Err(Error::invalid(
                 "t_max",
                 t_max,
@@ -97,25 +111,16 @@ impl Planner {
                 ),
             ));
         }
-
-        let packed_part = |length: u32| if length > t_max { length % t_max } else { length };
-        let mut counts = vec![0u32; t_max as usize + 1];
-        for &length in &lengths {
-            counts[packed_part(length) as usize] += 1;
-        }
-        // Lengths that divide into full chunks leave no tail to pack.
-        counts[0] = 0;
         let full_chunks: u64 = oversized
             .iter()
             .map(|&index| u64::from(lengths[index as usize] / t_max))
             .sum();
-        let split_tails = oversized
+        let tails = oversized
             .iter()
             .filter(|&&index| lengths[index as usize] % t_max > 0)
             .count() as u64;
-        let split_pieces = full_chunks + split_tails;
-        let packed_tails: u64 = counts.iter().map(|&count| u64::from(count)).sum();
-        let pieces = full_chunks + packed_tails;
+        let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+        let pieces = full_chunks + packed_parts;
         if pieces < u64::from(options.world_size) {
             return Err(Error::invalid(
                 "world_size",
@@ -133,12 +138,16 @@ impl Planner {
             class_starts[length + 1] = class_starts[length] + counts[length];
         }
         let mut next_slot = class_starts.clone();
-        let mut by_length = vec![0u32; packed_tails as usize];
-        for (index, &length) in (0..).zip(&lengths) {
-            let part = packed_part(length) as usize;
+        let mut by_length = vec![0u32; packed_parts as usize];
+        for (index, &length) in (0u32..).zip(&lengths) {
+            let part = if length > t_max {
+                length % t_max
+            } else {
+                length
+            };
             if part > 0 {
-                by_length[next_slot[part] as usize] = index;
-                next_slot[part] += 1;
+                by_length[next_slot[part as usize] as usize] = index;
+                next_slot[part as usize] += 1;
             }
         }
 
@@ -151,7 +160,7 @@ impl Planner {
             class_starts,
             oversized,
             full_chunks,
-            split_pieces,
+            split_pieces: full_chunks + tails,
             steps,
             pieces,
             lower_bound,
@@ -191,19 +200,35 @@ impl Planner {
                 pack::random_fill(&self.counts, options.t_max, &mut rng)
             }
         };
-        let (mut pieces, mut spans) = self.place_sequences(&packing, epoch);
-        let packed_blocks = spans.len() as u64;
+        let mut plan = EpochPlan {
+            epoch,
+            options: options.clone(),
+            piece_sequences: self.sequences_for(&packing.lengths, epoch),
+            piece_lengths: packing.lengths,
+            split_offsets: Vec::new(),
+            spans: Vec::new(),
+            stats: PlanStats::default(),
+            lower_bound: self.lower_bound,
+        };
+        let mut start = 0;
+        for &end in &packing.ends {
+            plan.spans.push(Span { start, end });
+            start = end;
+        }
+        self.add_split_pieces(&mut plan);
+
+        let packed_blocks = plan.spans.len() as u64;
         let blocks = stats::round_up(packed_blocks, options.blocks_per_global_batch());
-        let empty_blocks = split_blocks_to_reach(&mut pieces, &mut spans, blocks as usize);
-        PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut spans);
+        let empty_blocks = split_blocks_to_reach(&mut plan.spans, blocks as usize);
+        PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut plan.spans);
 
         let t_max = u64::from(options.t_max);
         let padding = blocks * t_max - self.steps;
         let rounding_blocks = blocks - packed_blocks;
-        let stats = PlanStats {
+        plan.stats = PlanStats {
             sequences: self.lengths.len() as u64,
             steps: self.steps,
-            pieces: pieces.len() as u64,
+            pieces: self.pieces,
             blocks,
             padding,
             deleted: 0,
@@ -214,75 +239,76 @@ impl Planner {
             empty_blocks,
             efficiency: stats::efficiency(self.steps, 0, padding),
         };
-        EpochPlan {
-            epoch,
-            options: options.clone(),
-            pieces,
-            spans,
-            stats,
-            lower_bound: self.lower_bound,
-        }
+        plan
     }
 
-    /// Turns packed lengths into pieces of actual sequences. Which sequence of a given length
-    /// fills a slot of that length is shuffled per epoch, so the company a sequence keeps in its
-    /// block changes from epoch to epoch. Split sequences add their full chunks, a block each.
-    fn place_sequences(&self, packing: &Packing, epoch: u64) -> (Vec<Piece>, Vec<Span>) {
-        let t_max = self.options.t_max;
+    /// Which sequence fills each packed slot. Sequences of one length are interchangeable to the
+    /// packer; shuffling them per epoch changes the company each sequence keeps in its block.
+    fn sequences_for(&self, piece_lengths: &[u32], epoch: u64) -> Vec<u32> {
         let mut members = self.by_length.clone();
         let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Identities);
         for class in self.class_starts.windows(2) {
             rng.shuffle(&mut members[class[0] as usize..class[1] as usize]);
         }
         let mut next = self.class_starts.clone();
+        piece_lengths
+            .iter()
+            .map(|&length| {
+                let slot = &mut next[length as usize];
+                *slot += 1;
+                members[*slot as usize - 1]
+            })
+            .collect()
+    }
 
-        let mut pieces = Vec::with_capacity(self.pieces as usize);
-        let mut spans = Vec::with_capacity(packing.ends.len() + self.full_chunks as usize);
-        for block in packing.blocks() {
-            let start = pieces.len() as u32;
-            let mut block_offset = 0;
-            for &length in block {
-                let index = members[next[length as usize] as usize];
-                next[length as usize] += 1;
-                let offset = self.lengths[index as usize] - length;
-                pieces.push(Piece {
-                    index,
-                    offset,
-                    length,
-                    block_offset,
-                    continues: offset > 0,
-                });
-                block_offset += length;
+    /// Split mode: records where each oversized sequence's packed tail starts, and adds its full
+    /// chunks, a block each.
+    fn add_split_pieces(&self, plan: &mut EpochPlan) {
+        if self.oversized.is_empty() {
+            return;
+        }
+        let t_max = self.options.t_max;
+        // A bitset, not a look-up of every piece's length: that read would miss the cache for
+        // every piece of a large dataset.
+        let mut is_oversized = vec![0u64; self.lengths.len().div_ceil(64)];
+        for &index in &self.oversized {
+            is_oversized[index as usize / 64] |= 1 << (index % 64);
+        }
+        for (position, &index) in (0u32..).zip(&plan.piece_sequences) {
+            if is_oversized[index as usize / 64] >> (index % 64) & 1 == 1 {
+                let length = self.lengths[index as usize];
+                plan.split_offsets.push((position, length - length % t_max));
             }
-            spans.push(Span {
-                start,
-                end: pieces.len() as u32,
-            });
         }
         for &index in &self.oversized {
             for chunk in 0..self.lengths[index as usize] / t_max {
-                spans.push(Span {
-                    start: pieces.len() as u32,
-                    end: pieces.len() as u32 + 1,
-                });
-                pieces.push(Piece {
-                    index,
-                    offset: chunk * t_max,
-                    length: t_max,
-                    block_offset: 0,
-                    continues: chunk > 0,
+                let position = plan.piece_sequences.len() as u32;
+                plan.piece_sequences.push(index);
+                plan.piece_lengths.push(t_max);
+                if chunk > 0 {
+                    plan.split_offsets.push((position, chunk * t_max));
+                }
+                plan.spans.push(Span {
+                    start: position,
+                    end: position + 1,
                 });
             }
         }
-        (pieces, spans)
     }
+}
+
+/// Where a block's pieces lie in the plan's piece arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
 }
 
 /// Brings the block count up to `target` at no cost in padding: padding is `blocks * t_max -
 /// steps` whatever the blocks hold, so instead of adding empty blocks, blocks of several pieces
 /// give their last piece a block of its own. Only when there are fewer pieces than blocks are
 /// empty blocks added; returns how many.
-fn split_blocks_to_reach(pieces: &mut [Piece], spans: &mut Vec<Span>, target: usize) -> u64 {
+fn split_blocks_to_reach(spans: &mut Vec<Span>, target: usize) -> u64 {
     loop {
         let mut split_any = false;
         // From the end: the last blocks packed hold the most (and shortest) pieces.
@@ -293,7 +319,6 @@ fn split_blocks_to_reach(pieces: &mut [Piece], spans: &mut Vec<Span>, target: us
             let Span { start, end } = spans[block];
             if end - start >= 2 {
                 spans[block].end = end - 1;
-                pieces[end as usize - 1].block_offset = 0;
                 spans.push(Span {
                     start: end - 1,
                     end,
@@ -306,8 +331,7 @@ fn split_blocks_to_reach(pieces: &mut [Piece], spans: &mut Vec<Span>, target: us
         }
     }
     let empty = (target - spans.len()) as u64;
-    let at = pieces.len() as u32;
-    spans.resize(target, Span { start: at, end: at });
+    spans.resize(target, Span { start: 0, end: 0 });
     empty
 }
 
@@ -315,11 +339,18 @@ fn split_blocks_to_reach(pieces: &mut [Piece], spans: &mut Vec<Span>, target: us
 ///
 /// Global batch `g` is blocks `g * W * B .. (g + 1) * W * B`; rank `r` takes the `B` blocks from
 /// `(g * W + r) * B`. Every rank therefore runs the same number of batches of exactly `B` blocks.
+///
+/// Pieces are stored compactly (sequence and length per piece, 8 bytes) and expanded into
+/// [`Piece`]s when a block is read.
 #[derive(Debug, Clone)]
 pub struct EpochPlan {
     epoch: u64,
     options: Options,
-    pieces: Vec<Piece>,
+    piece_sequences: Vec<u32>,
+    piece_lengths: Vec<u32>,
+    /// `(piece, offset)` for the pieces that do not start at step 0 of their sequence (split
+    /// mode only), ascending by piece.
+    split_offsets: Vec<(u32, u32)>,
     spans: Vec<Span>,
     stats: PlanStats,
     lower_bound: LowerBound,
@@ -346,11 +377,19 @@ impl EpochPlan {
         self.spans.len()
     }
 
-    /// The `position`-th block in epoch order.
+    /// The `position`-th block in epoch order (`position < num_blocks()`).
     pub fn block(&self, position: usize) -> Block<'_> {
-        let Span { start, end } = self.spans[position];
+        let span = self.spans[position];
+        let range = span.start as usize..span.end as usize;
+        // The split offsets of this block's pieces start at the first entry at or after it.
+        let first = self
+            .split_offsets
+            .partition_point(|&(piece, _)| piece < span.start);
         Block {
-            pieces: &self.pieces[start as usize..end as usize],
+            first_piece: span.start,
+            sequences: &self.piece_sequences[range.clone()],
+            lengths: &self.piece_lengths[range],
+            split_offsets: &self.split_offsets[first..],
             t_max: self.options.t_max,
         }
     }
@@ -386,9 +425,11 @@ impl EpochPlan {
     /// All batches of `rank`, in order.
     pub fn rank_batches(&self, rank: u32) -> Result<impl ExactSizeIterator<Item = Batch<'_>> + '_> {
         self.check_rank(rank)?;
-        Ok((0..self.batches_per_rank()).map(move |batch| {
-            self.batch(rank, batch)
-                .expect("rank and batch were checked")
+        let per_batch = self.options.blocks_per_batch as usize;
+        let stride = self.options.world_size as usize * per_batch;
+        Ok((0..self.batches_per_rank()).map(move |batch| Batch {
+            plan: self,
+            first_block: batch * stride + rank as usize * per_batch,
         }))
     }
 
@@ -407,8 +448,8 @@ impl EpochPlan {
     }
 
     /// A stable 64-bit fingerprint of the plan's content (block size, shards, every piece of
-    /// every block in order), so ranks can check they computed the same plan. It is FNV-1a over
-    /// 64-bit words, fixed here, not `std`'s hasher, whose output may change between releases.
+    /// every block in order), so ranks can check they computed the same plan. It is FNV-1a,
+    /// fixed here, not `std`'s hasher, whose output may change between releases.
     pub fn hash(&self) -> u64 {
         let mut hash = StableHash::new();
         let o = &self.options;
@@ -417,14 +458,10 @@ impl EpochPlan {
         hash.add(u64::from(o.blocks_per_batch));
         hash.add(self.spans.len() as u64);
         for block in self.blocks() {
-            hash.add(block.pieces.len() as u64);
-            for piece in block.pieces {
+            hash.add(block.len() as u64);
+            for piece in block.pieces() {
                 hash.add(u64::from(piece.index) | u64::from(piece.offset) << 32);
-                hash.add(
-                    u64::from(piece.length)
-                        | u64::from(piece.block_offset) << 32
-                        | u64::from(piece.continues) << 63,
-                );
+                hash.add(u64::from(piece.length) | u64::from(piece.block_offset) << 32);
             }
         }
         hash.finish()
@@ -450,14 +487,57 @@ impl StableHash {
 /// One block: its pieces in order; the rest of its `t_max` steps are padding.
 #[derive(Debug, Clone, Copy)]
 pub struct Block<'a> {
-    pub pieces: &'a [Piece],
-    pub t_max: u32,
+    first_piece: u32,
+    sequences: &'a [u32],
+    lengths: &'a [u32],
+    split_offsets: &'a [(u32, u32)],
+    t_max: u32,
 }
 
-impl Block<'_> {
+impl<'a> Block<'a> {
+    /// Number of pieces.
+    pub fn len(&self) -> usize {
+        self.sequences.len()
+    }
+
+    /// A block with no piece: all padding (only when a plan has more blocks than pieces).
+    pub fn is_empty(&self) -> bool {
+        self.sequences.is_empty()
+    }
+
+    pub fn t_max(&self) -> u32 {
+        self.t_max
+    }
+
+    /// The block table: every piece with its sequence, offsets and length.
+    pub fn pieces(&self) -> impl Iterator<Item = Piece> + 'a {
+        let mut split_offsets = self.split_offsets.iter().peekable();
+        let mut block_offset = 0;
+        (self.first_piece..)
+            .zip(self.sequences.iter().zip(self.lengths))
+            .map(move |(position, (&index, &length))| {
+                let offset = match split_offsets.peek() {
+                    Some(&&(piece, offset)) if piece == position => {
+                        split_offsets.next();
+                        offset
+                    }
+                    _ => 0,
+                };
+                let piece = Piece {
+                    index,
+                    offset,
+                    length,
+                    block_offset,
+                    continues: offset > 0,
+                };
+                block_offset += length;
+                piece
+            })
+    }
+
     /// Real (non-padding) steps.
     pub fn used(&self) -> u32 {
-        self.pieces.iter().map(|piece| piece.length).sum()
+        self.lengths.iter().sum()
     }
 
     pub fn padding(&self) -> u32 {
@@ -482,5 +562,4 @@ impl<'a> Batch<'a> {
     pub fn t_max(&self) -> u32 {
         self.plan.options.t_max
     }
-
 }

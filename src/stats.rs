@@ -6,7 +6,7 @@ use crate::options::Options;
 use serde::Serialize;
 
 /// Counted outcome of a plan. Every padded, deleted or split step is here.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct PlanStats {
     pub sequences: u64,
     /// Steps of all sequences.
@@ -105,7 +105,9 @@ fn martello_toth_l2(counts: &[u32]) -> u64 {
         let j2_steps = between(&steps_upto, half + 1, capacity - a);
         let j3_steps = between(&steps_upto, a, half);
         let room_in_j2 = j2 * capacity as u64 - j2_steps;
-        let extra = j3_steps.saturating_sub(room_in_j2).div_ceil(capacity as u64);
+        let extra = j3_steps
+            .saturating_sub(room_in_j2)
+            .div_ceil(capacity as u64);
         best = best.max(j1 + j2 + extra);
     }
     best
@@ -163,7 +165,11 @@ pub fn mix(lengths: &[u32], to: u32, options: &Options) -> Result<MethodStats> {
 /// (steps, steps beyond `to`, steps short of `to`) over all sequences.
 fn cut_and_pad(lengths: &[u32], to: u32, argument: &str) -> Result<(u64, u64, u64)> {
     if to == 0 {
-        return Err(Error::invalid(argument, 0, "a row length of at least 1 step"));
+        return Err(Error::invalid(
+            argument,
+            0,
+            "a row length of at least 1 step",
+        ));
     }
     let mut totals = (0, 0, 0);
     for &length in lengths {

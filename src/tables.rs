@@ -10,7 +10,7 @@ impl Block<'_> {
     /// `continues` flag and positions say it is not the sequence's start).
     pub fn write_reset_mask(&self, row: &mut [bool]) {
         row.fill(false);
-        for piece in self.pieces {
+        for piece in self.pieces() {
             row[piece.block_offset as usize] = true;
         }
     }
@@ -25,7 +25,7 @@ impl Block<'_> {
     /// Index of the piece inside its block at every step (0, 1, ...), -1 on padding.
     pub fn write_segment_ids(&self, row: &mut [i32]) {
         row.fill(-1);
-        for (segment, piece) in (0..).zip(self.pieces) {
+        for (segment, piece) in (0..).zip(self.pieces()) {
             row[piece_steps(piece)].fill(segment);
         }
     }
@@ -34,7 +34,7 @@ impl Block<'_> {
     /// counting), 0 on padding.
     pub fn write_position_ids(&self, row: &mut [i64]) {
         row.fill(0);
-        for piece in self.pieces {
+        for piece in self.pieces() {
             for (slot, position) in row[piece_steps(piece)].iter_mut().zip(piece.offset..) {
                 *slot = i64::from(position);
             }
@@ -42,7 +42,7 @@ impl Block<'_> {
     }
 }
 
-fn piece_steps(piece: &crate::Piece) -> std::ops::Range<usize> {
+fn piece_steps(piece: crate::Piece) -> std::ops::Range<usize> {
     let start = piece.block_offset as usize;
     start..start + piece.length as usize
 }
@@ -85,7 +85,7 @@ impl Batch<'_> {
             block.write_valid_mask(&mut tables.valid[steps.clone()]);
             block.write_segment_ids(&mut tables.segment_ids[steps.clone()]);
             block.write_position_ids(&mut tables.position_ids[steps]);
-            for piece in block.pieces {
+            for piece in block.pieces() {
                 // Fits: Options::validate bounds blocks_per_batch * t_max by i32::MAX.
                 valid_steps += piece.length as i32;
                 tables.cu_seqlens.push(valid_steps);

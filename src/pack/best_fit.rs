@@ -14,6 +14,8 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32) -> Packing {
     let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
     let mut subset_sum = SubsetSum::new(t_max);
     let mut fill = Vec::new();
+    let mut tail = Vec::new();
+    let mut tally = Vec::new();
     while let Some(opener) = pool.longest_at_most(t_max) {
         pool.take(opener);
         packing.lengths.push(opener);
@@ -27,16 +29,67 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32) -> Packing {
             left -= length;
         }
         if left > 0 && room - left < subset_sum.ceiling[room as usize] {
-            for &length in &fill {
-                pool.put_back(length);
+            // Greedy fell short, and an earlier search does not rule out doing better. Give the
+            // greedy picks back one at a time, latest first, and search for an exact fill of what
+            // is open: small searches first, the whole room (the best fill there is) last.
+            let mut kept = fill.len();
+            let mut open = left;
+            loop {
+                if subset_sum.ceiling[open as usize] == open || kept == 0 {
+                    let found = subset_sum.fullest_fill(&mut pool, open, &mut tail);
+                    if found == open || kept == 0 {
+                        fill.truncate(kept);
+                        fill.extend_from_slice(&tail);
+                        break;
+                    }
+                    for &length in &tail {
+                        pool.put_back(length);
+                    }
+                }
+                kept -= 1;
+                pool.put_back(fill[kept]);
+                open += fill[kept];
             }
-            subset_sum.fullest_fill(&mut pool, room, &mut fill);
         }
         packing.lengths.extend_from_slice(&fill);
         packing.close_block();
+
+        // While lengths remain plentiful, the next blocks would repeat this one: the opener is
+        // still the longest, greedy meets the same lengths, and an exact fill cannot be beaten.
+        // Emit those copies at once instead of searching again.
+        if left == 0 || fill.iter().sum::<u32>() == room {
+            let block_start = packing.lengths.len() - fill.len() - 1;
+            let repeats = repeats_available(&pool, &packing.lengths[block_start..], &mut tally);
+            for _ in 0..repeats {
+                packing
+                    .lengths
+                    .extend_from_within(block_start..block_start + fill.len() + 1);
+                packing.close_block();
+            }
+            for &(length, copies) in &tally {
+                pool.take_many(length, copies * repeats);
+            }
+        }
     }
     debug_assert!(pool.is_empty());
     packing
+}
+
+/// How many more copies of `block` the pool can give; `tally` is left holding each length of the
+/// block with its number of copies in it.
+fn repeats_available(pool: &LengthPool, block: &[u32], tally: &mut Vec<(u32, u32)>) -> u32 {
+    tally.clear();
+    for &length in block {
+        match tally.iter_mut().find(|(seen, _)| *seen == length) {
+            Some((_, copies)) => *copies += 1,
+            None => tally.push((length, 1)),
+        }
+    }
+    tally
+        .iter()
+        .map(|&(length, copies)| pool.count(length) / copies)
+        .min()
+        .unwrap_or(0)
 }
 
 /// Scratch space of the bounded subset-sum, kept across blocks.
@@ -64,9 +117,10 @@ impl SubsetSum {
         }
     }
 
-    /// Takes from `pool` the multiset of lengths with the largest sum at most `room` and writes
-    /// it to `fill`. Lengths are tried longest first, and the search stops once `room` is reached.
-    fn fullest_fill(&mut self, pool: &mut LengthPool, room: u32, fill: &mut Vec<u32>) {
+    /// Takes from `pool` the multiset of lengths with the largest sum at most `room`, writes it
+    /// to `fill` and returns its sum. Lengths are tried longest first, and the search stops once
+    /// `room` is reached.
+    fn fullest_fill(&mut self, pool: &mut LengthPool, room: u32, fill: &mut Vec<u32>) -> u32 {
         let top = room as usize;
         let words = top / 64 + 1;
         let reachable = &mut self.reachable[..words];
@@ -106,6 +160,7 @@ impl SubsetSum {
             fill.push(length);
             sum -= length as usize;
         }
+        best as u32
     }
 }
 
@@ -126,7 +181,10 @@ fn shift_or(bits: &mut [u64], shift: usize, top: usize) {
 }
 
 fn highest_set_bit(bits: &[u64]) -> usize {
-    let word = bits.iter().rposition(|&w| w != 0).expect("bit 0 is always set");
+    let word = bits
+        .iter()
+        .rposition(|&w| w != 0)
+        .expect("bit 0 is always set");
     word * 64 + 63 - bits[word].leading_zeros() as usize
 }
 

@@ -35,11 +35,15 @@ impl Packing {
     }
 }
 
-/// How many items of each length (1..=t_max) remain, with a bitset of the non-empty lengths so
-/// that "the longest remaining length at most r" costs a few word scans.
+/// How many items of each length (1..=t_max) remain, with a two-level bitset of the non-empty
+/// lengths so that "the longest remaining length at most r" takes a couple of word scans even
+/// when long runs of lengths are used up.
 pub(crate) struct LengthPool {
     counts: Vec<u32>,
+    /// Bit `len % 64` of word `len / 64`: some item of length `len` remains.
     nonempty: Vec<u64>,
+    /// Bit `w % 64` of word `w / 64`: `nonempty[w]` is not zero.
+    nonempty_words: Vec<u64>,
     remaining: u64,
 }
 
@@ -47,17 +51,21 @@ impl LengthPool {
     /// `counts[len]` items of each length; index 0 must be 0.
     pub fn new(counts: &[u32]) -> Self {
         debug_assert_eq!(counts[0], 0);
-        let mut nonempty = vec![0u64; counts.len().div_ceil(64)];
-        for (length, &count) in counts.iter().enumerate() {
+        let words = counts.len().div_ceil(64);
+        let mut pool = LengthPool {
+            counts: vec![0; counts.len()],
+            nonempty: vec![0; words],
+            nonempty_words: vec![0; words.div_ceil(64)],
+            remaining: 0,
+        };
+        for (length, &count) in (0..).zip(counts) {
             if count > 0 {
-                nonempty[length / 64] |= 1 << (length % 64);
+                pool.put_back(length);
+                pool.counts[length as usize] = count;
+                pool.remaining += u64::from(count - 1);
             }
         }
-        LengthPool {
-            counts: counts.to_vec(),
-            nonempty,
-            remaining: counts.iter().map(|&c| u64::from(c)).sum(),
-        }
+        pool
     }
 
     pub fn is_empty(&self) -> bool {
@@ -71,36 +79,65 @@ impl LengthPool {
     /// The longest remaining length that is at most `limit`, if any.
     pub fn longest_at_most(&self, limit: u32) -> Option<u32> {
         let limit = (limit as usize).min(self.counts.len() - 1);
-        let mut word = limit / 64;
-        // Keep bits 0..=limit%64 of the first word.
-        let mut bits = self.nonempty[word] & (u64::MAX >> (63 - limit % 64));
-        loop {
-            if bits != 0 {
-                return Some((word * 64 + 63 - bits.leading_zeros() as usize) as u32);
-            }
-            if word == 0 {
-                return None;
-            }
-            word -= 1;
-            bits = self.nonempty[word];
+        let word = limit / 64;
+        let bits = self.nonempty[word] & (u64::MAX >> (63 - limit % 64));
+        if bits != 0 {
+            return Some(highest_bit(word, bits));
         }
+        // The highest non-empty word below `word`.
+        let below = highest_set_below(&self.nonempty_words, word)?;
+        Some(highest_bit(below, self.nonempty[below]))
     }
 
     pub fn take(&mut self, length: u32) {
-        let slot = &mut self.counts[length as usize];
-        debug_assert!(*slot > 0);
-        *slot -= 1;
-        self.remaining -= 1;
-        if *slot == 0 {
-            self.nonempty[length as usize / 64] &= !(1 << (length % 64));
+        self.take_many(length, 1);
+    }
+
+    pub fn take_many(&mut self, length: u32, copies: u32) {
+        let length = length as usize;
+        debug_assert!(self.counts[length] >= copies);
+        self.counts[length] -= copies;
+        self.remaining -= u64::from(copies);
+        if self.counts[length] == 0 {
+            let word = length / 64;
+            self.nonempty[word] &= !(1 << (length % 64));
+            if self.nonempty[word] == 0 {
+                self.nonempty_words[word / 64] &= !(1 << (word % 64));
+            }
         }
     }
 
     pub fn put_back(&mut self, length: u32) {
-        let slot = &mut self.counts[length as usize];
-        *slot += 1;
+        let length = length as usize;
+        self.counts[length] += 1;
         self.remaining += 1;
-        self.nonempty[length as usize / 64] |= 1 << (length % 64);
+        let word = length / 64;
+        self.nonempty[word] |= 1 << (length % 64);
+        self.nonempty_words[word / 64] |= 1 << (word % 64);
+    }
+}
+
+fn highest_bit(word: usize, bits: u64) -> u32 {
+    (word * 64 + 63 - bits.leading_zeros() as usize) as u32
+}
+
+/// The highest set bit of `bits` strictly below bit `position`, if any.
+fn highest_set_below(bits: &[u64], position: usize) -> Option<usize> {
+    if position == 0 {
+        return None;
+    }
+    let limit = position - 1;
+    let mut word = limit / 64;
+    let mut masked = bits[word] & (u64::MAX >> (63 - limit % 64));
+    loop {
+        if masked != 0 {
+            return Some(highest_bit(word, masked) as usize);
+        }
+        if word == 0 {
+            return None;
+        }
+        word -= 1;
+        masked = bits[word];
     }
 }
 
