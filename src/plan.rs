@@ -33,14 +33,12 @@ pub struct Planner {
     /// `counts[len]`: sequences whose packed part has `len` steps. The packed part is the whole
     /// sequence, or for one split into full `t_max` chunks, the shorter tail left over.
     counts: Vec<u32>,
-    /// Sequence indices ordered by the length of their packed part, ascending index within one
-    /// length: `by_length[class_starts[len]..class_starts[len + 1]]` have packed part `len`.
-    by_length: Vec<u32>,
+    /// `class_starts[len]`: sequences with a packed part shorter than `len`; the start of that
+    /// length's run when sequences are sorted by packed part.
     class_starts: Vec<u32>,
     /// Sequences longer than `t_max` (split mode), ascending. Each gives `length / t_max` full
     /// chunks, a block each, and its tail (if any) is packed like any sequence.
     oversized: Vec<u32>,
-    full_chunks: u64,
     /// Pieces the oversized sequences are cut into: their full chunks and their tails.
     split_pieces: u64,
     steps: u64,
@@ -132,23 +130,9 @@ impl Planner {
             ));
         }
 
-        // Counting sort of the sequences by packed length (ascending index within a length).
         let mut class_starts = vec![0u32; t_max as usize + 2];
         for length in 1..=t_max as usize {
             class_starts[length + 1] = class_starts[length] + counts[length];
-        }
-        let mut next_slot = class_starts.clone();
-        let mut by_length = vec![0u32; packed_parts as usize];
-        for (index, &length) in (0u32..).zip(&lengths) {
-            let part = if length > t_max {
-                length % t_max
-            } else {
-                length
-            };
-            if part > 0 {
-                by_length[next_slot[part as usize] as usize] = index;
-                next_slot[part as usize] += 1;
-            }
         }
 
         let lower_bound = stats::lower_bound(&counts, full_chunks, steps, &options);
@@ -156,10 +140,8 @@ impl Planner {
             lengths,
             options,
             counts,
-            by_length,
             class_starts,
             oversized,
-            full_chunks,
             split_pieces: full_chunks + tails,
             steps,
             pieces,
@@ -242,15 +224,34 @@ impl Planner {
         plan
     }
 
-    /// Which sequence fills each packed slot. Sequences of one length are interchangeable to the
-    /// packer; shuffling them per epoch changes the company each sequence keeps in its block.
+    /// Which sequence fills each packed slot. Sequences whose packed parts have the same length
+    /// are interchangeable to the packer; shuffling them per epoch changes the company each
+    /// sequence keeps in its block from epoch to epoch.
     fn sequences_for(&self, piece_lengths: &[u32], epoch: u64) -> Vec<u32> {
-        let mut members = self.by_length.clone();
-        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Identities);
-        for class in self.class_starts.windows(2) {
-            rng.shuffle(&mut members[class[0] as usize..class[1] as usize]);
+        // Counting sort by packed length (ascending index within a length). Done per epoch
+        // rather than kept: it costs about what copying a kept one would, and saves the memory.
+        let t_max = self.options.t_max;
+        let starts = &self.class_starts;
+        let mut members = vec![0u32; starts[t_max as usize + 1] as usize];
+        let mut next = starts.clone();
+        for (index, &length) in (0u32..).zip(&self.lengths) {
+            let part = if length > t_max {
+                length % t_max
+            } else {
+                length
+            };
+            if part > 0 {
+                members[next[part as usize] as usize] = index;
+                next[part as usize] += 1;
+            }
         }
-        let mut next = self.class_starts.clone();
+        // Shuffle each length's run, then hand its members out in order. (Drawing lazily as
+        // slots come up would touch every run at random and miss the cache on each slot.)
+        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Identities);
+        for run in starts.windows(2) {
+            rng.shuffle(&mut members[run[0] as usize..run[1] as usize]);
+        }
+        let mut next = starts.clone();
         piece_lengths
             .iter()
             .map(|&length| {

@@ -27,6 +27,7 @@ impl Packing {
         self.ends.push(self.lengths.len() as u32);
     }
 
+    #[cfg(test)]
     pub fn blocks(&self) -> impl Iterator<Item = &[u32]> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts
