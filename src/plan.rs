@@ -39,6 +39,8 @@ pub struct Planner {
     /// Sequences longer than `t_max` (split mode), ascending. Each gives `length / t_max` full
     /// chunks, a block each, and its tail (if any) is packed like any sequence.
     oversized: Vec<u32>,
+    /// The fewest blocks the packed parts fit in (full chunks aside).
+    packing_bound: u64,
     /// Pieces the oversized sequences are cut into: their full chunks and their tails.
     split_pieces: u64,
     steps: u64,
@@ -135,7 +137,8 @@ impl Planner {
             class_starts[length + 1] = class_starts[length] + counts[length];
         }
 
-        let lower_bound = stats::lower_bound(&counts, full_chunks, steps, &options);
+        let packing_bound = stats::packing_bound(&counts);
+        let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, &options);
         Ok(Planner {
             lengths,
             options,
@@ -143,6 +146,7 @@ impl Planner {
             class_starts,
             oversized,
             split_pieces: full_chunks + tails,
+            packing_bound,
             steps,
             pieces,
             lower_bound,
@@ -176,7 +180,20 @@ impl Planner {
     pub fn plan(&self, epoch: u64) -> EpochPlan {
         let options = &self.options;
         let packing = match options.policy {
-            Policy::BestFit => pack::best_fit(&self.counts, options.t_max),
+            Policy::BestFit => {
+                let packing = pack::best_fit(&self.counts, options.t_max);
+                if packing.ends.len() as u64 > self.packing_bound {
+                    // Short of the bound: best-fit decreasing may waste less; keep the better.
+                    let decreasing = pack::best_fit_decreasing(&self.counts, options.t_max);
+                    if decreasing.ends.len() < packing.ends.len() {
+                        decreasing
+                    } else {
+                        packing
+                    }
+                } else {
+                    packing
+                }
+            }
             Policy::RandomFill => {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
                 pack::random_fill(&self.counts, options.t_max, &mut rng)

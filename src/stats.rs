@@ -56,18 +56,22 @@ pub(crate) fn round_up(blocks: u64, multiple: u64) -> u64 {
     blocks.div_ceil(multiple) * multiple
 }
 
-/// Lower bound for packing `full_chunks` blocks that are already full plus items with
-/// `counts[len]` of each length `1..=t_max`.
+/// The fewest blocks that items with `counts[len]` of each length `1..=t_max` fit in.
+pub(crate) fn packing_bound(counts: &[u32]) -> u64 {
+    let t_max = counts.len() as u64 - 1;
+    let steps: u64 = (0..).zip(counts).map(|(len, &c)| len * u64::from(c)).sum();
+    steps.div_ceil(t_max).max(martello_toth_l2(counts))
+}
+
+/// Lower bound for `full_chunks` blocks that are already full plus `packed_blocks` more.
 pub(crate) fn lower_bound(
-    counts: &[u32],
+    packed_blocks: u64,
     full_chunks: u64,
     steps: u64,
     options: &Options,
 ) -> LowerBound {
     let t_max = u64::from(options.t_max);
-    let pool_steps: u64 = (0..).zip(counts).map(|(len, &c)| len * u64::from(c)).sum();
-    let pool_bound = pool_steps.div_ceil(t_max).max(martello_toth_l2(counts));
-    let blocks_unrounded = full_chunks + pool_bound;
+    let blocks_unrounded = full_chunks + packed_blocks;
     let blocks = round_up(blocks_unrounded, options.blocks_per_global_batch());
     LowerBound {
         blocks_unrounded,
@@ -196,7 +200,8 @@ mod tests {
     fn l2_counts_items_that_cannot_share_a_block() {
         // Three items of 6 in blocks of 10: 18 steps fit 2 blocks by volume, but no two share.
         assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 6], 10)), 3);
-        let bound = lower_bound(&counts_of(&[6, 6, 6], 10), 0, 18, &Options::new(10));
+        let packed = packing_bound(&counts_of(&[6, 6, 6], 10));
+        let bound = lower_bound(packed, 0, 18, &Options::new(10));
         assert_eq!((bound.blocks, bound.padding), (3, 12));
         // Items of 6 leave room 4 each; three 5s cannot use it, so they need 2 more blocks.
         assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 5, 5, 5], 10)), 4);
@@ -206,7 +211,8 @@ mod tests {
     fn lower_bound_rounds_up_to_the_global_batch() {
         let mut options = Options::new(10);
         options.world_size = 4;
-        let bound = lower_bound(&counts_of(&[10, 10, 10, 10, 10], 10), 2, 70, &options);
+        let packed = packing_bound(&counts_of(&[10, 10, 10, 10, 10], 10));
+        let bound = lower_bound(packed, 2, 70, &options);
         assert_eq!(bound.blocks_unrounded, 7);
         assert_eq!(bound.blocks, 8);
         assert_eq!(bound.padding, 10);

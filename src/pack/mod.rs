@@ -3,9 +3,11 @@
 //! what keeps them fast on millions of sequences.
 
 mod best_fit;
+mod decreasing;
 mod random_fill;
 
 pub(crate) use best_fit::best_fit;
+pub(crate) use decreasing::best_fit_decreasing;
 pub(crate) use random_fill::random_fill;
 
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).

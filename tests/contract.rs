@@ -1,0 +1,227 @@
+//! Property tests of the DDP contract, over random lengths and options, for every policy:
+//! equal batch counts on every rank, batches of exactly `blocks_per_batch` blocks of `t_max`
+//! steps, every step of every sequence exactly once per epoch, the least rounding, and plans
+//! that are pure functions of their inputs.
+
+use bload::{EpochPlan, Options, Oversize, Planner, Policy};
+
+use proptest::prelude::*;
+
+fn options_strategy() -> impl Strategy<Value = Options> {
+    (
+        1u32..=64,
+        1u32..=4,
+        1u32..=5,
+        any::<u64>(),
+        prop::sample::select(Policy::ALL.to_vec()),
+        prop::bool::ANY,
+    )
+        .prop_map(
+            |(t_max, blocks_per_batch, world_size, seed, policy, split)| Options {
+                t_max,
+                blocks_per_batch,
+                world_size,
+                seed,
+                policy,
+                oversize: if split {
+                    Oversize::Split
+                } else {
+                    Oversize::Reject
+                },
+            },
+        )
+}
+
+/// Lengths mostly within `t_max` (up to 64), some longer, so split mode is exercised.
+fn lengths_strategy() -> impl Strategy<Value = Vec<u32>> {
+    prop::collection::vec(prop_oneof![8 => 1u32..=64, 1 => 65u32..=300], 1..300)
+}
+
+/// Every step of every sequence, over all ranks and batches, exactly once.
+fn assert_exactly_once(plan: &EpochPlan, lengths: &[u32]) {
+    let o = plan.options();
+    let mut covered: Vec<Vec<(u32, u32)>> = vec![Vec::new(); lengths.len()];
+    for rank in 0..o.world_size {
+        for batch in plan.rank_batches(rank).unwrap() {
+            for block in batch.blocks() {
+                for piece in block.pieces() {
+                    covered[piece.index as usize].push((piece.offset, piece.length));
+                }
+            }
+        }
+    }
+    for (index, pieces) in covered.iter_mut().enumerate() {
+        pieces.sort_unstable();
+        let mut next = 0;
+        for &(offset, length) in pieces.iter() {
+            assert_eq!(
+                offset, next,
+                "sequence {index}: gap or overlap in {pieces:?}"
+            );
+            assert!(length > 0);
+            next += length;
+        }
+        assert_eq!(next, lengths[index], "sequence {index}: pieces {pieces:?}");
+    }
+}
+
+fn check_plan(plan: &EpochPlan, planner: &Planner) {
+    let o = plan.options();
+    let lengths = planner.lengths();
+    let per_global_batch = (o.world_size * o.blocks_per_batch) as usize;
+
+    // Equal, full batches on every rank.
+    let batches = plan.batches_per_rank();
+    assert!(batches >= 1);
+    assert_eq!(plan.num_blocks(), batches * per_global_batch);
+    for rank in 0..o.world_size {
+        let rank_batches: Vec<_> = plan.rank_batches(rank).unwrap().collect();
+        assert_eq!(rank_batches.len(), batches);
+        for batch in rank_batches {
+            assert_eq!(batch.blocks().len(), o.blocks_per_batch as usize);
+        }
+    }
+    assert!(plan.rank_batches(o.world_size).is_err());
+
+    // Every block's pieces lie end to end from step 0 and fit in t_max.
+    for block in plan.blocks() {
+        let mut at = 0;
+        for piece in block.pieces() {
+            assert_eq!(piece.block_offset, at);
+            assert_eq!(piece.continues, piece.offset > 0);
+            assert!(piece.offset + piece.length <= lengths[piece.index as usize]);
+            at += piece.length;
+        }
+        assert!(at <= o.t_max);
+        assert_eq!(block.used(), at);
+    }
+    assert_exactly_once(plan, lengths);
+
+    // Stats add up, and the rounding to whole global batches adds less than one global batch.
+    let s = plan.stats();
+    let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
+    assert_eq!(s.steps, steps);
+    assert_eq!(s.blocks, plan.num_blocks() as u64);
+    assert_eq!(s.padding, s.blocks * u64::from(o.t_max) - steps);
+    assert_eq!(s.deleted, 0);
+    assert!(s.rounding_blocks < per_global_batch as u64);
+    assert_eq!(s.rounding_padding, s.rounding_blocks * u64::from(o.t_max));
+    assert!(s.blocks >= plan.lower_bound().blocks);
+    let empty = plan.blocks().filter(|b| b.is_empty()).count() as u64;
+    assert_eq!(s.empty_blocks, empty);
+    if s.pieces >= s.blocks {
+        assert_eq!(
+            empty, 0,
+            "blocks left empty although there were pieces enough"
+        );
+    }
+    let oversized = lengths.iter().filter(|&&l| l > o.t_max).count() as u64;
+    assert_eq!(s.split_sequences, oversized);
+
+    // The per-step tables agree with the block table.
+    let batch = plan.batch(0, 0).unwrap();
+    let tables = batch.tables();
+    let pieces: usize = batch.blocks().map(|b| b.len()).sum();
+    let used: u32 = batch.blocks().map(|b| b.used()).sum();
+    assert_eq!(tables.reset.iter().filter(|&&r| r).count(), pieces);
+    assert_eq!(tables.valid.iter().filter(|&&v| v).count(), used as usize);
+    assert_eq!(tables.cu_seqlens.len(), pieces + 1);
+    assert_eq!(*tables.cu_seqlens.last().unwrap(), used as i32);
+    for (&valid, &segment) in tables.valid.iter().zip(&tables.segment_ids) {
+        assert_eq!(valid, segment >= 0);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn ddp_contract_holds(lengths in lengths_strategy(), options in options_strategy(), epoch in 0u64..4) {
+        let longest = *lengths.iter().max().unwrap();
+        let planner = match Planner::new(lengths.clone(), options.clone()) {
+            Ok(planner) => planner,
+            Err(err) => {
+                // Only two refusals are possible for these inputs, and each must be deserved.
+                if err.argument == "t_max" {
+                    prop_assert!(options.oversize == Oversize::Reject && longest > options.t_max);
+                } else {
+                    prop_assert_eq!(err.argument.as_str(), "world_size", "{}", err);
+                    let pieces: u64 = lengths
+                        .iter()
+                        .map(|&l| u64::from(l.div_ceil(options.t_max)))
+                        .sum();
+                    prop_assert!(pieces < u64::from(options.world_size));
+                }
+                return Ok(());
+            }
+        };
+        let plan = planner.plan(epoch);
+        check_plan(&plan, &planner);
+        // A pure function of its inputs: planning again, or on a fresh planner, gives the same.
+        let again = Planner::new(lengths, options).unwrap().plan(epoch);
+        prop_assert_eq!(plan.hash(), again.hash());
+    }
+}
+
+#[test]
+fn more_pieces_than_blocks_fill_every_rounded_block() {
+    // 5 blocks of 10 exactly; 4 ranks need 8 blocks: three are split off, none left empty.
+    let mut options = Options::new(10);
+    options.world_size = 4;
+    let lengths = vec![5, 5, 4, 6, 3, 7, 2, 8, 1, 9];
+    let planner = Planner::new(lengths, options).unwrap();
+    let plan = planner.plan(0);
+    check_plan(&plan, &planner);
+    assert_eq!(plan.stats().blocks, 8);
+    assert_eq!(plan.stats().rounding_blocks, 3);
+    assert_eq!(plan.stats().empty_blocks, 0);
+}
+
+#[test]
+fn fewer_pieces_than_blocks_leaves_counted_empty_blocks() {
+    // Three sequences that cannot share a block, 2 ranks x 2 blocks: one block stays empty.
+    let mut options = Options::new(10);
+    options.world_size = 2;
+    options.blocks_per_batch = 2;
+    let planner = Planner::new(vec![6, 7, 8], options).unwrap();
+    let plan = planner.plan(0);
+    check_plan(&plan, &planner);
+    assert_eq!(plan.stats().empty_blocks, 1);
+    assert_eq!(plan.stats().padding, 40 - 21);
+}
+
+#[test]
+fn split_sequences_are_cut_into_t_max_chunks_and_a_tail() {
+    let mut options = Options::new(10);
+    options.oversize = Oversize::Split;
+    let planner = Planner::new(vec![25, 3, 30], options).unwrap();
+    let plan = planner.plan(0);
+    check_plan(&plan, &planner);
+    let s = plan.stats();
+    // 25 = 10 + 10 + 5; 30 = 10 + 10 + 10.
+    assert_eq!((s.split_sequences, s.split_pieces, s.pieces), (2, 6, 7));
+    let mut pieces: Vec<_> = plan
+        .blocks()
+        .flat_map(|b| b.pieces().collect::<Vec<_>>())
+        .collect();
+    pieces.sort_by_key(|p| (p.index, p.offset));
+    let first = &pieces[0];
+    assert_eq!(
+        (first.index, first.offset, first.length, first.continues),
+        (0, 0, 10, false)
+    );
+    let tail = &pieces[2];
+    assert_eq!(
+        (tail.index, tail.offset, tail.length, tail.continues),
+        (0, 20, 5, true)
+    );
+    // Positions carry on across a split sequence's pieces.
+    let block = plan
+        .blocks()
+        .find(|b| b.pieces().any(|p| p.index == 0 && p.offset == 20))
+        .unwrap();
+    let mut positions = vec![0i64; 10];
+    block.write_position_ids(&mut positions);
+    let start = block.pieces().find(|p| p.index == 0).unwrap().block_offset as usize;
+    assert_eq!(&positions[start..start + 5], &[20, 21, 22, 23, 24]);
+}
