@@ -1,0 +1,212 @@
+//! The `bload` command line, run as a user would.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bload(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bload"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn stdout_json(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(
+        text.trim().lines().count(),
+        1,
+        "exactly one JSON object: {text}"
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+const AG: &str = "examples/data/action_genome_like.lengths";
+
+#[test]
+fn stats_json_reproduces_table_one_and_the_ddp_target() {
+    let out = stdout_json(&bload(&[
+        "stats",
+        "--lengths",
+        AG,
+        "--t-max",
+        "94",
+        "--world-size",
+        "8",
+        "--truncate-to",
+        "10",
+        "--mix-to",
+        "22",
+        "--json",
+    ]));
+    assert_eq!(out["lower_bound_padding"], 159);
+    let policies = out["policies"].as_object().unwrap();
+    let mut names: Vec<&str> = policies.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["best_fit", "mix", "pad_to_max", "random_fill", "truncate"]
+    );
+    for row in policies.values() {
+        for key in ["blocks", "padding", "deleted"] {
+            assert!(row[key].is_u64(), "{key} in {row}");
+        }
+        assert!(row["efficiency"].is_f64() && row["plan_ms"].is_f64());
+    }
+    assert_eq!(policies["pad_to_max"]["padding"], 534_831);
+    assert_eq!(policies["truncate"]["deleted"], 92_271);
+    assert_eq!(policies["mix"]["padding"], 37_712);
+    assert_eq!(policies["mix"]["deleted"], 40_289);
+    assert!(policies["best_fit"]["padding"].as_u64().unwrap() <= 191);
+    assert_eq!(policies["best_fit"]["deleted"], 0);
+}
+
+#[test]
+fn stats_defaults_truncation_to_the_mean_length() {
+    // 166,785 steps over 7,464 sequences: mean 22.3, rounded down to 22.
+    let out = stdout_json(&bload(&[
+        "stats",
+        "--lengths",
+        AG,
+        "--t-max",
+        "94",
+        "--json",
+    ]));
+    assert_eq!(out["policies"]["mix"]["padding"], 37_712);
+    let table = bload(&["stats", "--lengths", AG, "--t-max", "94"]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.contains("mix(22)") && text.contains("truncate(22)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn plan_gives_every_rank_the_same_number_of_batches_and_all_steps_once() {
+    let mut steps_seen = 0u64;
+    let mut batch_counts = Vec::new();
+    let mut hashes = Vec::new();
+    for rank in ["0", "1", "2"] {
+        let out = stdout_json(&bload(&[
+            "plan",
+            "--lengths",
+            AG,
+            "--t-max",
+            "94",
+            "--world-size",
+            "3",
+            "--batch-blocks",
+            "4",
+            "--rank",
+            rank,
+            "--epoch",
+            "2",
+            "--json",
+        ]));
+        let batches = out["batches"].as_array().unwrap();
+        batch_counts.push(batches.len());
+        hashes.push(out["plan_hash"].as_str().unwrap().to_string());
+        for batch in batches {
+            let blocks = batch["blocks"].as_array().unwrap();
+            assert_eq!(blocks.len(), 4);
+            for block in blocks {
+                for piece in block["pieces"].as_array().unwrap() {
+                    steps_seen += piece["length"].as_u64().unwrap();
+                    assert!(piece["continues"].is_boolean());
+                    assert!(piece["block_offset"].is_u64() && piece["index"].is_u64());
+                }
+            }
+        }
+    }
+    assert_eq!(steps_seen, 166_785);
+    assert!(
+        batch_counts.iter().all(|&n| n == batch_counts[0]),
+        "{batch_counts:?}"
+    );
+    assert!(
+        hashes.iter().all(|h| *h == hashes[0]),
+        "ranks disagree on the plan: {hashes:?}"
+    );
+}
+
+#[test]
+fn plan_text_lists_pieces() {
+    let out = bload(&[
+        "plan",
+        "--lengths",
+        AG,
+        "--t-max",
+        "94",
+        "--world-size",
+        "8",
+        "--rank",
+        "7",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("rank 7 of 8: 222 batches"),
+        "{}",
+        &text[..300]
+    );
+    assert!(text.lines().any(|line| line.starts_with("  #")));
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let junk = dir.join("junk.lengths");
+    std::fs::write(&junk, "12\n7\n-3\n").unwrap();
+    let out = bload(&[
+        "stats",
+        "--lengths",
+        junk.to_str().unwrap(),
+        "--t-max",
+        "94",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("junk.lengths:3 = \"-3\" (negative)"), "{err}");
+    assert!(!err.contains("panicked"));
+
+    let out = bload(&[
+        "plan",
+        "--lengths",
+        AG,
+        "--t-max",
+        "94",
+        "--world-size",
+        "2",
+        "--rank",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("rank = 2"));
+
+    let out = bload(&["stats", "--lengths", AG, "--t-max", "50"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("t_max = 50") && err.contains("longest sequence (94 steps)"),
+        "{err}"
+    );
+
+    let out = bload(&["stats", "--lengths", AG, "--t-max", "ninety"]);
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("--t-max = \"ninety\""));
+
+    for args in [
+        &["stats", "--t-max", "94"][..],
+        &["frobnicate"],
+        &["plan", "--lengths", AG, "--t-max", "9"],
+    ] {
+        let out = bload(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8(out.stderr).unwrap().contains("usage:"));
+    }
+}
