@@ -140,62 +140,56 @@ fn load(args: &Args) -> Result<Vec<u32>, Failure> {
     )?)
 }
 
-fn elapsed_ms(start: Instant) -> f64 {
-    start.elapsed().as_secs_f64() * 1e3
+/// Runs `method` and records its wall time in its `plan_ms`.
+fn timed(method: impl FnOnce() -> Result<MethodStats, Error>) -> Result<MethodStats, Error> {
+    let start = Instant::now();
+    let mut row = method()?;
+    row.plan_ms = start.elapsed().as_secs_f64() * 1e3;
+    Ok(row)
 }
 
 fn stats(args: Args) -> Result<(), Failure> {
     let lengths = load(&args)?;
-    let mean = (lengths.iter().map(|&l| u64::from(l)).sum::<u64>() / lengths.len() as u64) as u32;
+    let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
+    let mean = (steps / lengths.len() as u64) as u32;
     let truncate_to = args.truncate_to.unwrap_or(mean);
     let mix_to = args.mix_to.unwrap_or(mean);
 
+    // (label in the table, name in JSON, cost)
     let mut rows: Vec<(String, &str, MethodStats)> = Vec::new();
-    let mut lower_bound = None;
+    let mut bound = None;
     for policy in Policy::ALL {
-        let start = Instant::now();
         let options = Options {
             policy,
             ..args.options.clone()
         };
-        let planner = Planner::new(lengths.clone(), options)?;
-        let plan = planner.plan(args.epoch);
-        let plan_ms = elapsed_ms(start);
-        let s = plan.stats();
-        let row = MethodStats {
-            blocks: s.blocks,
-            padding: s.padding,
-            deleted: s.deleted,
-            efficiency: s.efficiency,
-            plan_ms,
-        };
+        let row = timed(|| {
+            let planner = Planner::new(lengths.clone(), options)?;
+            let plan = planner.plan(args.epoch);
+            bound = Some(planner.lower_bound());
+            let s = plan.stats();
+            Ok(MethodStats {
+                blocks: s.blocks,
+                padding: s.padding,
+                deleted: s.deleted,
+                efficiency: s.efficiency,
+                plan_ms: 0.0,
+            })
+        })?;
         rows.push((policy.name().into(), policy.name(), row));
-        lower_bound = Some((planner.lower_bound(), planner.pieces(), planner.steps()));
     }
-    let (bound, pieces, steps) = lower_bound.expect("at least one policy");
-    let baselines: [(String, &str, Box<dyn Fn() -> Result<MethodStats, Error>>); 3] = [
-        (
-            "pad_to_max".into(),
-            "pad_to_max",
-            Box::new(|| Ok(pad_to_max(pieces, steps, &args.options))),
-        ),
-        (
-            format!("truncate({truncate_to})"),
-            "truncate",
-            Box::new(|| truncate(&lengths, truncate_to, &args.options)),
-        ),
-        (
-            format!("mix({mix_to})"),
-            "mix",
-            Box::new(|| mix(&lengths, mix_to, &args.options)),
-        ),
-    ];
-    for (label, name, method) in baselines {
-        let start = Instant::now();
-        let mut row = method()?;
-        row.plan_ms = elapsed_ms(start);
-        rows.push((label, name, row));
-    }
+    let bound = bound.expect("planned at least once");
+    let pieces = lengths
+        .iter()
+        .map(|&l| u64::from(l.div_ceil(args.options.t_max)))
+        .sum();
+    let o = &args.options;
+    let padded = timed(|| Ok(pad_to_max(pieces, steps, o)))?;
+    rows.push(("pad_to_max".into(), "pad_to_max", padded));
+    let cut = timed(|| truncate(&lengths, truncate_to, o))?;
+    rows.push((format!("truncate({truncate_to})"), "truncate", cut));
+    let mixed = timed(|| mix(&lengths, mix_to, o))?;
+    rows.push((format!("mix({mix_to})"), "mix", mixed));
 
     if args.json {
         let policies: serde_json::Map<String, serde_json::Value> = rows
@@ -206,7 +200,6 @@ fn stats(args: Args) -> Result<(), Failure> {
         println!("{out}");
         return Ok(());
     }
-    let o = &args.options;
     println!(
         "{}: {} sequences, {} steps, longest {}",
         args.lengths.as_ref().expect("checked").display(),
