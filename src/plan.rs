@@ -8,6 +8,7 @@ use crate::pack;
 use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, LowerBound, PlanStats};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// A run of consecutive steps of one sequence, placed in a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -28,7 +29,8 @@ pub struct Piece {
 /// epoch cannot fail.
 #[derive(Debug, Clone)]
 pub struct Planner {
-    lengths: Vec<u32>,
+    /// Shared with every plan, which reads piece lengths from it.
+    lengths: Arc<Vec<u32>>,
     options: Options,
     /// `counts[len]`: sequences whose packed part has `len` steps. The packed part is the whole
     /// sequence, or for one split into full `t_max` chunks, the shorter tail left over.
@@ -140,7 +142,7 @@ impl Planner {
         let packing_bound = stats::packing_bound(&counts);
         let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, &options);
         Ok(Planner {
-            lengths,
+            lengths: Arc::new(lengths),
             options,
             counts,
             class_starts,
@@ -202,9 +204,9 @@ impl Planner {
         let mut plan = EpochPlan {
             epoch,
             options: options.clone(),
-            piece_sequences: self.sequences_for(&packing.lengths, epoch),
-            piece_lengths: packing.lengths,
-            split_offsets: Vec::new(),
+            lengths: Arc::clone(&self.lengths),
+            piece_sequences: self.sequences_for(packing.lengths, epoch),
+            split_pieces: Vec::new(),
             spans: Vec::new(),
             stats: PlanStats::default(),
             lower_bound: self.lower_bound,
@@ -244,14 +246,15 @@ impl Planner {
     /// Which sequence fills each packed slot. Sequences whose packed parts have the same length
     /// are interchangeable to the packer; shuffling them per epoch changes the company each
     /// sequence keeps in its block from epoch to epoch.
-    fn sequences_for(&self, piece_lengths: &[u32], epoch: u64) -> Vec<u32> {
+    /// Works in place: each packed length is replaced by the sequence that fills it.
+    fn sequences_for(&self, mut slots: Vec<u32>, epoch: u64) -> Vec<u32> {
         // Counting sort by packed length (ascending index within a length). Done per epoch
         // rather than kept: it costs about what copying a kept one would, and saves the memory.
         let t_max = self.options.t_max;
         let starts = &self.class_starts;
         let mut members = vec![0u32; starts[t_max as usize + 1] as usize];
         let mut next = starts.clone();
-        for (index, &length) in (0u32..).zip(&self.lengths) {
+        for (index, &length) in (0u32..).zip(self.lengths.iter()) {
             let part = if length > t_max {
                 length % t_max
             } else {
@@ -269,18 +272,16 @@ impl Planner {
             rng.shuffle(&mut members[run[0] as usize..run[1] as usize]);
         }
         let mut next = starts.clone();
-        piece_lengths
-            .iter()
-            .map(|&length| {
-                let slot = &mut next[length as usize];
-                *slot += 1;
-                members[*slot as usize - 1]
-            })
-            .collect()
+        for slot in &mut slots {
+            let length = *slot as usize;
+            *slot = members[next[length] as usize];
+            next[length] += 1;
+        }
+        slots
     }
 
-    /// Split mode: records where each oversized sequence's packed tail starts, and adds its full
-    /// chunks, a block each.
+    /// Split mode: records where each oversized sequence's packed tail starts and how long it
+    /// is, and adds its full chunks, a block each.
     fn add_split_pieces(&self, plan: &mut EpochPlan) {
         if self.oversized.is_empty() {
             return;
@@ -295,17 +296,22 @@ impl Planner {
         for (position, &index) in (0u32..).zip(&plan.piece_sequences) {
             if is_oversized[index as usize / 64] >> (index % 64) & 1 == 1 {
                 let length = self.lengths[index as usize];
-                plan.split_offsets.push((position, length - length % t_max));
+                plan.split_pieces.push(SplitPiece {
+                    position,
+                    offset: length - length % t_max,
+                    length: length % t_max,
+                });
             }
         }
         for &index in &self.oversized {
             for chunk in 0..self.lengths[index as usize] / t_max {
                 let position = plan.piece_sequences.len() as u32;
                 plan.piece_sequences.push(index);
-                plan.piece_lengths.push(t_max);
-                if chunk > 0 {
-                    plan.split_offsets.push((position, chunk * t_max));
-                }
+                plan.split_pieces.push(SplitPiece {
+                    position,
+                    offset: chunk * t_max,
+                    length: t_max,
+                });
                 plan.spans.push(Span {
                     start: position,
                     end: position + 1,
@@ -358,17 +364,17 @@ fn split_blocks_to_reach(spans: &mut Vec<Span>, target: usize) -> u64 {
 /// Global batch `g` is blocks `g * W * B .. (g + 1) * W * B`; rank `r` takes the `B` blocks from
 /// `(g * W + r) * B`. Every rank therefore runs the same number of batches of exactly `B` blocks.
 ///
-/// Pieces are stored compactly (sequence and length per piece, 8 bytes) and expanded into
-/// [`Piece`]s when a block is read.
+/// Pieces are stored compactly, 4 bytes each: the sequence. A piece is the whole sequence unless
+/// the sequence was split; the plan expands them into [`Piece`]s when a block is read.
 #[derive(Debug, Clone)]
 pub struct EpochPlan {
     epoch: u64,
     options: Options,
+    lengths: Arc<Vec<u32>>,
+    /// The sequence of every piece, in packing order; blocks are spans of it.
     piece_sequences: Vec<u32>,
-    piece_lengths: Vec<u32>,
-    /// `(piece, offset)` for the pieces that do not start at step 0 of their sequence (split
-    /// mode only), ascending by piece.
-    split_offsets: Vec<(u32, u32)>,
+    /// The pieces of split sequences (split mode only), ascending by position.
+    split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
     stats: PlanStats,
     lower_bound: LowerBound,
@@ -399,15 +405,15 @@ impl EpochPlan {
     pub fn block(&self, position: usize) -> Block<'_> {
         let span = self.spans[position];
         let range = span.start as usize..span.end as usize;
-        // The split offsets of this block's pieces start at the first entry at or after it.
+        // This block's split pieces, if any, start at the first entry at or after it.
         let first = self
-            .split_offsets
-            .partition_point(|&(piece, _)| piece < span.start);
+            .split_pieces
+            .partition_point(|split| split.position < span.start);
         Block {
             first_piece: span.start,
-            sequences: &self.piece_sequences[range.clone()],
-            lengths: &self.piece_lengths[range],
-            split_offsets: &self.split_offsets[first..],
+            sequences: &self.piece_sequences[range],
+            split_pieces: &self.split_pieces[first..],
+            lengths: &self.lengths,
             t_max: self.options.t_max,
         }
     }
@@ -507,9 +513,19 @@ impl StableHash {
 pub struct Block<'a> {
     first_piece: u32,
     sequences: &'a [u32],
+    split_pieces: &'a [SplitPiece],
+    /// Every sequence's length.
     lengths: &'a [u32],
-    split_offsets: &'a [(u32, u32)],
     t_max: u32,
+}
+
+/// Where a piece of a split sequence lies in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SplitPiece {
+    /// The piece's position in the plan's pieces.
+    position: u32,
+    offset: u32,
+    length: u32,
 }
 
 impl<'a> Block<'a> {
@@ -529,17 +545,15 @@ impl<'a> Block<'a> {
 
     /// The block table: every piece with its sequence, offsets and length.
     pub fn pieces(&self) -> impl Iterator<Item = Piece> + 'a {
-        let mut split_offsets = self.split_offsets.iter().peekable();
+        let mut split_pieces = self.split_pieces.iter().peekable();
+        let lengths = self.lengths;
         let mut block_offset = 0;
         (self.first_piece..)
-            .zip(self.sequences.iter().zip(self.lengths))
-            .map(move |(position, (&index, &length))| {
-                let offset = match split_offsets.peek() {
-                    Some(&&(piece, offset)) if piece == position => {
-                        split_offsets.next();
-                        offset
-                    }
-                    _ => 0,
+            .zip(self.sequences)
+            .map(move |(position, &index)| {
+                let (offset, length) = match split_pieces.next_if(|s| s.position == position) {
+                    Some(split) => (split.offset, split.length),
+                    None => (0, lengths[index as usize]),
                 };
                 let piece = Piece {
                     index,
@@ -555,7 +569,7 @@ impl<'a> Block<'a> {
 
     /// Real (non-padding) steps.
     pub fn used(&self) -> u32 {
-        self.lengths.iter().sum()
+        self.pieces().map(|piece| piece.length).sum()
     }
 
     pub fn padding(&self) -> u32 {
