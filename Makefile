@@ -25,6 +25,7 @@ lint:
 # Every test the project has: unit, property, golden, data-set and command-line tests.
 test: lint
 	$(CARGO) test --release --locked
+	$(CARGO) run --release --locked --example plan_epoch > /dev/null
 
 # Timings belong here, not in tests: see BENCHMARKS.md.
 bench:
