@@ -22,7 +22,7 @@ fn main() -> Result<(), bload::Error> {
             plan.hash(), // ranks can all-gather this to check they agree
             plan.batches_per_rank(),
             plan.stats().padding,
-            plan.lower_bound().padding,
+            plan.stats().lower_bound.padding,
         );
         let first = plan.rank_batches(rank)?.next().expect("at least one batch");
         for block in first.blocks() {

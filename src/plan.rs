@@ -209,7 +209,6 @@ impl Planner {
             split_pieces: Vec::new(),
             spans: Vec::new(),
             stats: PlanStats::default(),
-            lower_bound: self.lower_bound,
         };
         let mut start = 0;
         for &end in &packing.ends {
@@ -239,6 +238,7 @@ impl Planner {
             rounding_padding: rounding_blocks * t_max,
             empty_blocks,
             efficiency: stats::efficiency(self.steps, 0, padding),
+            lower_bound: self.lower_bound,
         };
         plan
     }
@@ -377,7 +377,6 @@ pub struct EpochPlan {
     split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
     stats: PlanStats,
-    lower_bound: LowerBound,
 }
 
 impl EpochPlan {
@@ -391,10 +390,6 @@ impl EpochPlan {
 
     pub fn stats(&self) -> &PlanStats {
         &self.stats
-    }
-
-    pub fn lower_bound(&self) -> LowerBound {
-        self.lower_bound
     }
 
     pub fn num_blocks(&self) -> usize {

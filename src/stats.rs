@@ -31,10 +31,12 @@ pub struct PlanStats {
     pub empty_blocks: u64,
     /// Share of computed steps that are real: `(steps - deleted) / (steps - deleted + padding)`.
     pub efficiency: f64,
+    /// The least any plan of these lengths and options could cost.
+    pub lower_bound: LowerBound,
 }
 
 /// The fewest blocks (and so the least padding) any plan of these lengths can have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub struct LowerBound {
     /// Larger of `ceil(steps / t_max)` and the Martello-Toth L2 bound, before rounding.
     pub blocks_unrounded: u64,

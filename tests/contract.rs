@@ -106,7 +106,7 @@ fn check_plan(plan: &EpochPlan, planner: &Planner) {
     assert_eq!(s.deleted, 0);
     assert!(s.rounding_blocks < per_global_batch as u64);
     assert_eq!(s.rounding_padding, s.rounding_blocks * u64::from(o.t_max));
-    assert!(s.blocks >= plan.lower_bound().blocks);
+    assert!(s.blocks >= plan.stats().lower_bound.blocks);
     let empty = plan.blocks().filter(|b| b.is_empty()).count() as u64;
     assert_eq!(s.empty_blocks, empty);
     if s.pieces >= s.blocks {

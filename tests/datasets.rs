@@ -33,7 +33,7 @@ fn action_genome_best_fit_is_within_1_2x_of_the_ddp_floor() {
         let plan = Planner::new(data("action_genome_like.lengths"), options.clone())
             .unwrap()
             .plan(epoch);
-        let bound = plan.lower_bound();
+        let bound = plan.stats().lower_bound;
         assert_eq!((bound.blocks, bound.padding), (1_776, 159));
         assert!(
             plan.stats().padding <= 191,
@@ -62,7 +62,7 @@ fn best_fit_is_within_one_percent_of_the_bound_on_every_set() {
             options.world_size = world_size;
             options.oversize = Oversize::Split;
             let plan = Planner::new(data(file), options).unwrap().plan(0);
-            let (blocks, bound) = (plan.stats().blocks, plan.lower_bound().blocks);
+            let (blocks, bound) = (plan.stats().blocks, plan.stats().lower_bound.blocks);
             assert!(
                 blocks * 100 <= bound * 101,
                 "{file} t_max {t_max} world {world_size}: {blocks} blocks, bound {bound}"
