@@ -62,22 +62,15 @@ mod tests {
             let mut rng = PlanRng::new(seed, epoch, stream);
             (0..8).map(|_| rng.below(1000)).collect::<Vec<_>>()
         };
-        assert_eq!(
-            draw(1, 2, Stream::Identities),
-            draw(1, 2, Stream::Identities)
-        );
-        assert_ne!(
-            draw(1, 2, Stream::Identities),
-            draw(1, 3, Stream::Identities)
-        );
-        assert_ne!(
-            draw(1, 2, Stream::Identities),
-            draw(2, 2, Stream::Identities)
-        );
-        assert_ne!(
-            draw(1, 2, Stream::Identities),
-            draw(1, 2, Stream::BlockOrder)
-        );
+        let base = draw(1, 2, Stream::Identities);
+        assert_eq!(base, draw(1, 2, Stream::Identities));
+        for other in [
+            draw(1, 3, Stream::Identities),
+            draw(2, 2, Stream::Identities),
+            draw(1, 2, Stream::BlockOrder),
+        ] {
+            assert_ne!(base, other);
+        }
     }
 
     #[test]

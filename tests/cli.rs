@@ -3,12 +3,22 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn bload(args: &[&str]) -> Output {
+fn bload_args(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bload"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap()
+}
+
+/// Runs a command line given as one string of words; `AG` stands for the bundled
+/// Action-Genome-shaped lengths.
+fn bload(line: &str) -> Output {
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .map(|word| if word == "AG" { AG } else { word })
+        .collect();
+    bload_args(&words)
 }
 
 fn stdout_json(output: &Output) -> serde_json::Value {
@@ -30,20 +40,9 @@ const AG: &str = "examples/data/action_genome_like.lengths";
 
 #[test]
 fn stats_json_reproduces_table_one_and_the_ddp_target() {
-    let out = stdout_json(&bload(&[
-        "stats",
-        "--lengths",
-        AG,
-        "--t-max",
-        "94",
-        "--world-size",
-        "8",
-        "--truncate-to",
-        "10",
-        "--mix-to",
-        "22",
-        "--json",
-    ]));
+    let out = stdout_json(&bload(
+        "stats --lengths AG --t-max 94 --world-size 8 --truncate-to 10 --mix-to 22 --json",
+    ));
     assert_eq!(out["lower_bound_padding"], 159);
     let policies = out["policies"].as_object().unwrap();
     let mut names: Vec<&str> = policies.keys().map(String::as_str).collect();
@@ -69,16 +68,9 @@ fn stats_json_reproduces_table_one_and_the_ddp_target() {
 #[test]
 fn stats_defaults_truncation_to_the_mean_length() {
     // 166,785 steps over 7,464 sequences: mean 22.3, rounded down to 22.
-    let out = stdout_json(&bload(&[
-        "stats",
-        "--lengths",
-        AG,
-        "--t-max",
-        "94",
-        "--json",
-    ]));
+    let out = stdout_json(&bload("stats --lengths AG --t-max 94 --json"));
     assert_eq!(out["policies"]["mix"]["padding"], 37_712);
-    let table = bload(&["stats", "--lengths", AG, "--t-max", "94"]);
+    let table = bload("stats --lengths AG --t-max 94");
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(
         text.contains("mix(22)") && text.contains("truncate(22)"),
@@ -92,22 +84,7 @@ fn plan_gives_every_rank_the_same_number_of_batches_and_all_steps_once() {
     let mut batch_counts = Vec::new();
     let mut hashes = Vec::new();
     for rank in ["0", "1", "2"] {
-        let out = stdout_json(&bload(&[
-            "plan",
-            "--lengths",
-            AG,
-            "--t-max",
-            "94",
-            "--world-size",
-            "3",
-            "--batch-blocks",
-            "4",
-            "--rank",
-            rank,
-            "--epoch",
-            "2",
-            "--json",
-        ]));
+        let out = stdout_json(&bload(&format!("plan --lengths AG --t-max 94 --world-size 3 --batch-blocks 4 --rank {rank} --epoch 2 --json")));
         let batches = out["batches"].as_array().unwrap();
         batch_counts.push(batches.len());
         hashes.push(out["plan_hash"].as_str().unwrap().to_string());
@@ -136,17 +113,7 @@ fn plan_gives_every_rank_the_same_number_of_batches_and_all_steps_once() {
 
 #[test]
 fn plan_text_lists_pieces() {
-    let out = bload(&[
-        "plan",
-        "--lengths",
-        AG,
-        "--t-max",
-        "94",
-        "--world-size",
-        "8",
-        "--rank",
-        "7",
-    ]);
+    let out = bload("plan --lengths AG --t-max 94 --world-size 8 --rank 7");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -162,7 +129,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let junk = dir.join("junk.lengths");
     std::fs::write(&junk, "12\n7\n-3\n").unwrap();
-    let out = bload(&[
+    let out = bload_args(&[
         "stats",
         "--lengths",
         junk.to_str().unwrap(),
@@ -174,39 +141,29 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     assert!(err.contains("junk.lengths:3 = \"-3\" (negative)"), "{err}");
     assert!(!err.contains("panicked"));
 
-    let out = bload(&[
-        "plan",
-        "--lengths",
-        AG,
-        "--t-max",
-        "94",
-        "--world-size",
-        "2",
-        "--rank",
-        "2",
-    ]);
+    let out = bload("plan --lengths AG --t-max 94 --world-size 2 --rank 2");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8(out.stderr).unwrap().contains("rank = 2"));
 
-    let out = bload(&["stats", "--lengths", AG, "--t-max", "50"]);
+    let out = bload("stats --lengths AG --t-max 50");
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.contains("t_max = 50") && err.contains("longest sequence (94 steps)"),
         "{err}"
     );
 
-    let out = bload(&["stats", "--lengths", AG, "--t-max", "ninety"]);
+    let out = bload("stats --lengths AG --t-max ninety");
     assert!(String::from_utf8(out.stderr)
         .unwrap()
         .contains("--t-max = \"ninety\""));
 
-    for args in [
-        &["stats", "--t-max", "94"][..],
-        &["frobnicate"],
-        &["plan", "--lengths", AG, "--t-max", "9"],
+    for line in [
+        "stats --t-max 94",
+        "frobnicate",
+        "plan --lengths AG --t-max 94",
     ] {
-        let out = bload(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let out = bload(line);
+        assert_eq!(out.status.code(), Some(2), "{line}");
         assert!(String::from_utf8(out.stderr).unwrap().contains("usage:"));
     }
 }
