@@ -182,20 +182,7 @@ impl Planner {
     pub fn plan(&self, epoch: u64) -> EpochPlan {
         let options = &self.options;
         let packing = match options.policy {
-            Policy::BestFit => {
-                let packing = pack::best_fit(&self.counts, options.t_max);
-                if packing.ends.len() as u64 > self.packing_bound {
-                    // Short of the bound: best-fit decreasing may waste less; keep the better.
-                    let decreasing = pack::best_fit_decreasing(&self.counts, options.t_max);
-                    if decreasing.ends.len() < packing.ends.len() {
-                        decreasing
-                    } else {
-                        packing
-                    }
-                } else {
-                    packing
-                }
-            }
+            Policy::BestFit => pack::best_fit(&self.counts, options.t_max, self.packing_bound),
             Policy::RandomFill => {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
                 pack::random_fill(&self.counts, options.t_max, &mut rng)

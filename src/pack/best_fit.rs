@@ -6,10 +6,29 @@
 //! close the last blocks exactly. The fill is greedy (longest remaining that fits) when that is
 //! exact, which it almost always is while many lengths remain; otherwise a bounded subset-sum over
 //! the counts per length finds the fullest fill the remaining lengths allow.
+//!
+//! Where that falls short of the lower bound (when most lengths are a large share of `t_max`,
+//! say speech at `t_max` 4096), best-fit decreasing, which weighs every length against all open
+//! blocks, may waste less: both run, and the one with fewer blocks is kept.
 
-use super::{LengthPool, Packing};
+use super::{best_fit_decreasing, LengthPool, Packing};
 
-pub(crate) fn best_fit(counts: &[u32], t_max: u32) -> Packing {
+/// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have.
+pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Packing {
+    let filled = fill_blocks(counts, t_max);
+    if filled.ends.len() as u64 <= bound {
+        return filled;
+    }
+    let decreasing = best_fit_decreasing(counts, t_max);
+    if decreasing.ends.len() < filled.ends.len() {
+        decreasing
+    } else {
+        filled
+    }
+}
+
+/// Opens each block with the longest remaining length and fills it as fully as the rest allow.
+fn fill_blocks(counts: &[u32], t_max: u32) -> Packing {
     let mut pool = LengthPool::new(counts);
     let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
     let mut subset_sum = SubsetSum::new(t_max);
@@ -57,7 +76,7 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32) -> Packing {
         // While lengths remain plentiful, the next blocks would repeat this one: the opener is
         // still the longest, greedy meets the same lengths, and an exact fill cannot be beaten.
         // Emit those copies at once instead of searching again.
-        if left == 0 || fill.iter().sum::<u32>() == room {
+        if fill.iter().sum::<u32>() == room {
             let block_start = packing.lengths.len() - fill.len() - 1;
             let repeats = repeats_available(&pool, &packing.lengths[block_start..], &mut tally);
             for _ in 0..repeats {
@@ -244,7 +263,7 @@ mod tests {
     #[test]
     fn every_block_fits_and_every_length_is_packed_once() {
         let lengths = [7, 3, 3, 9, 1, 10, 2, 5, 5, 6, 4, 8];
-        let packing = best_fit(&counts_of(&lengths, 10), 10);
+        let packing = fill_blocks(&counts_of(&lengths, 10), 10);
         let mut packed: Vec<u32> = packing.lengths.clone();
         packed.sort_unstable();
         let mut expected = lengths.to_vec();

@@ -1,8 +1,6 @@
 //! Best-fit decreasing on counts per length: lengths from longest to shortest, each into the
-//! open block with the least room that still takes it. `best_fit` falls back to it where
-//! filling one block at a time cannot reach the lower bound: when most lengths are a large
-//! share of `t_max` (say, speech at `t_max` 4096), placing every length against all open blocks
-//! wastes less.
+//! open block with the least room that still takes it. Part of the `best_fit` policy (see
+//! `best_fit.rs`), for when filling one block at a time cannot reach the lower bound.
 
 use super::{LengthPool, Packing};
 
