@@ -7,9 +7,9 @@ use bload::{EpochPlan, Options, Oversize, Planner, Policy};
 
 use proptest::prelude::*;
 
-fn options_strategy() -> impl Strategy<Value = Options> {
+fn options_strategy(t_max: std::ops::RangeInclusive<u32>) -> impl Strategy<Value = Options> {
     (
-        1u32..=64,
+        t_max,
         1u32..=4,
         1u32..=5,
         any::<u64>(),
@@ -32,9 +32,9 @@ fn options_strategy() -> impl Strategy<Value = Options> {
         )
 }
 
-/// Lengths mostly within `t_max` (up to 64), some longer, so split mode is exercised.
-fn lengths_strategy() -> impl Strategy<Value = Vec<u32>> {
-    prop::collection::vec(prop_oneof![8 => 1u32..=64, 1 => 65u32..=300], 1..300)
+/// Lengths mostly up to `short`, some up to `long`, so split mode is exercised.
+fn lengths_strategy(short: u32, long: u32) -> impl Strategy<Value = Vec<u32>> {
+    prop::collection::vec(prop_oneof![8 => 1..=short, 1 => short..=long], 1..300)
 }
 
 /// Every step of every sequence, over all ranks and batches, exactly once.
@@ -136,31 +136,53 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn ddp_contract_holds(lengths in lengths_strategy(), options in options_strategy(), epoch in 0u64..4) {
-        let longest = *lengths.iter().max().unwrap();
-        let planner = match Planner::new(lengths.clone(), options.clone()) {
-            Ok(planner) => planner,
-            Err(err) => {
-                // Only two refusals are possible for these inputs, and each must be deserved.
-                if err.argument == "t_max" {
-                    prop_assert!(options.oversize == Oversize::Reject && longest > options.t_max);
-                } else {
-                    prop_assert_eq!(err.argument.as_str(), "world_size", "{}", err);
-                    let pieces: u64 = lengths
-                        .iter()
-                        .map(|&l| u64::from(l.div_ceil(options.t_max)))
-                        .sum();
-                    prop_assert!(pieces < u64::from(options.world_size));
-                }
-                return Ok(());
-            }
-        };
-        let plan = planner.plan(epoch);
-        check_plan(&plan, &planner);
-        // A pure function of its inputs: planning again, or on a fresh planner, gives the same.
-        let again = Planner::new(lengths, options).unwrap().plan(epoch);
-        prop_assert_eq!(plan.hash(), again.hash());
+    fn ddp_contract_holds(
+        lengths in lengths_strategy(64, 300),
+        options in options_strategy(1..=64),
+        epoch in 0u64..4,
+    ) {
+        check_lengths_and_options(lengths, options, epoch)?;
     }
+
+    #[test]
+    fn ddp_contract_holds_for_long_blocks(
+        lengths in lengths_strategy(9_000, 40_000),
+        options in options_strategy(4_000..=20_000),
+        epoch in 0u64..2,
+    ) {
+        check_lengths_and_options(lengths, options, epoch)?;
+    }
+}
+
+fn check_lengths_and_options(
+    lengths: Vec<u32>,
+    options: Options,
+    epoch: u64,
+) -> Result<(), TestCaseError> {
+    let longest = *lengths.iter().max().unwrap();
+    let planner = match Planner::new(lengths.clone(), options.clone()) {
+        Ok(planner) => planner,
+        Err(err) => {
+            // Only two refusals are possible for these inputs, and each must be deserved.
+            if err.argument == "t_max" {
+                prop_assert!(options.oversize == Oversize::Reject && longest > options.t_max);
+            } else {
+                prop_assert_eq!(err.argument.as_str(), "world_size", "{}", err);
+                let pieces: u64 = lengths
+                    .iter()
+                    .map(|&l| u64::from(l.div_ceil(options.t_max)))
+                    .sum();
+                prop_assert!(pieces < u64::from(options.world_size));
+            }
+            return Ok(());
+        }
+    };
+    let plan = planner.plan(epoch);
+    check_plan(&plan, &planner);
+    // A pure function of its inputs: planning again, or on a fresh planner, gives the same.
+    let again = Planner::new(lengths, options).unwrap().plan(epoch);
+    prop_assert_eq!(plan.hash(), again.hash());
+    Ok(())
 }
 
 #[test]

@@ -13,6 +13,18 @@
 
 use super::{best_fit_decreasing, LengthPool, Packing};
 
+/// Searches cost about (lengths below the room) x (room / 64) word operations; beyond this
+/// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
+/// get the fullest fill the remaining lengths allow.
+const MAX_SEARCH_ROOM: u32 = 4096;
+
+/// Searches of one packing may cost, in all, this many word operations per length packed (plus
+/// a fixed allowance), so planning time stays linear in the number of sequences whatever their
+/// lengths. Once spent, blocks keep their greedy fill. Counted in operations, not time, so plans
+/// stay reproducible. The bundled length sets need a small fraction of it.
+const SEARCH_WORK_PER_LENGTH: u64 = 64;
+const SEARCH_WORK_ALLOWANCE: u64 = 1 << 20;
+
 /// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have.
 pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Packing {
     let filled = fill_blocks(counts, t_max);
@@ -31,7 +43,11 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Packing {
 fn fill_blocks(counts: &[u32], t_max: u32) -> Packing {
     let mut pool = LengthPool::new(counts);
     let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
-    let mut subset_sum = SubsetSum::new(t_max);
+    let lengths: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    let mut subset_sum = SubsetSum::new(
+        t_max,
+        SEARCH_WORK_ALLOWANCE + SEARCH_WORK_PER_LENGTH * lengths,
+    );
     let mut fill = Vec::new();
     let mut tail = Vec::new();
     let mut tally = Vec::new();
@@ -47,16 +63,19 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Packing {
             fill.push(length);
             left -= length;
         }
-        if left > 0 && room - left < subset_sum.ceiling[room as usize] {
+        if left > 0 && room - left < subset_sum.ceiling[room as usize] && subset_sum.work_left > 0 {
             // Greedy fell short, and an earlier search does not rule out doing better. Give the
             // greedy picks back one at a time, latest first, and search for an exact fill of what
-            // is open: small searches first, the whole room (the best fill there is) last.
+            // is open: small searches first, the whole room (the best fill there is) last, as
+            // long as the room searched stays within MAX_SEARCH_ROOM.
             let mut kept = fill.len();
             let mut open = left;
             loop {
-                if subset_sum.ceiling[open as usize] == open || kept == 0 {
+                // The last search: the whole room, or as much of it as stays cheap to search.
+                let last = kept == 0 || open + fill[kept - 1] > MAX_SEARCH_ROOM;
+                if subset_sum.ceiling[open as usize] == open || last {
                     let found = subset_sum.fullest_fill(&mut pool, open, &mut tail);
-                    if found == open || kept == 0 {
+                    if found == open || last {
                         fill.truncate(kept);
                         fill.extend_from_slice(&tail);
                         break;
@@ -115,7 +134,6 @@ fn repeats_available(pool: &LengthPool, block: &[u32], tally: &mut Vec<(u32, u32
 struct SubsetSum {
     /// Bit `s` set: some multiset of the remaining lengths sums to `s`.
     reachable: Vec<u64>,
-    before: Vec<u64>,
     /// `last_length[s]`: the length whose copies first made `s` reachable; walking `s -=
     /// last_length[s]` down to 0 spells out one multiset that sums to `s`.
     last_length: Vec<u32>,
@@ -123,16 +141,18 @@ struct SubsetSum {
     /// only ever leave the pool, so no later fill of that room can do better: a greedy fill that
     /// reaches it needs no search.
     ceiling: Vec<u32>,
+    /// Word operations the searches may still spend.
+    work_left: u64,
 }
 
 impl SubsetSum {
-    fn new(t_max: u32) -> Self {
+    fn new(t_max: u32, work: u64) -> Self {
         let words = (t_max as usize + 1).div_ceil(64);
         SubsetSum {
             reachable: vec![0; words],
-            before: vec![0; words],
             last_length: vec![0; t_max as usize + 1],
             ceiling: (0..=t_max).collect(),
+            work_left: work,
         }
     }
 
@@ -141,28 +161,27 @@ impl SubsetSum {
     /// `room` is reached.
     fn fullest_fill(&mut self, pool: &mut LengthPool, room: u32, fill: &mut Vec<u32>) -> u32 {
         let top = room as usize;
-        let words = top / 64 + 1;
-        let reachable = &mut self.reachable[..words];
+        let reachable = &mut self.reachable[..top / 64 + 1];
         reachable.fill(0);
         reachable[0] = 1;
+        // No sum above `highest` is reachable yet, so shifts need not touch the words above it.
+        let mut highest = 0;
         let mut next = pool.longest_at_most(room);
         while let Some(length) = next {
-            self.before[..words].copy_from_slice(reachable);
             // All multiples 0..=copies of `length`, in chunks 1, 2, 4, ... (binary splitting).
             let mut copies = pool.count(length).min(room / length);
             let mut chunk = 1;
             while copies > 0 {
                 let take = chunk.min(copies);
-                shift_or(reachable, (take * length) as usize, top);
+                let shift = (take * length) as usize;
+                highest = (highest + shift).min(top);
+                shift_or(reachable, shift, highest, |sum| {
+                    self.last_length[sum] = length
+                });
+                let words = (highest / 64 + 1 - shift / 64) as u64;
+                self.work_left = self.work_left.saturating_sub(words);
                 copies -= take;
                 chunk *= 2;
-            }
-            for (word, (&now, &was)) in reachable.iter().zip(&self.before[..words]).enumerate() {
-                let mut fresh = now & !was;
-                while fresh != 0 {
-                    self.last_length[word * 64 + fresh.trailing_zeros() as usize] = length;
-                    fresh &= fresh - 1;
-                }
             }
             if reachable[top / 64] >> (top % 64) & 1 == 1 {
                 break;
@@ -183,20 +202,28 @@ impl SubsetSum {
     }
 }
 
-/// `bits |= bits << shift`, keeping bits `0..=top`.
-fn shift_or(bits: &mut [u64], shift: usize, top: usize) {
+/// `bits |= bits << shift`, where no bit above `highest` can end up set (and none is kept), calling
+/// `first_reached(s)` for every bit `s` that this sets.
+fn shift_or(bits: &mut [u64], shift: usize, highest: usize, mut first_reached: impl FnMut(usize)) {
     let (word_shift, bit_shift) = (shift / 64, shift % 64);
+    let last = highest / 64;
     // Downwards, so every source word is read before it is written.
-    for word in (word_shift..bits.len()).rev() {
+    for word in (word_shift..=last).rev() {
         let source = word - word_shift;
         let mut moved = bits[source] << bit_shift;
         if bit_shift > 0 && source > 0 {
             moved |= bits[source - 1] >> (64 - bit_shift);
         }
+        if word == last {
+            moved &= u64::MAX >> (63 - highest % 64);
+        }
+        let mut fresh = moved & !bits[word];
         bits[word] |= moved;
+        while fresh != 0 {
+            first_reached(word * 64 + fresh.trailing_zeros() as usize);
+            fresh &= fresh - 1;
+        }
     }
-    let last = bits.len() - 1;
-    bits[last] &= u64::MAX >> (63 - top % 64);
 }
 
 fn highest_set_bit(bits: &[u64]) -> usize {
@@ -223,7 +250,7 @@ mod tests {
     fn subset_sum_finds_the_exact_fill_greedy_misses() {
         // Room 10 from {6, 5, 5}: greedy takes 6 and is stuck at 4 short; 5 + 5 is exact.
         let mut pool = LengthPool::new(&counts_of(&[6, 5, 5], 10));
-        let mut search = SubsetSum::new(10);
+        let mut search = SubsetSum::new(10, u64::MAX);
         let mut fill = Vec::new();
         search.fullest_fill(&mut pool, 10, &mut fill);
         fill.sort_unstable();
@@ -236,7 +263,7 @@ mod tests {
     fn subset_sum_respects_counts_and_falls_short_when_it_must() {
         // Room 13 from {4, 4, 4} and {9}: 9 + 4 = 13 is exact; three 4s would only give 12.
         let mut pool = LengthPool::new(&counts_of(&[4, 4, 4, 9], 13));
-        let mut search = SubsetSum::new(13);
+        let mut search = SubsetSum::new(13, u64::MAX);
         let mut fill = Vec::new();
         search.fullest_fill(&mut pool, 13, &mut fill);
         assert_eq!(fill.iter().sum::<u32>(), 13);
@@ -248,15 +275,24 @@ mod tests {
     }
 
     #[test]
-    fn shift_or_crosses_words_and_clips_at_top() {
+    fn shift_or_crosses_words_clips_and_reports_new_sums() {
         let mut bits = vec![1u64, 0, 0];
-        shift_or(&mut bits, 70, 150);
-        assert_eq!(bits, vec![1, 1 << 6, 0]);
-        shift_or(&mut bits, 100, 150);
-        assert_eq!(bits, vec![1, 1 << 6 | 1 << 36, 0]);
-        shift_or(&mut bits, 100, 150);
-        // 170 and 200 are above the top and dropped; 100 + 70 = 170 too.
-        assert_eq!(bits, vec![1, 1 << 6 | 1 << 36, 0]);
+        let mut reached = Vec::new();
+        shift_or(&mut bits, 70, 70, |sum| reached.push(sum));
+        assert_eq!(
+            (bits.clone(), reached.clone()),
+            (vec![1, 1 << 6, 0], vec![70])
+        );
+        // 0 + 100 is new; 70 + 100 = 170 is above the highest kept (150).
+        reached.clear();
+        shift_or(&mut bits, 100, 150, |sum| reached.push(sum));
+        assert_eq!(
+            (bits.clone(), reached.clone()),
+            (vec![1, 1 << 6 | 1 << 36, 0], vec![100])
+        );
+        reached.clear();
+        shift_or(&mut bits, 100, 150, |sum| reached.push(sum));
+        assert!(reached.is_empty());
         assert_eq!(highest_set_bit(&bits), 100);
     }
 
