@@ -1,4 +1,5 @@
-//! `cargo bench`: plans 1M and 10M lognormal lengths (t_max 2048) and the bundled length sets with
+//! `cargo bench`: plans 1M and 10M lognormal lengths (t_max 2048), 1M longer ones in blocks of
+//! 65,536 steps, and the bundled length sets with
 //! bload's `best_fit`, and packs the same lengths with `seqpacker`'s fastest best-fit (OBFD), in
 //! the same run. Prints time, sequences per second, padding, and peak heap bytes per sequence.
 //! Single-threaded. Set `BLOAD_BENCH_SIZES=1000000` to change the synthetic sizes.
@@ -70,9 +71,9 @@ struct Timing {
     fastest: f64,
 }
 
-/// Lognormal lengths (median 200 steps, sigma 1) redrawn until in 1..=t_max; xorshift and
-/// Box-Muller written out so the data set is the same on every machine.
-fn lognormal_lengths(count: usize, t_max: u32) -> Vec<u32> {
+/// Lognormal lengths (sigma 1) redrawn until in 1..=t_max; xorshift and Box-Muller written out
+/// so the data set is the same on every machine.
+fn lognormal_lengths(count: usize, median: f64, t_max: u32) -> Vec<u32> {
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut uniform = move || {
         state ^= state << 13;
@@ -84,7 +85,7 @@ fn lognormal_lengths(count: usize, t_max: u32) -> Vec<u32> {
     while lengths.len() < count {
         let normal =
             (-2.0 * uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * uniform()).cos();
-        let length = (200f64.ln() + normal).exp().round();
+        let length = (median.ln() + normal).exp().round();
         if (1.0..=f64::from(t_max)).contains(&length) {
             lengths.push(length as u32);
         }
@@ -181,11 +182,19 @@ fn main() {
     );
     println!("(median and fastest of {RUNS} runs; Mseq/s from the median; B/seq: peak heap per sequence)");
     for size in sizes {
-        let lengths = lognormal_lengths(size, 2048);
+        let lengths = lognormal_lengths(size, 200.0, 2048);
         let name = format!("lognormal {}M t2048", size as f64 / 1e6);
         print_row(&bload_row(&name, &lengths, &Options::new(2048)));
         print_row(&seqpacker_row(&name, &lengths, 2048));
     }
+    // Large blocks: 1M lengths of median 2,000 steps in blocks of 65,536.
+    let lengths = lognormal_lengths(1_000_000, 2000.0, 65_536);
+    print_row(&bload_row(
+        "lognormal 1M t65536",
+        &lengths,
+        &Options::new(65_536),
+    ));
+    print_row(&seqpacker_row("lognormal 1M t65536", &lengths, 65_536));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data");
     for (file, t_max) in [
         ("action_genome_like.lengths", 94),
