@@ -166,7 +166,7 @@ fn stats(args: Args) -> Result<(), Failure> {
         let row = timed(|| {
             let planner = Planner::new(lengths.clone(), options)?;
             let plan = planner.plan(args.epoch);
-            bound = Some(planner.lower_bound());
+            bound = Some((planner.lower_bound(), planner.pieces()));
             let s = plan.stats();
             Ok(MethodStats {
                 blocks: s.blocks,
@@ -178,11 +178,7 @@ fn stats(args: Args) -> Result<(), Failure> {
         })?;
         rows.push((policy.name().into(), policy.name(), row));
     }
-    let bound = bound.expect("planned at least once");
-    let pieces = lengths
-        .iter()
-        .map(|&l| u64::from(l.div_ceil(args.options.t_max)))
-        .sum();
+    let (bound, pieces) = bound.expect("planned at least once");
     let o = &args.options;
     let padded = timed(|| Ok(pad_to_max(pieces, steps, o)))?;
     rows.push(("pad_to_max".into(), "pad_to_max", padded));

@@ -63,6 +63,13 @@ impl Planner {
                 "at least one sequence",
             ));
         }
+        if lengths.len() as u64 > u64::from(u32::MAX) {
+            return Err(Error::invalid(
+                "lengths",
+                format!("{} sequences", lengths.len()),
+                format!("at most {} sequences (plans use 32-bit indices)", u32::MAX),
+            ));
+        }
         let t_max = options.t_max;
         // One pass over the lengths gathers everything the checks and the packers need.
         let mut counts = vec![0u32; t_max as usize + 1];
@@ -92,7 +99,7 @@ impl Planner {
             // Chunks with no tail leave nothing to pack.
             counts[0] = 0;
         }
-        if lengths.len() as u64 > u64::from(u32::MAX) || steps > u64::from(u32::MAX) {
+        if steps > u64::from(u32::MAX) {
             return Err(Error::invalid(
                 "sum of lengths",
                 steps,
