@@ -63,9 +63,7 @@ impl LengthPool {
         };
         for (length, &count) in (0..).zip(counts) {
             if count > 0 {
-                pool.put_back(length);
-                pool.counts[length as usize] = count;
-                pool.remaining += u64::from(count - 1);
+                pool.put_back_many(length, count);
             }
         }
         pool
@@ -111,9 +109,13 @@ impl LengthPool {
     }
 
     pub fn put_back(&mut self, length: u32) {
+        self.put_back_many(length, 1);
+    }
+
+    pub fn put_back_many(&mut self, length: u32, copies: u32) {
         let length = length as usize;
-        self.counts[length] += 1;
-        self.remaining += 1;
+        self.counts[length] += copies;
+        self.remaining += u64::from(copies);
         let word = length / 64;
         self.nonempty[word] |= 1 << (length % 64);
         self.nonempty_words[word / 64] |= 1 << (word % 64);
