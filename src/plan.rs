@@ -32,8 +32,7 @@ pub struct Planner {
     /// Shared with every plan, which reads piece lengths from it.
     lengths: Arc<Vec<u32>>,
     options: Options,
-    /// `counts[len]`: sequences whose packed part has `len` steps. The packed part is the whole
-    /// sequence, or for one split into full `t_max` chunks, the shorter tail left over.
+    /// `counts[len]`: sequences whose packed part (see `packed_part`) has `len` steps.
     counts: Vec<u32>,
     /// `class_starts[len]`: sequences with a packed part shorter than `len`; the start of that
     /// length's run when sequences are sorted by packed part.
@@ -78,12 +77,10 @@ impl Planner {
         for (index, &length) in (0u32..).zip(&lengths) {
             steps += u64::from(length);
             longest = longest.max(length);
-            if length <= t_max {
-                counts[length as usize] += 1;
-            } else {
+            if length > t_max {
                 oversized.push(index);
-                counts[(length % t_max) as usize] += 1;
             }
+            counts[packed_part(length, t_max) as usize] += 1;
         }
         if counts[0] > 0 {
             // Zero-length sequences, or oversized ones that divide into full chunks exactly.
@@ -240,6 +237,7 @@ impl Planner {
     /// Which sequence fills each packed slot. Sequences whose packed parts have the same length
     /// are interchangeable to the packer; shuffling them per epoch changes the company each
     /// sequence keeps in its block from epoch to epoch.
+    ///
     /// Works in place: each packed length is replaced by the sequence that fills it.
     fn sequences_for(&self, mut slots: Vec<u32>, epoch: u64) -> Vec<u32> {
         // Counting sort by packed length (ascending index within a length). Done per epoch
@@ -249,11 +247,7 @@ impl Planner {
         let mut members = vec![0u32; starts[t_max as usize + 1] as usize];
         let mut next = starts.clone();
         for (index, &length) in (0u32..).zip(self.lengths.iter()) {
-            let part = if length > t_max {
-                length % t_max
-            } else {
-                length
-            };
+            let part = packed_part(length, t_max);
             if part > 0 {
                 members[next[part as usize] as usize] = index;
                 next[part as usize] += 1;
@@ -312,6 +306,16 @@ impl Planner {
                 });
             }
         }
+    }
+}
+
+/// The part of a sequence that the packers place: all of it, or for one longer than `t_max`, the
+/// tail left after cutting full `t_max` chunks (0 when it divides exactly).
+fn packed_part(length: u32, t_max: u32) -> u32 {
+    if length > t_max {
+        length % t_max
+    } else {
+        length
     }
 }
 
