@@ -15,7 +15,8 @@ pub struct Error {
 }
 
 impl Error {
-    pub(crate) fn invalid(
+    /// An error for `argument`, which had `value`, where `expected` was wanted.
+    pub fn invalid(
         argument: impl Into<String>,
         value: impl fmt::Display,
         expected: impl Into<String>,

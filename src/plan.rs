@@ -177,6 +177,17 @@ impl Planner {
         self.pieces
     }
 
+    /// A stable 64-bit fingerprint of the lengths (FNV-1a, like [`EpochPlan::hash`]): a saved
+    /// position in an epoch is only meaningful for the same lengths.
+    pub fn lengths_hash(&self) -> u64 {
+        let mut hash = StableHash::new();
+        hash.add(self.lengths.len() as u64);
+        for &length in self.lengths.iter() {
+            hash.add(u64::from(length));
+        }
+        hash.finish()
+    }
+
     /// The least padding any plan of these lengths and options can have.
     pub fn lower_bound(&self) -> LowerBound {
         self.lower_bound
