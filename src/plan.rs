@@ -401,6 +401,11 @@ impl EpochPlan {
         &self.stats
     }
 
+    /// The lengths the plan was made from.
+    pub fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
     pub fn num_blocks(&self) -> usize {
         self.spans.len()
     }

@@ -32,6 +32,7 @@ mod ffi {
         length: i64,
         sequence: i64,
         offset: i64,
+        sequence_length: i64,
     }
 
     /// `bload::PlanStats`, as counts.
@@ -55,6 +56,7 @@ mod ffi {
         type Planner;
         type EpochPlan;
 
+        fn read_lengths_file(path: &str) -> Result<Vec<i64>>;
         fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>>;
         fn lengths(self: &Planner) -> &[u32];
         fn lengths_hash(self: &Planner) -> u64;
@@ -129,6 +131,13 @@ fn to_options(options: &PlanOptions) -> bload::Result<Options> {
     })
 }
 
+fn read_lengths_file(path: &str) -> Result<Vec<i64>, BridgeError> {
+    guarded("read_lengths_file", || {
+        let lengths = bload::read_lengths(std::path::Path::new(path))?;
+        Ok(lengths.into_iter().map(i64::from).collect())
+    })
+}
+
 fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, BridgeError> {
     guarded("new_planner", || {
         let options = to_options(options)?;
@@ -173,6 +182,7 @@ impl EpochPlan {
             let batch = usize::try_from(batch)
                 .map_err(|_| Error::invalid("batch", batch, "a batch index of at least 0"))?;
             let batch = self.0.batch(rank, batch)?;
+            let lengths = self.0.lengths();
             let mut rows = Vec::new();
             for (block, pieces) in (0..).zip(batch.blocks()) {
                 rows.extend(pieces.pieces().map(|piece| PieceRow {
@@ -181,6 +191,7 @@ impl EpochPlan {
                     length: i64::from(piece.length),
                     sequence: i64::from(piece.index),
                     offset: i64::from(piece.offset),
+                    sequence_length: i64::from(lengths[piece.index as usize]),
                 }));
             }
             Ok(rows)
