@@ -57,6 +57,10 @@ struct BlockTable {
   at::Tensor table;  // int64 [pieces, kTableColumns], on the CPU
   int64_t blocks = 0;
   int64_t t_max = 0;
+
+  // Blocks in the batch: torch's DataLoader compares a request's size() with its batch_size
+  // (for drop_last) and requires it to be positive.
+  size_t size() const { return static_cast<size_t>(blocks); }
 };
 
 // What a plan costs (bload::PlanStats in the Rust core). Every padded, deleted or split step is

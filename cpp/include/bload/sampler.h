@@ -1,0 +1,79 @@
+#pragma once
+// bload::BlockSampler: torch's Sampler interface over bload's epoch plans, one per DDP rank.
+//
+//   auto sampler = bload::BlockSampler(lengths, bload::Options(94).world_size(W).rank(r));
+//   auto loader = torch::data::make_data_loader(
+//       bload::BlockDataset(dataset, options), sampler, torch::data::DataLoaderOptions());
+//   for (auto& batch : *loader) { ... }   // every rank gets the same number of batches
+
+#include <torch/data/samplers/base.h>
+#include <torch/serialize/archive.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bload/planner.h"
+
+namespace bload {
+
+// Shared between a sampler and every copy of it (make_data_loader keeps its own copy, so the
+// caller's object never sees the loader's resets; pytorch/pytorch#73141). Through it the caller
+// chooses the next epoch and reads the one being served.
+class EpochHandle {
+ public:
+  EpochHandle();
+  // The next reset() of any copy starts `epoch` (at least 0), instead of the one after the last.
+  void set_epoch(int64_t epoch);
+  // The epoch the last reset() started, or -1 before the first.
+  int64_t epoch() const;
+
+ private:
+  friend class BlockSampler;
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+class BlockSampler : public torch::data::samplers::Sampler<BlockTable> {
+ public:
+  BlockSampler(const std::vector<int64_t>& lengths, const Options& options);
+  BlockSampler(Planner planner, int64_t rank);
+
+  // Starts the next epoch: the first reset() starts epoch 0 (or the one set through the
+  // handle), every later one the epoch after. A reset right after load() resumes the loaded
+  // position instead. `new_size`, when given, must be the number of sequences.
+  void reset(std::optional<size_t> new_size = std::nullopt) override;
+  // This rank's next batch of the epoch (`batch_size` is ignored: a batch is always
+  // blocks_per_batch blocks), or nullopt at the end of the epoch. Before any reset(), the
+  // first epoch starts by itself.
+  std::optional<BlockTable> next(size_t batch_size = 0) override;
+
+  // The position in the epoch, so that after load() the next batch is the one that would have
+  // come next. load() checks the archive was saved with the same lengths and options.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+  EpochHandle epoch_handle() const { return handle_; }
+  // The epoch being served (-1 before the first reset), and the batches of it handed out.
+  int64_t epoch() const;
+  int64_t position() const { return position_; }
+  // Batches every rank runs in the epoch being served (starts the first epoch if none has).
+  int64_t batches_per_rank();
+  // The plan being served (starts the first epoch if none has).
+  const EpochPlan& plan();
+  const Planner& planner() const { return planner_; }
+  int64_t rank() const { return rank_; }
+
+ private:
+  Planner planner_;
+  int64_t rank_;
+  EpochHandle handle_;
+  std::optional<EpochPlan> plan_;
+  int64_t next_epoch_ = 0;
+  int64_t position_ = 0;
+  // Set by load(): the next reset() keeps the loaded position instead of starting an epoch.
+  bool resume_on_reset_ = false;
+};
+
+}  // namespace bload

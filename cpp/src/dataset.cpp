@@ -1,0 +1,55 @@
+#include "bload/dataset.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include "bload/ops.h"
+
+namespace bload {
+namespace {
+
+// [blocks, t_max, ...] like `like`'s steps, pinned when asked and possible.
+at::Tensor packed_output(const BlockTable& request, const at::Tensor& like, bool pin_memory) {
+  std::vector<int64_t> shape{request.blocks, request.t_max};
+  auto steps = like.sizes().slice(1);
+  shape.insert(shape.end(), steps.begin(), steps.end());
+  bool pin = pin_memory && like.is_cpu();
+  if (pin && !at::globalContext().hasCUDA()) {
+    TORCH_WARN_ONCE("bload: pin_memory is set but no CUDA device is available; packed batches "
+                    "are allocated in ordinary memory");
+    pin = false;
+  }
+  return at::empty(shape, like.options().pinned_memory(pin));
+}
+
+at::Tensor pack_or_pad(const BlockTable& request, const std::vector<at::Tensor>& sequences,
+                       double padding, bool pin_memory) {
+  TORCH_CHECK(!sequences.empty(), "pack_batch: expected at least one example");
+  auto out = packed_output(request, sequences[0], pin_memory);
+  if (request.table.size(0) == 0) {
+    out.fill_(padding);
+  } else {
+    pack_into(out, sequences, request.table, padding);
+  }
+  return out;
+}
+
+}  // namespace
+
+PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>& data,
+                       const std::vector<at::Tensor>& target, const Options& options) {
+  const auto& table = request.table;
+  PackedBatch batch;
+  batch.data = pack_or_pad(request, data, options.data_padding(), options.pin_memory());
+  batch.target = pack_or_pad(request, target, options.target_padding(), options.pin_memory());
+  batch.reset = reset_mask(table, request.blocks, request.t_max);
+  batch.valid = valid_mask(table, request.blocks, request.t_max);
+  batch.segment_ids = segment_ids(table, request.blocks, request.t_max);
+  batch.position_ids = position_ids(table, request.blocks, request.t_max);
+  batch.cu_seqlens = cu_seqlens(table);
+  batch.indices = table.select(1, kSequence).clone();
+  batch.table = request;
+  return batch;
+}
+
+}  // namespace bload

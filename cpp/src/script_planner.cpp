@@ -1,0 +1,130 @@
+// torch.classes.bload.Planner: the planner for Python and TorchScript, as tensors.
+//
+//   planner = torch.classes.bload.Planner(lengths, t_max=94, world_size=2)
+//   for b in range(planner.batches_per_rank(epoch)):
+//       table = planner.batch(epoch, rank, b)   # int64 [pieces, 6], see TableColumn
+
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <optional>
+#include <tuple>
+
+#include "bload/planner.h"
+
+namespace bload {
+namespace {
+
+std::vector<int64_t> lengths_from_tensor(const at::Tensor& lengths) {
+  TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
+                  !at::isComplexType(lengths.scalar_type()) &&
+                  lengths.scalar_type() != at::kBool,
+              "lengths: expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
+              "-d ", lengths.scalar_type(), " tensor");
+  auto host = lengths.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* first = host.data_ptr<int64_t>();
+  return std::vector<int64_t>(first, first + host.numel());
+}
+
+// The pickled state: the lengths, the integer options (t_max, blocks_per_batch, world_size,
+// seed, split_oversized) and the policy.
+using PlannerState = std::tuple<at::Tensor, std::vector<int64_t>, std::string>;
+
+class ScriptPlanner : public torch::CustomClassHolder {
+ public:
+  ScriptPlanner(at::Tensor lengths, int64_t t_max, int64_t blocks_per_batch, int64_t world_size,
+                int64_t seed, std::string policy, bool split_oversized)
+      : planner_(lengths_from_tensor(lengths), Options(t_max)
+                                                   .blocks_per_batch(blocks_per_batch)
+                                                   .world_size(world_size)
+                                                   .seed(seed)
+                                                   .policy(std::move(policy))
+                                                   .split_oversized(split_oversized)),
+        lengths_(lengths.to(at::kCPU, at::kLong).clone()) {}
+
+  int64_t batches_per_rank(int64_t epoch) { return plan(epoch).batches_per_rank(); }
+
+  at::Tensor batch(int64_t epoch, int64_t rank, int64_t index) {
+    return plan(epoch).batch(rank, index).table;
+  }
+
+  c10::Dict<std::string, int64_t> stats(int64_t epoch) {
+    const auto s = plan(epoch).stats();
+    c10::Dict<std::string, int64_t> dict;
+    for (const auto& [name, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+             {"sequences", s.sequences},
+             {"steps", s.steps},
+             {"pieces", s.pieces},
+             {"blocks", s.blocks},
+             {"padding", s.padding},
+             {"deleted", s.deleted},
+             {"split_sequences", s.split_sequences},
+             {"split_pieces", s.split_pieces},
+             {"rounding_blocks", s.rounding_blocks},
+             {"rounding_padding", s.rounding_padding},
+             {"empty_blocks", s.empty_blocks},
+             {"lower_bound_blocks", s.lower_bound_blocks},
+             {"lower_bound_padding", s.lower_bound_padding},
+         }) {
+      dict.insert(name, value);
+    }
+    return dict;
+  }
+
+  int64_t plan_hash(int64_t epoch) { return static_cast<int64_t>(plan(epoch).hash()); }
+
+  PlannerState state() const {
+    const auto& o = planner_.options();
+    return {lengths_,
+            {o.t_max(), o.blocks_per_batch(), o.world_size(), o.seed(), o.split_oversized()},
+            o.policy()};
+  }
+
+  static c10::intrusive_ptr<ScriptPlanner> from_state(PlannerState state) {
+    auto& [lengths, ints, policy] = state;
+    TORCH_CHECK(ints.size() == 5, "bload.Planner: a pickled state with ", ints.size(),
+                " integer options: expected 5");
+    return c10::make_intrusive<ScriptPlanner>(lengths, ints[0], ints[1], ints[2], ints[3],
+                                              policy, ints[4] != 0);
+  }
+
+ private:
+  // The last epoch planned is kept: a sampler asks for every batch of an epoch in turn.
+  EpochPlan plan(int64_t epoch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!last_ || last_->epoch() != epoch) {
+      last_ = planner_.plan(epoch);
+    }
+    return *last_;
+  }
+
+  Planner planner_;
+  at::Tensor lengths_;
+  std::mutex mutex_;
+  std::optional<EpochPlan> last_;
+};
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(bload, m) {
+  m.class_<ScriptPlanner>("Planner")
+      .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool>(),
+           "Plans epochs of packed blocks for `lengths` (a 1-d integer tensor)",
+           {torch::arg("lengths"), torch::arg("t_max"), torch::arg("blocks_per_batch") = 1,
+            torch::arg("world_size") = 1, torch::arg("seed") = 0,
+            torch::arg("policy") = "best_fit", torch::arg("split_oversized") = false})
+      .def("batches_per_rank", &ScriptPlanner::batches_per_rank,
+           "Batches every rank runs in `epoch`")
+      .def("batch", &ScriptPlanner::batch,
+           "The block table of batch `index` of `rank` in `epoch`: int64 [pieces, 6] with "
+           "columns block, block_offset, length, sequence, offset, sequence_length")
+      .def("stats", &ScriptPlanner::stats, "What the plan of `epoch` costs, as counts")
+      .def("plan_hash", &ScriptPlanner::plan_hash,
+           "Fingerprint of the plan of `epoch`: equal on ranks that planned the same")
+      .def_pickle(
+          [](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
+          [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });
+}
+
+}  // namespace bload
