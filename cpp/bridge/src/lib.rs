@@ -144,7 +144,12 @@ fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, B
         let lengths = lengths
             .iter()
             .enumerate()
-            .map(|(i, &length)| to_u32(&format!("lengths[{i}]"), length))
+            .map(|(i, &length)| {
+                u32::try_from(length).map_err(|_| {
+                    let expected = format!("a length from 1 to {} steps", u32::MAX);
+                    Error::invalid(format!("lengths[{i}]"), length, expected)
+                })
+            })
             .collect::<bload::Result<Vec<u32>>>()?;
         Ok(Box::new(Planner(bload::Planner::new(lengths, options)?)))
     })
@@ -242,7 +247,7 @@ mod tests {
         let error = new_planner(&[3, -2], &options(4)).err().unwrap();
         assert_eq!(
             error.to_string(),
-            "lengths[1] = -2: expected a value from 0 to 4294967295"
+            "lengths[1] = -2: expected a length from 1 to 4294967295 steps"
         );
         let error = new_planner(&[3], &options(-1)).err().unwrap();
         assert!(error.to_string().starts_with("t_max = -1: "), "{error}");
