@@ -1,0 +1,162 @@
+"""torch.classes.bload.Planner from Python: a DataLoader batch sampler on it, a TorchScript
+recurrent model on its packed batches, and the library's exported symbols."""
+
+import pickle
+import shutil
+import subprocess
+
+import pytest
+import torch
+from conftest import LIBRARY
+
+Planner = torch.classes.bload.Planner
+
+
+class BlockBatchSampler(torch.utils.data.Sampler):
+    """Yields one rank's block tables of an epoch, as lists of rows, for a DataLoader."""
+
+    def __init__(self, planner, rank):
+        self.planner, self.rank, self.epoch = planner, rank, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.planner.batches_per_rank(self.epoch)
+
+    def __iter__(self):
+        for index in range(len(self)):
+            yield self.planner.batch(self.epoch, self.rank, index).tolist()
+
+
+class Sequences(torch.utils.data.Dataset):
+    """Sequence i: steps (i * 1000 + t) as one feature, target i at every step."""
+
+    def __init__(self, lengths):
+        self.lengths = lengths
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, row):
+        index = row[3]  # the table row's sequence column
+        data = (torch.arange(self.lengths[index], dtype=torch.float32) + 1000 * index).unsqueeze(1)
+        return row, data, torch.full((self.lengths[index],), index)
+
+
+def collate(blocks, t_max):
+    def pack(items):
+        table = torch.tensor([row for row, _, _ in items])
+        data = torch.ops.bload.pack([d for _, d, _ in items], table, blocks, t_max, 0.0)
+        target = torch.ops.bload.pack([t for _, _, t in items], table, blocks, t_max, -100)
+        return table, data, target
+
+    return pack
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_genome_lengths, workers):
+    lengths = action_genome_lengths
+    world_size, blocks = 3, 8
+    planner = Planner(torch.tensor(lengths), 94, blocks_per_batch=blocks, world_size=world_size, seed=3)
+    seen = torch.zeros(len(lengths), dtype=torch.long)
+    counts = []
+    for rank in range(world_size):
+        sampler = BlockBatchSampler(planner, rank)
+        sampler.set_epoch(1)
+        loader = torch.utils.data.DataLoader(
+            Sequences(lengths), batch_sampler=sampler, collate_fn=collate(blocks, 94), num_workers=workers
+        )
+        counts.append(0)
+        for table, data, target in loader:
+            counts[-1] += 1
+            assert data.shape == (blocks, 94, 1)
+            valid = torch.ops.bload.valid_mask(table, blocks, 94)
+            assert torch.equal(target[valid], (data[..., 0][valid] // 1000).long())
+            assert bool((target[~valid] == -100).all())
+            seen.index_add_(0, table[:, 3], table[:, 2])
+    assert counts == [counts[0]] * world_size and counts[0] == planner.batches_per_rank(1)
+    assert torch.equal(seen, torch.tensor(lengths))
+
+
+def test_planner_stats_hash_and_pickle(action_genome_lengths):
+    planner = Planner(torch.tensor(action_genome_lengths), 94, world_size=8)
+    stats = planner.stats(0)
+    assert stats["steps"] == sum(action_genome_lengths)
+    assert stats["blocks"] * 94 - stats["steps"] == stats["padding"]
+    assert stats["blocks"] % 8 == 0 and stats["deleted"] == 0
+    assert planner.plan_hash(0) != planner.plan_hash(1)
+    copy = pickle.loads(pickle.dumps(planner))
+    assert copy.plan_hash(1) == planner.plan_hash(1)
+    assert torch.equal(copy.batch(1, 7, 3), planner.batch(1, 7, 3))
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda: Planner(torch.tensor([3, -1]), 4), "lengths[1] = -1: expected a length from 1"),
+        (lambda: Planner(torch.tensor([3, 0]), 4), "lengths[1] = 0: expected every sequence to have at least 1 step"),
+        (lambda: Planner(torch.tensor([3.0]), 4), "lengths: expected a 1-d integer tensor"),
+        (lambda: Planner(torch.tensor([3, 9]), 4), "t_max = 4: expected at least the longest sequence (9 steps)"),
+        (lambda: Planner(torch.tensor([3]), 0), "t_max = 0: expected a block size from 1"),
+        (lambda: Planner(torch.tensor([3]), 4, policy="tetris"), 'policy = "tetris": expected best_fit or random_fill'),
+        (lambda: Planner(torch.tensor([3]), 4, world_size=2), "world_size = 2: expected at most 1"),
+        (lambda: Planner(torch.tensor([3]), 4, seed=-5), "seed = -5: expected a value of at least 0"),
+        (lambda: Planner(torch.tensor([3, 1]), 4).batch(-1, 0, 0), "epoch = -1"),
+        (lambda: Planner(torch.tensor([3, 1]), 4).batch(0, 1, 0), "rank = 1: expected a rank below world_size (1)"),
+        (lambda: Planner(torch.tensor([3, 1]), 4).batch(0, 0, 5), "batch = 5: expected a batch index below 1"),
+    ],
+)
+def test_bad_planner_inputs_raise_instead_of_aborting(make, expected):
+    with pytest.raises(RuntimeError) as error:
+        make()
+    assert expected in str(error.value)
+
+
+class PackedGRU(torch.nn.Module):
+    """A GRU cell stepped over packed blocks, its state reset where a sequence starts."""
+
+    def __init__(self, features: int, hidden: int):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(features, hidden)
+        self.hidden = hidden
+
+    def forward(self, packed: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        blocks, t_max = packed.size(0), packed.size(1)
+        reset = torch.ops.bload.reset_mask(table, blocks, t_max)
+        state = torch.zeros(blocks, self.hidden, dtype=packed.dtype)
+        outputs = []
+        for step in range(t_max):
+            state = torch.where(reset[:, step].unsqueeze(1), torch.zeros_like(state), state)
+            state = self.cell(packed[:, step], state)
+            outputs.append(state)
+        return torch.stack(outputs, 1)
+
+
+def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
+    torch.manual_seed(0)
+    lengths = torch.randint(1, 24, (40,))
+    planner = Planner(lengths, 24, blocks_per_batch=4, world_size=1, seed=11)
+    model = torch.jit.script(PackedGRU(3, 5))
+    sequences = [torch.randn(int(n), 3) for n in lengths]
+    checked = 0
+    for index in range(planner.batches_per_rank(0)):
+        table = planner.batch(0, 0, index)
+        packed = torch.ops.bload.pack([sequences[s] for s in table[:, 3].tolist()], table, 4, 24, 0.0)
+        pieces = torch.ops.bload.unpack(model(packed, table), table)
+        for row, piece in zip(table.tolist(), pieces):
+            alone = model(sequences[row[3]].unsqueeze(0), torch.tensor([[0, 0, row[2], row[3], 0, row[2]]]))
+            torch.testing.assert_close(piece, alone[0], rtol=0, atol=1e-5)
+            checked += 1
+    assert checked == len(lengths)
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs nm")
+def test_only_bload_symbols_are_exported():
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", "--demangle", str(LIBRARY)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "bload::Planner::Planner" in symbols
+    # Rust's std, the bridge's C functions and cxx's runtime stay inside.
+    for hidden in ("rust_", "std::panicking", "cxxbridge", "__rust", "bload$"):
+        assert hidden not in symbols, hidden
