@@ -1,16 +1,39 @@
 # bload: the two commands a new user runs are `make demo` and `make test`; each does its own
-# set-up (cargo fetches the crates on first use).
+# set-up (cargo fetches the crates, and a venv in .venv gets torch, CMake and ninja from PyPI).
 
 CARGO ?= cargo
+PYTHON ?= python3
 BLOAD := target/release/bload
 AG := examples/data/action_genome_like.lengths
 
-.PHONY: all build demo test lint bench clean
+VENV := .venv
+VPY := $(VENV)/bin/python
+CMAKE := $(VENV)/bin/cmake
+BUILD := build
+INSTALL := $(BUILD)/install
 
-all: build
+.PHONY: all build plugin demo test lint test-rust test-cpp test-python test-downstream bench clean
+
+all: build plugin
 
 build:
 	$(CARGO) build --release --locked
+
+$(VENV)/installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+# CMake drives cargo for the Rust side; the build shares cargo's target/ with `make build`.
+$(BUILD)/build.ninja: $(VENV)/installed
+	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+		-DPython3_EXECUTABLE=$(abspath $(VPY)) -DBLOAD_CARGO_TARGET_DIR=$(abspath target) \
+		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL))
+
+# libbload.so, the C++ tests, and the installed package under build/install.
+plugin: $(BUILD)/build.ninja
+	$(CMAKE) --build $(BUILD)
+	$(CMAKE) --install $(BUILD) > /dev/null
 
 # The BLoad paper's Table I on the Action-Genome-shaped data, then the same on 8 DDP ranks.
 demo: build
@@ -20,12 +43,30 @@ demo: build
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --release --locked --all-targets -- -D warnings
+	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 
-# Every test the project has: unit, property, golden, data-set and command-line tests.
-test: lint
-	$(CARGO) test --release --locked
+# Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
+# C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
+# project built against the installed package.
+test: lint test-rust test-cpp test-python test-downstream
+
+test-rust:
+	$(CARGO) test --release --locked --workspace
 	$(CARGO) run --release --locked --example plan_epoch > /dev/null
+
+test-cpp: plugin
+	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure
+
+test-python: plugin
+	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/python
+	$(VPY) examples/python_loader.py > /dev/null
+
+test-downstream: plugin
+	$(CMAKE) -S tests/downstream -B $(BUILD)/downstream -G Ninja \
+		-DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DPython3_EXECUTABLE=$(abspath $(VPY)) \
+		-DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
+	$(CMAKE) --build $(BUILD)/downstream
+	$(BUILD)/downstream/packed_loader $(AG) 2
 
 # Timings belong here, not in tests: see BENCHMARKS.md.
 bench:
@@ -33,3 +74,4 @@ bench:
 
 clean:
 	$(CARGO) clean
+	rm -rf $(BUILD)

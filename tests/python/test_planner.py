@@ -4,29 +4,16 @@ recurrent model on its packed batches, and the library's exported symbols."""
 import pickle
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
-from conftest import LIBRARY
+from conftest import LIBRARY, ROOT
+
+sys.path.insert(0, str(ROOT / "examples"))
+from python_loader import BlockBatchSampler  # noqa: E402  (the batch sampler README shows)
 
 Planner = torch.classes.bload.Planner
-
-
-class BlockBatchSampler(torch.utils.data.Sampler):
-    """Yields one rank's block tables of an epoch, as lists of rows, for a DataLoader."""
-
-    def __init__(self, planner, rank):
-        self.planner, self.rank, self.epoch = planner, rank, 0
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __len__(self):
-        return self.planner.batches_per_rank(self.epoch)
-
-    def __iter__(self):
-        for index in range(len(self)):
-            yield self.planner.batch(self.epoch, self.rank, index).tolist()
 
 
 class Sequences(torch.utils.data.Dataset):

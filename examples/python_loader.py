@@ -1,0 +1,75 @@
+"""Packed batches for every DDP rank through torch.utils.data.DataLoader: the Python usage in
+README.md. Run from the repository root after `make plugin`:
+
+    .venv/bin/python examples/python_loader.py
+"""
+
+import os
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build", "libbload.so")))
+
+T_MAX, BLOCKS, WORLD_SIZE = 94, 8, 2
+
+
+class BlockBatchSampler(torch.utils.data.Sampler):
+    """One rank's batches of an epoch: each a block table, as a list of rows."""
+
+    def __init__(self, planner, rank):
+        self.planner, self.rank, self.epoch = planner, rank, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.planner.batches_per_rank(self.epoch)
+
+    def __iter__(self):
+        for index in range(len(self)):
+            yield self.planner.batch(self.epoch, self.rank, index).tolist()
+
+
+class Clips(torch.utils.data.Dataset):
+    """Variable-length sequences: features [T_i, 16] and a label per step [T_i]."""
+
+    def __init__(self, lengths):
+        self.lengths = lengths
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, row):  # a block table row: (block, block_offset, length, sequence, ...)
+        steps = self.lengths[row[3]]
+        return row, torch.randn(steps, 16), torch.randint(0, 10, (steps,))
+
+
+def collate(items):
+    table = torch.tensor([row for row, _, _ in items])
+    data = torch.ops.bload.pack([x for _, x, _ in items], table, BLOCKS, T_MAX, 0.0)
+    target = torch.ops.bload.pack([y for _, _, y in items], table, BLOCKS, T_MAX, -100)
+    reset = torch.ops.bload.reset_mask(table, BLOCKS, T_MAX)
+    return data, target, reset
+
+
+def main():
+    with open(os.path.join(ROOT, "examples", "data", "action_genome_like.lengths")) as f:
+        lengths = [int(line) for line in f]
+    planner = torch.classes.bload.Planner(
+        torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=WORLD_SIZE, seed=0
+    )
+    for rank in range(WORLD_SIZE):  # each DDP process runs one rank
+        sampler = BlockBatchSampler(planner, rank)
+        sampler.set_epoch(0)
+        loader = torch.utils.data.DataLoader(
+            Clips(lengths), batch_sampler=sampler, collate_fn=collate, num_workers=2
+        )
+        batches = sum(1 for data, target, reset in loader)
+        print(f"rank {rank}: {batches} batches of [{BLOCKS}, {T_MAX}, 16]")
+    stats = planner.stats(0)
+    print(f"padding: {stats['padding']} of {stats['blocks'] * T_MAX} steps")
+
+
+if __name__ == "__main__":
+    main()
