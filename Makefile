@@ -12,7 +12,8 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin demo test lint test-rust test-cpp test-python test-downstream bench clean
+.PHONY: all build plugin demo test lint test-rust test-cpp test-python test-downstream test-prebuilt \
+	bench clean
 
 all: build plugin
 
@@ -48,7 +49,7 @@ lint:
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
 # project built against the installed package.
-test: lint test-rust test-cpp test-python test-downstream
+test: lint test-rust test-cpp test-python test-downstream test-prebuilt
 
 test-rust:
 	$(CARGO) test --release --locked --workspace
@@ -67,6 +68,16 @@ test-downstream: plugin
 		-DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
 	$(CMAKE) --build $(BUILD)/downstream
 	$(BUILD)/downstream/packed_loader $(AG) 2
+
+# As on a machine with libtorch but no Rust toolchain (the GPU machine): the library built from
+# the Rust bridge of $(BUILD)/rust, with cargo out of reach, then the Python tests against it.
+NO_RUST_ENV := env HOME=$(abspath $(BUILD))/no-rust-home PATH=$(abspath $(VENV))/bin:/usr/bin:/bin
+test-prebuilt: plugin
+	$(NO_RUST_ENV) cmake -S . -B $(BUILD)/prebuilt -G Ninja -DBLOAD_BUILD_TESTS=OFF \
+		-DBLOAD_RUST_PREBUILT=$(abspath $(BUILD))/rust -DPython3_EXECUTABLE=$(abspath $(VPY))
+	$(NO_RUST_ENV) cmake --build $(BUILD)/prebuilt
+	BLOAD_LIBRARY=$(abspath $(BUILD))/prebuilt/libbload.so $(VPY) -m pytest -q -W ignore::DeprecationWarning \
+		tests/python/test_planner.py
 
 # Timings belong here, not in tests: see BENCHMARKS.md.
 bench:
