@@ -1,5 +1,8 @@
-// torch.ops.bload: each operator's schema, its kernel and its Meta kernel, registered here where
+// torch.ops.bload: each operator's schema, its kernels (device, Meta, autograd), registered here where
 // they are defined.
+//
+// `pack` and `unpack` carry gradients (each one's backward is the other's copy, the other way);
+// the table ops have integer and bool outputs and fall through autograd.
 //
 // The kernels read the block table on the host (it is small: one row per piece) and check every
 // value, then build their output on the host and move it to the input's device. That one kernel
@@ -11,6 +14,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <array>
@@ -244,6 +248,85 @@ Tensor pack_meta(at::TensorList sequences, const Tensor& table, int64_t blocks, 
   return at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
 }
 
+// Autograd: a piece's gradient is the gradient of the steps it was copied to, and back.
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+Tensor call_pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
+                 const at::Scalar& padding_value);
+std::vector<Tensor> call_unpack(const Tensor& packed, const Tensor& table);
+
+class PackFunction : public torch::autograd::Function<PackFunction> {
+ public:
+  static Tensor forward(AutogradContext* ctx, at::TensorList sequences, const Tensor& table,
+                        int64_t blocks, int64_t t_max, const at::Scalar& padding_value) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    std::vector<int64_t> steps;
+    for (const auto& sequence : sequences) steps.push_back(sequence.size(0));
+    ctx->saved_data["table"] = table;
+    ctx->saved_data["steps"] = steps;
+    return call_pack(sequences, table, blocks, t_max, padding_value);
+  }
+
+  // One gradient per sequence (zero outside its piece), then none for the other arguments.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto table = ctx->saved_data["table"].toTensor();
+    const auto steps = ctx->saved_data["steps"].toIntVector();
+    const auto& grad = grads[0];
+    auto host = table.to(at::kCPU).contiguous();
+    auto cells = host.accessor<int64_t, 2>();
+    variable_list out;
+    for (int64_t row = 0; row < host.size(0); ++row) {
+      std::vector<int64_t> shape{steps[row]};
+      for (auto size : grad.sizes().slice(2)) shape.push_back(size);
+      auto piece_grad = at::zeros(shape, grad.options());
+      piece_grad.narrow(0, cells[row][kOffset], cells[row][kLength])
+          .copy_(grad.select(0, cells[row][kBlock])
+                     .narrow(0, cells[row][kBlockOffset], cells[row][kLength]));
+      out.push_back(piece_grad);
+    }
+    out.resize(out.size() + 4);  // table, blocks, t_max, padding_value
+    return out;
+  }
+};
+
+class UnpackFunction : public torch::autograd::Function<UnpackFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& packed, const Tensor& table) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->saved_data["table"] = table;
+    ctx->saved_data["shape"] = packed.sizes().vec();
+    return call_unpack(packed, table);
+  }
+
+  // The packed tensor's gradient: each piece's gradient at its steps, zero on padding.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto table = ctx->saved_data["table"].toTensor();
+    const auto shape = ctx->saved_data["shape"].toIntVector();
+    auto host = table.to(at::kCPU).contiguous();
+    auto cells = host.accessor<int64_t, 2>();
+    Tensor packed_grad;
+    for (int64_t row = 0; row < host.size(0); ++row) {
+      if (!grads[row].defined()) continue;  // a piece the loss did not use
+      if (!packed_grad.defined()) packed_grad = at::zeros(shape, grads[row].options());
+      packed_grad.select(0, cells[row][kBlock])
+          .narrow(0, cells[row][kBlockOffset], cells[row][kLength])
+          .copy_(grads[row]);
+    }
+    return {packed_grad, Tensor()};
+  }
+};
+
+Tensor pack_autograd(at::TensorList sequences, const Tensor& table, int64_t blocks,
+                     int64_t t_max, const at::Scalar& padding_value) {
+  return PackFunction::apply(sequences, table, blocks, t_max, padding_value);
+}
+
+std::vector<Tensor> unpack_autograd(const Tensor& packed, const Tensor& table) {
+  return UnpackFunction::apply(packed, table);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(bload, m) {
@@ -268,6 +351,15 @@ TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
   m.impl("unpack", &unpack_kernel);
 }
 
+TORCH_LIBRARY_IMPL(bload, Autograd, m) {
+  m.impl("pack", &pack_autograd);
+  m.impl("unpack", &unpack_autograd);
+  for (const char* name :
+       {"reset_mask", "valid_mask", "segment_ids", "position_ids", "cu_seqlens"}) {
+    m.impl(name, torch::CppFunction::makeFallthrough());
+  }
+}
+
 TORCH_LIBRARY_IMPL(bload, Meta, m) {
   m.impl("reset_mask", &reset_mask_meta);
   m.impl("valid_mask", &valid_mask_meta);
@@ -285,6 +377,18 @@ auto typed_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 using StepTableOp = Tensor(const Tensor&, int64_t, int64_t);
+
+Tensor call_pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
+                 const at::Scalar& padding_value) {
+  static auto op = typed_op<Tensor(at::TensorList, const Tensor&, int64_t, int64_t,
+                                   const at::Scalar&)>("bload::pack");
+  return op.call(sequences, table, blocks, t_max, padding_value);
+}
+
+std::vector<Tensor> call_unpack(const Tensor& packed, const Tensor& table) {
+  static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&)>("bload::unpack");
+  return op.call(packed, table);
+}
 }  // namespace
 
 Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
@@ -314,14 +418,11 @@ Tensor cu_seqlens(const Tensor& table) {
 
 Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
             int64_t t_max, const at::Scalar& padding_value) {
-  static auto op = typed_op<Tensor(at::TensorList, const Tensor&, int64_t, int64_t,
-                                   const at::Scalar&)>("bload::pack");
-  return op.call(sequences, table, blocks, t_max, padding_value);
+  return call_pack(sequences, table, blocks, t_max, padding_value);
 }
 
 std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
-  static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&)>("bload::unpack");
-  return op.call(packed, table);
+  return call_unpack(packed, table);
 }
 
 void pack_into(Tensor& out, const std::vector<Tensor>& sequences, const Tensor& table,

@@ -81,12 +81,33 @@ def test_opcheck_pack(dtype):
 def test_opcheck_unpack_schema_and_autograd_registration():
     # unpack's output shapes are the table's values, so it has no Meta kernel and cannot be
     # traced with fake tensors; the other checks apply.
-    packed = ops.pack(sequences(), TABLE, BLOCKS, T_MAX, 0.0)
+    packed = ops.pack(sequences(), TABLE, BLOCKS, T_MAX, 0.0).requires_grad_()
     opcheck(
         ops.unpack.default,
         (packed, TABLE),
         test_utils=("test_schema", "test_autograd_registration"),
     )
+
+
+def test_opcheck_pack_with_gradients():
+    # pack's backward reads the table on the host, so it is not traced by AOT autograd; the
+    # eager checks apply.
+    grads = [s.double().requires_grad_() for s in sequences()]
+    opcheck(
+        ops.pack.default,
+        (grads, TABLE, BLOCKS, T_MAX, 0.0),
+        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+    )
+
+
+def test_pack_and_unpack_gradients():
+    grads = [s.double().requires_grad_() for s in sequences()]
+    assert torch.autograd.gradcheck(lambda *s: ops.pack(list(s), TABLE, BLOCKS, T_MAX, 0.0), grads)
+    packed = torch.randn(BLOCKS, T_MAX, 2, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda p: ops.unpack(p, TABLE), (packed,))
+    # A piece the loss does not use gets no gradient; padding never does.
+    ops.unpack(packed, TABLE)[1].sum().backward()
+    assert packed.grad.sum() == 2 * 2 and packed.grad[0, 3:5].eq(1).all()
 
 
 @torch.jit.script
