@@ -313,6 +313,19 @@ void dataset_packs_a_hand_computed_batch() {
   EXPECT(pieces.size() == 3 && torch::equal(pieces[2], SyntheticSequences(lengths).get(2).data.slice(0, 2)));
 }
 
+void dataset_pins_memory_where_a_cuda_device_is_present() {
+  const auto lengths = action_genome_lengths();
+  const auto options = bload::Options(94).blocks_per_batch(4);
+  auto request = *bload::BlockSampler(lengths, options).next();
+  auto pinned = bload::BlockDataset(SyntheticSequences(lengths), bload::Options(options).pin_memory(true))
+                    .get_batch(request);
+  auto plain = bload::BlockDataset(SyntheticSequences(lengths), options).get_batch(request);
+  // Without a device, pinning falls back to ordinary memory (with a warning).
+  EXPECT(pinned.data.is_pinned() == torch::cuda::is_available());
+  EXPECT(pinned.target.is_pinned() == torch::cuda::is_available());
+  EXPECT(torch::equal(pinned.data, plain.data) && torch::equal(pinned.target, plain.target));
+}
+
 void dataset_rejects_examples_of_the_wrong_length() {
   // The sampler plans with lengths that disagree with the dataset's sequences.
   const std::vector<int64_t> planned{3, 2, 4};
@@ -366,6 +379,8 @@ int main(int argc, char** argv) {
        sampler_load_rejects_other_lengths_options_and_bad_archives},
       {"sampler_rejects_bad_arguments", sampler_rejects_bad_arguments},
       {"dataset_packs_a_hand_computed_batch", dataset_packs_a_hand_computed_batch},
+      {"dataset_pins_memory_where_a_cuda_device_is_present",
+       dataset_pins_memory_where_a_cuda_device_is_present},
       {"dataset_rejects_examples_of_the_wrong_length", dataset_rejects_examples_of_the_wrong_length},
       {"loader_with_workers_matches_the_main_thread", loader_with_workers_matches_the_main_thread},
   };
