@@ -62,13 +62,6 @@ int64_t Planner::num_sequences() const {
   return static_cast<int64_t>(impl_->planner->lengths().size());
 }
 
-int64_t Planner::length(int64_t index) const {
-  auto lengths = impl_->planner->lengths();
-  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(lengths.size()), "index = ", index,
-              ": expected a sequence index from 0 to ", lengths.size() - 1);
-  return lengths[index];
-}
-
 uint64_t Planner::lengths_hash() const { return impl_->planner->lengths_hash(); }
 
 int64_t EpochPlan::epoch() const { return static_cast<int64_t>(impl_->plan->epoch()); }

@@ -100,8 +100,6 @@ class Planner {
   EpochPlan plan(int64_t epoch) const;
   const Options& options() const;
   int64_t num_sequences() const;
-  // Steps of sequence `index`.
-  int64_t length(int64_t index) const;
   // Fingerprint of the lengths, to tell a saved state from another dataset's.
   uint64_t lengths_hash() const;
 
