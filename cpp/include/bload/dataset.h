@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bload/export.h"
 #include "bload/planner.h"
 
 namespace bload {
@@ -32,7 +33,7 @@ struct PackedBatch {
 // Packs one request from the examples of its pieces, one per table row, in row order. When the
 // table has no row (a batch of empty blocks, possible only when a dataset has fewer pieces than
 // blocks), `data` and `target` hold one example that only gives the trailing shape and dtype.
-PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>& data,
+BLOAD_API PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>& data,
                        const std::vector<at::Tensor>& target, const Options& options);
 
 template <typename Inner>

@@ -11,31 +11,33 @@
 
 #include <vector>
 
+#include "bload/export.h"
+
 namespace bload {
 
 // bool [blocks, t_max]: true at the first step of every piece, where a recurrent model resets.
-at::Tensor reset_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
+BLOAD_API at::Tensor reset_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
 // bool [blocks, t_max]: true on real steps, false on padding.
-at::Tensor valid_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
+BLOAD_API at::Tensor valid_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
 // int32 [blocks, t_max]: index of the piece inside its block (0, 1, ...), -1 on padding.
-at::Tensor segment_ids(const at::Tensor& table, int64_t blocks, int64_t t_max);
+BLOAD_API at::Tensor segment_ids(const at::Tensor& table, int64_t blocks, int64_t t_max);
 // int64 [blocks, t_max]: step index inside the sequence, 0 on padding.
-at::Tensor position_ids(const at::Tensor& table, int64_t blocks, int64_t t_max);
+BLOAD_API at::Tensor position_ids(const at::Tensor& table, int64_t blocks, int64_t t_max);
 // int32 [pieces + 1]: prefix sums of piece lengths from 0, flash-attention's varlen layout for
 // the batch with padding removed.
-at::Tensor cu_seqlens(const at::Tensor& table);
+BLOAD_API at::Tensor cu_seqlens(const at::Tensor& table);
 
 // [blocks, t_max, ...]: `sequences[i]` is the whole sequence of the table's row i ([T_i, ...],
 // all of one dtype, device and trailing shape); its piece is copied in and the rest is
 // `padding_value`. Output on the sequences' device.
-at::Tensor pack(const std::vector<at::Tensor>& sequences, const at::Tensor& table, int64_t blocks,
-                int64_t t_max, const at::Scalar& padding_value = 0);
+BLOAD_API at::Tensor pack(const std::vector<at::Tensor>& sequences, const at::Tensor& table,
+                          int64_t blocks, int64_t t_max, const at::Scalar& padding_value = 0);
 // The pieces of a packed [blocks, t_max, ...] tensor, one [length, ...] tensor per table row.
-std::vector<at::Tensor> unpack(const at::Tensor& packed, const at::Tensor& table);
+BLOAD_API std::vector<at::Tensor> unpack(const at::Tensor& packed, const at::Tensor& table);
 
 // What `pack` does, into an `out` tensor the caller allocated ([blocks, t_max, ...], for
 // example in pinned memory): pieces are copied in, every other step is set to `padding_value`.
-void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequences, const at::Tensor& table,
-               const at::Scalar& padding_value);
+BLOAD_API void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequences,
+                         const at::Tensor& table, const at::Scalar& padding_value);
 
 }  // namespace bload

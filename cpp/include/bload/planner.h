@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "bload/export.h"
+
 namespace bload {
 
 // Everything a plan and a packed batch depend on, set in libtorch's builder style:
@@ -72,7 +74,7 @@ struct PlanStats {
 };
 
 // One epoch's plan, shared and immutable; copies are cheap.
-class EpochPlan {
+class BLOAD_API EpochPlan {
  public:
   int64_t epoch() const;
   // Batches every rank runs this epoch, the same on every rank.
@@ -93,7 +95,7 @@ class EpochPlan {
 
 // Plans epochs for fixed lengths and options. Construction checks everything; copies share
 // the (immutable) planner.
-class Planner {
+class BLOAD_API Planner {
  public:
   Planner(const std::vector<int64_t>& lengths, const Options& options);
   // The plan of `epoch` (at least 0): the same on every rank and machine.
@@ -110,6 +112,6 @@ class Planner {
 };
 
 // Lengths from a text file, one per line (the same parser as the `bload` command line).
-std::vector<int64_t> read_lengths(const std::string& path);
+BLOAD_API std::vector<int64_t> read_lengths(const std::string& path);
 
 }  // namespace bload

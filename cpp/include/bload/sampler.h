@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "bload/export.h"
 #include "bload/planner.h"
 
 namespace bload {
@@ -21,7 +22,7 @@ namespace bload {
 // Shared between a sampler and every copy of it (make_data_loader keeps its own copy, so the
 // caller's object never sees the loader's resets; pytorch/pytorch#73141). Through it the caller
 // chooses the next epoch and reads the one being served.
-class EpochHandle {
+class BLOAD_API EpochHandle {
  public:
   EpochHandle();
   // The next reset() of any copy starts `epoch` (at least 0), instead of the one after the last.
@@ -35,7 +36,7 @@ class EpochHandle {
   std::shared_ptr<State> state_;
 };
 
-class BlockSampler : public torch::data::samplers::Sampler<BlockTable> {
+class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BlockTable> {
  public:
   BlockSampler(const std::vector<int64_t>& lengths, const Options& options);
   BlockSampler(Planner planner, int64_t rank);
