@@ -1,8 +1,9 @@
 // torch.ops.bload: each operator's schema, its kernels (device, Meta, autograd), registered here where
 // they are defined.
 //
-// `pack` and `unpack` carry gradients (each one's backward is the other's copy, the other way);
-// the table ops have integer and bool outputs and fall through autograd.
+// `pack` and `unpack` carry gradients (each one's backward copies the other way; pack's is the
+// operator `pack_backward`, so that AOT autograd traces it through its Meta kernel); the table
+// ops have integer and bool outputs and fall through autograd.
 //
 // The kernels read the block table on the host (it is small: one row per piece) and check every
 // value, then build their output on the host and move it to the input's device. That one kernel
@@ -212,6 +213,29 @@ std::vector<Tensor> unpack_kernel(const Tensor& packed, const Tensor& table) {
   return pieces;
 }
 
+// pack's backward: the gradient of each row's whole sequence, [steps[row], ...], zero outside
+// its piece. An operator of its own, with a Meta kernel, so that AOT autograd can trace it.
+std::vector<Tensor> pack_backward_kernel(const Tensor& grad, const Tensor& table,
+                                         c10::SymIntArrayRef steps) {
+  TORCH_CHECK(grad.dim() >= 2, "grad: expected a tensor [blocks, t_max, ...], got a ", grad.dim(),
+              "-d tensor");
+  auto host = checked_host_table(table, grad.size(0), grad.size(1));
+  TORCH_CHECK(static_cast<int64_t>(steps.size()) == host.size(0), "steps: expected ",
+              host.size(0), " lengths, one per table row, got ", steps.size());
+  auto cells = host.accessor<int64_t, 2>();
+  std::vector<Tensor> grads;
+  for (int64_t row = 0; row < host.size(0); ++row) {
+    std::vector<int64_t> shape{steps[row].expect_int()};
+    for (auto size : grad.sizes().slice(2)) shape.push_back(size);
+    auto sequence_grad = at::zeros(shape, grad.options());
+    sequence_grad.narrow(0, cells[row][kOffset], cells[row][kLength])
+        .copy_(grad.select(0, cells[row][kBlock])
+                   .narrow(0, cells[row][kBlockOffset], cells[row][kLength]));
+    grads.push_back(sequence_grad);
+  }
+  return grads;
+}
+
 // Meta kernels: the same checks as far as shapes and dtypes go, and outputs of the right shape.
 
 Tensor step_table_meta(const Tensor& table, int64_t blocks, int64_t t_max, at::ScalarType dtype) {
@@ -256,36 +280,25 @@ using torch::autograd::variable_list;
 Tensor call_pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
                  const at::Scalar& padding_value);
 std::vector<Tensor> call_unpack(const Tensor& packed, const Tensor& table);
+std::vector<Tensor> call_pack_backward(const Tensor& grad, const Tensor& table,
+                                       c10::SymIntArrayRef steps);
 
 class PackFunction : public torch::autograd::Function<PackFunction> {
  public:
   static Tensor forward(AutogradContext* ctx, at::TensorList sequences, const Tensor& table,
                         int64_t blocks, int64_t t_max, const at::Scalar& padding_value) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    std::vector<int64_t> steps;
-    for (const auto& sequence : sequences) steps.push_back(sequence.size(0));
+    std::vector<c10::SymInt> steps;
+    for (const auto& sequence : sequences) steps.push_back(sequence.sym_size(0));
     ctx->saved_data["table"] = table;
-    ctx->saved_data["steps"] = steps;
+    ctx->saved_data["steps"] = c10::SymIntArrayRef(steps);
     return call_pack(sequences, table, blocks, t_max, padding_value);
   }
 
-  // One gradient per sequence (zero outside its piece), then none for the other arguments.
+  // One gradient per sequence, then none for the other arguments.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto table = ctx->saved_data["table"].toTensor();
-    const auto steps = ctx->saved_data["steps"].toIntVector();
-    const auto& grad = grads[0];
-    auto host = table.to(at::kCPU).contiguous();
-    auto cells = host.accessor<int64_t, 2>();
-    variable_list out;
-    for (int64_t row = 0; row < host.size(0); ++row) {
-      std::vector<int64_t> shape{steps[row]};
-      for (auto size : grad.sizes().slice(2)) shape.push_back(size);
-      auto piece_grad = at::zeros(shape, grad.options());
-      piece_grad.narrow(0, cells[row][kOffset], cells[row][kLength])
-          .copy_(grad.select(0, cells[row][kBlock])
-                     .narrow(0, cells[row][kBlockOffset], cells[row][kLength]));
-      out.push_back(piece_grad);
-    }
+    auto out = call_pack_backward(grads[0], ctx->saved_data["table"].toTensor(),
+                                  ctx->saved_data["steps"].toSymIntVector());
     out.resize(out.size() + 4);  // table, blocks, t_max, padding_value
     return out;
   }
@@ -327,6 +340,18 @@ std::vector<Tensor> unpack_autograd(const Tensor& packed, const Tensor& table) {
   return UnpackFunction::apply(packed, table);
 }
 
+std::vector<Tensor> pack_backward_meta(const Tensor& grad, const Tensor& table,
+                                       c10::SymIntArrayRef steps) {
+  check_table_layout(table);
+  std::vector<Tensor> grads;
+  for (const auto& length : steps) {
+    std::vector<c10::SymInt> shape{length};
+    for (const auto& size : grad.sym_sizes().slice(2)) shape.push_back(size);
+    grads.push_back(at::empty_symint(shape, grad.options()));
+  }
+  return grads;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(bload, m) {
@@ -339,6 +364,7 @@ TORCH_LIBRARY(bload, m) {
       "pack(Tensor[] sequences, Tensor table, int blocks, int t_max, Scalar padding_value=0) "
       "-> Tensor");
   m.def("unpack(Tensor packed, Tensor table) -> Tensor[]");
+  m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
@@ -349,6 +375,7 @@ TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
   m.impl("cu_seqlens", &cu_seqlens_kernel);
   m.impl("pack", &pack_kernel);
   m.impl("unpack", &unpack_kernel);
+  m.impl("pack_backward", &pack_backward_kernel);
 }
 
 TORCH_LIBRARY_IMPL(bload, Autograd, m) {
@@ -367,6 +394,7 @@ TORCH_LIBRARY_IMPL(bload, Meta, m) {
   m.impl("position_ids", &position_ids_meta);
   m.impl("cu_seqlens", &cu_seqlens_meta);
   m.impl("pack", &pack_meta);
+  m.impl("pack_backward", &pack_backward_meta);
 }
 
 // The C++ entry points, through the dispatcher.
@@ -388,6 +416,13 @@ Tensor call_pack(at::TensorList sequences, const Tensor& table, int64_t blocks, 
 std::vector<Tensor> call_unpack(const Tensor& packed, const Tensor& table) {
   static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&)>("bload::unpack");
   return op.call(packed, table);
+}
+
+std::vector<Tensor> call_pack_backward(const Tensor& grad, const Tensor& table,
+                                       c10::SymIntArrayRef steps) {
+  static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&, c10::SymIntArrayRef)>(
+      "bload::pack_backward");
+  return op.call(grad, table, steps);
 }
 }  // namespace
 

@@ -90,14 +90,26 @@ def test_opcheck_unpack_schema_and_autograd_registration():
 
 
 def test_opcheck_pack_with_gradients():
-    # pack's backward reads the table on the host, so it is not traced by AOT autograd; the
-    # eager checks apply.
     grads = [s.double().requires_grad_() for s in sequences()]
-    opcheck(
-        ops.pack.default,
-        (grads, TABLE, BLOCKS, T_MAX, 0.0),
-        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
-    )
+    opcheck(ops.pack.default, (grads, TABLE, BLOCKS, T_MAX, 0.0))
+    opcheck(ops.pack_backward.default, (torch.randn(BLOCKS, T_MAX, 2), TABLE, [3, 2, 6]))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_training_through_pack(backend):
+    def loss(seqs, table):
+        packed = torch.ops.bload.pack(seqs, table, BLOCKS, T_MAX, 0.0)
+        valid = torch.ops.bload.valid_mask(table, BLOCKS, T_MAX)
+        return (packed.pow(2).sum(-1) * valid).sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, fullgraph=True, backend=backend)
+    eager_inputs = [s.requires_grad_() for s in sequences()]
+    compiled_inputs = [s.requires_grad_() for s in sequences()]
+    loss(eager_inputs, TABLE).backward()
+    compiled(compiled_inputs, TABLE).backward()
+    for eager, got in zip(eager_inputs, compiled_inputs):
+        assert torch.equal(got.grad, eager.grad)
 
 
 def test_pack_and_unpack_gradients():
