@@ -145,23 +145,24 @@ Tensor cu_seqlens_kernel(const Tensor& table) {
 }
 
 // The trailing shape, dtype and device every sequence must share with the first, and one
-// sequence per table row.
-void check_sequences(at::TensorList sequences, int64_t rows) {
+// sequence per table row. Symbolic sizes allowed: the Meta kernel checks the same.
+void check_sequences(at::TensorList sequences, const c10::SymInt& rows) {
   TORCH_CHECK(!sequences.empty(),
               "sequences: expected at least one tensor (the output's trailing shape and dtype "
               "come from the first)");
-  TORCH_CHECK(static_cast<int64_t>(sequences.size()) == rows, "sequences: expected ", rows,
+  TORCH_CHECK(rows == static_cast<int64_t>(sequences.size()), "sequences: expected ", rows,
               " tensors, one per table row, got ", sequences.size());
   const auto& first = sequences[0];
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& sequence = sequences[i];
     TORCH_CHECK(sequence.dim() >= 1, "sequences[", i, "]: expected a tensor [steps, ...], got a ",
                 sequence.dim(), "-d tensor");
-    TORCH_CHECK(sequence.sizes().slice(1) == first.sizes().slice(1), "sequences[", i,
-                "]: expected shape [steps, ", first.sizes().slice(1), "] like sequences[0], got ",
-                sequence.sizes());
-    TORCH_CHECK(sequence.scalar_type() == first.scalar_type(), "sequences[", i, "]: expected dtype ",
-                first.scalar_type(), " like sequences[0], got ", sequence.scalar_type());
+    TORCH_CHECK(sequence.sym_sizes().slice(1) == first.sym_sizes().slice(1), "sequences[", i,
+                "]: expected shape [steps, ", first.sym_sizes().slice(1),
+                "] like sequences[0], got ", sequence.sym_sizes());
+    TORCH_CHECK(sequence.scalar_type() == first.scalar_type(), "sequences[", i,
+                "]: expected dtype ", first.scalar_type(), " like sequences[0], got ",
+                sequence.scalar_type());
     TORCH_CHECK(sequence.device() == first.device(), "sequences[", i, "]: expected device ",
                 first.device(), " like sequences[0], got ", sequence.device());
   }
@@ -266,9 +267,7 @@ Tensor pack_meta(at::TensorList sequences, const Tensor& table, int64_t blocks, 
                  const at::Scalar&) {
   check_table_layout(table);
   check_batch_shape(blocks, t_max);
-  TORCH_CHECK(!sequences.empty(),
-              "sequences: expected at least one tensor (the output's trailing shape and dtype "
-              "come from the first)");
+  check_sequences(sequences, table.sym_size(0));
   return at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
 }
 

@@ -226,6 +226,10 @@ def with_cell(row, column, value):
             lambda: ops.pack(sequences()[:2] + [torch.zeros(5, 2)], TABLE, 2, 6),
             "sequences[2] has 5 steps: expected 6, the length of sequence 7 in table row 2",
         ),
+        (
+            lambda: ops.pack(sequences()[:2] + [torch.zeros(6, 2, device="meta")], TABLE, 2, 6),
+            "sequences[2]: expected device cpu like sequences[0], got meta",
+        ),
         (lambda: ops.unpack(torch.zeros(2), TABLE), "packed: expected a tensor [blocks, t_max, ...]"),
     ],
 )
