@@ -174,6 +174,18 @@ std::vector<c10::SymInt> packed_shape(const Tensor& first, c10::SymInt blocks, c
   return shape;
 }
 
+// Where a table row's piece lies: its steps in a packed [blocks, t_max, ...] tensor, and in its
+// whole sequence [T_i, ...]. Both are views.
+template <typename Row>
+Tensor steps_in_block(const Tensor& packed, const Row& piece) {
+  return packed.select(0, piece[kBlock]).narrow(0, piece[kBlockOffset], piece[kLength]);
+}
+
+template <typename Row>
+Tensor steps_in_sequence(const Tensor& sequence, const Row& piece) {
+  return sequence.narrow(0, piece[kOffset], piece[kLength]);
+}
+
 // Copies every piece into `out` and pads the rest; `host` and `sequences` are checked already.
 void pack_host_table(Tensor& out, at::TensorList sequences, const Tensor& host,
                      const at::Scalar& padding_value) {
@@ -184,9 +196,7 @@ void pack_host_table(Tensor& out, at::TensorList sequences, const Tensor& host,
     TORCH_CHECK(sequence.size(0) == cells[row][kSequenceLength], "sequences[", row, "] has ",
                 sequence.size(0), " steps: expected ", cells[row][kSequenceLength],
                 ", the length of sequence ", cells[row][kSequence], " in table row ", row);
-    out.select(0, cells[row][kBlock])
-        .narrow(0, cells[row][kBlockOffset], cells[row][kLength])
-        .copy_(sequence.narrow(0, cells[row][kOffset], cells[row][kLength]));
+    steps_in_block(out, cells[row]).copy_(steps_in_sequence(sequence, cells[row]));
   }
 }
 
@@ -207,9 +217,7 @@ std::vector<Tensor> unpack_kernel(const Tensor& packed, const Tensor& table) {
   std::vector<Tensor> pieces;
   pieces.reserve(host.size(0));
   for (int64_t row = 0; row < host.size(0); ++row) {
-    pieces.push_back(packed.select(0, cells[row][kBlock])
-                         .narrow(0, cells[row][kBlockOffset], cells[row][kLength])
-                         .clone());
+    pieces.push_back(steps_in_block(packed, cells[row]).clone());
   }
   return pieces;
 }
@@ -229,9 +237,7 @@ std::vector<Tensor> pack_backward_kernel(const Tensor& grad, const Tensor& table
     std::vector<int64_t> shape{steps[row].expect_int()};
     for (auto size : grad.sizes().slice(2)) shape.push_back(size);
     auto sequence_grad = at::zeros(shape, grad.options());
-    sequence_grad.narrow(0, cells[row][kOffset], cells[row][kLength])
-        .copy_(grad.select(0, cells[row][kBlock])
-                   .narrow(0, cells[row][kBlockOffset], cells[row][kLength]));
+    steps_in_sequence(sequence_grad, cells[row]).copy_(steps_in_block(grad, cells[row]));
     grads.push_back(sequence_grad);
   }
   return grads;
@@ -322,9 +328,7 @@ class UnpackFunction : public torch::autograd::Function<UnpackFunction> {
     for (int64_t row = 0; row < host.size(0); ++row) {
       if (!grads[row].defined()) continue;  // a piece the loss did not use
       if (!packed_grad.defined()) packed_grad = at::zeros(shape, grads[row].options());
-      packed_grad.select(0, cells[row][kBlock])
-          .narrow(0, cells[row][kBlockOffset], cells[row][kLength])
-          .copy_(grads[row]);
+      steps_in_block(packed_grad, cells[row]).copy_(grads[row]);
     }
     return {packed_grad, Tensor()};
   }

@@ -34,7 +34,7 @@ struct PackedBatch {
 // table has no row (a batch of empty blocks, possible only when a dataset has fewer pieces than
 // blocks), `data` and `target` hold one example that only gives the trailing shape and dtype.
 BLOAD_API PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>& data,
-                       const std::vector<at::Tensor>& target, const Options& options);
+                                 const std::vector<at::Tensor>& target, const Options& options);
 
 template <typename Inner>
 class BlockDataset
@@ -45,11 +45,13 @@ class BlockDataset
 
   PackedBatch get_batch(BlockTable request) override {
     const int64_t rows = request.table.size(0);
+    // A table with no row still loads one example, for the output's trailing shape and dtype.
+    const int64_t examples = std::max<int64_t>(rows, 1);
     std::vector<at::Tensor> data, target;
-    data.reserve(std::max<int64_t>(rows, 1));
-    target.reserve(std::max<int64_t>(rows, 1));
+    data.reserve(examples);
+    target.reserve(examples);
     auto cells = request.table.template accessor<int64_t, 2>();
-    for (int64_t row = 0; row < std::max<int64_t>(rows, 1); ++row) {
+    for (int64_t row = 0; row < examples; ++row) {
       auto example = inner_.get(rows == 0 ? 0 : static_cast<size_t>(cells[row][kSequence]));
       data.push_back(std::move(example.data));
       target.push_back(std::move(example.target));
