@@ -3,7 +3,7 @@
 //! `bload stats` compares packing policies and the paper's baselines on a lengths file;
 //! `bload plan` prints one rank's batches with their block tables.
 
-use bload::stats::{mix, pad_to_max, truncate};
+use bload::stats::{mix, truncate};
 use bload::{read_lengths, Error, MethodStats, Options, Oversize, Planner, Policy};
 use serde_json::json;
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ usage:
   bload stats --lengths FILE --t-max N [--world-size W] [--batch-blocks B] [--seed S]
               [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]
   bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--batch-blocks B]
-              [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill] [--json]
+              [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max] [--json]
 
 FILE holds one sequence length per line. --split cuts sequences longer than t_max into
 chunks instead of refusing them. --truncate-to and --mix-to default to the mean length.";
@@ -166,7 +166,7 @@ fn stats(args: Args) -> Result<(), Failure> {
         let row = timed(|| {
             let planner = Planner::new(lengths.clone(), options)?;
             let plan = planner.plan(args.epoch);
-            bound = Some((planner.lower_bound(), planner.pieces()));
+            bound = Some(planner.lower_bound());
             let s = plan.stats();
             Ok(MethodStats {
                 blocks: s.blocks,
@@ -178,10 +178,8 @@ fn stats(args: Args) -> Result<(), Failure> {
         })?;
         rows.push((policy.name().into(), policy.name(), row));
     }
-    let (bound, pieces) = bound.expect("planned at least once");
+    let bound = bound.expect("planned at least once");
     let o = &args.options;
-    let padded = timed(|| Ok(pad_to_max(pieces, steps, o)))?;
-    rows.push(("pad_to_max".into(), "pad_to_max", padded));
     let cut = timed(|| truncate(&lengths, truncate_to, o))?;
     rows.push((format!("truncate({truncate_to})"), "truncate", cut));
     let mixed = timed(|| mix(&lengths, mix_to, o))?;

@@ -16,15 +16,19 @@ pub enum Policy {
     /// The BLoad paper's method: fill each block with randomly drawn sequences that still fit,
     /// then pad the rest. Kept as the reference to compare against.
     RandomFill,
+    /// Each sequence alone in its block, padded to `t_max`: what padding every sequence to the
+    /// longest costs (the paper's "padding" baseline). For comparison, not for training.
+    PadToMax,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 2] = [Policy::BestFit, Policy::RandomFill];
+    pub const ALL: [Policy; 3] = [Policy::BestFit, Policy::RandomFill, Policy::PadToMax];
 
     pub fn name(self) -> &'static str {
         match self {
             Policy::BestFit => "best_fit",
             Policy::RandomFill => "random_fill",
+            Policy::PadToMax => "pad_to_max",
         }
     }
 }
@@ -41,7 +45,7 @@ impl FromStr for Policy {
         Policy::ALL
             .into_iter()
             .find(|policy| policy.name() == text)
-            .ok_or_else(|| Error::invalid("policy", format!("{text:?}"), "best_fit or random_fill"))
+            .ok_or_else(|| Error::invalid("policy", format!("{text:?}"), "best_fit, random_fill or pad_to_max"))
     }
 }
 

@@ -202,6 +202,7 @@ impl Planner {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
                 pack::random_fill(&self.counts, options.t_max, &mut rng)
             }
+            Policy::PadToMax => pack::one_per_block(&self.counts),
         };
         let mut plan = EpochPlan {
             epoch,

@@ -122,7 +122,7 @@ fn martello_toth_l2(counts: &[u32]) -> u64 {
 /// Cost of one of the paper's baselines, in the same units as a plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MethodStats {
-    /// Blocks (for `pad_to_max`) or rows (for `truncate` and `mix`) of all ranks.
+    /// Rows of all ranks.
     pub blocks: u64,
     pub padding: u64,
     pub deleted: u64,
@@ -141,13 +141,6 @@ impl MethodStats {
             plan_ms: 0.0,
         }
     }
-}
-
-/// Every piece in a row of its own, padded to `t_max` ("padding" in the paper's Table I).
-/// `pieces` counts sequences, or their chunks when long ones are split.
-pub fn pad_to_max(pieces: u64, steps: u64, options: &Options) -> MethodStats {
-    let rows = round_up(pieces, options.blocks_per_global_batch());
-    MethodStats::new(rows, rows * u64::from(options.t_max) - steps, 0, steps)
 }
 
 /// Every sequence cut to at most `to` steps ("sampling" in the paper's Table I). Shorter sequences
@@ -224,8 +217,6 @@ mod tests {
     fn baselines_count_cut_and_padded_steps() {
         let options = Options::new(10);
         let lengths = [3, 10, 7];
-        let padded = pad_to_max(3, 20, &options);
-        assert_eq!((padded.blocks, padded.padding, padded.deleted), (3, 10, 0));
         let cut = truncate(&lengths, 5, &options).unwrap();
         assert_eq!((cut.blocks, cut.padding, cut.deleted), (3, 0, 7));
         let mixed = mix(&lengths, 5, &options).unwrap();

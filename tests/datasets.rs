@@ -1,6 +1,6 @@
 //! The bundled length sets: the paper's Table I, and best_fit's padding against the lower bound.
 
-use bload::stats::{mix, pad_to_max, truncate};
+use bload::stats::{mix, truncate};
 use bload::{read_lengths, Options, Oversize, Planner, Policy};
 use std::path::PathBuf;
 
@@ -17,8 +17,12 @@ fn action_genome_reproduces_table_one() {
     let options = Options::new(94);
     let planner = Planner::new(lengths.clone(), options.clone()).unwrap();
     assert_eq!((lengths.len(), planner.steps()), (7_464, 166_785));
-    let padded = pad_to_max(planner.pieces(), planner.steps(), &options);
-    assert_eq!(padded.padding, 534_831);
+    let pad_to_max = Options {
+        policy: Policy::PadToMax,
+        ..options.clone()
+    };
+    let padded = Planner::new(lengths.clone(), pad_to_max).unwrap().plan(0);
+    assert_eq!(padded.stats().padding, 534_831);
     let cut = truncate(&lengths, 10, &options).unwrap();
     assert_eq!(cut.deleted, 92_271);
     let mixed = mix(&lengths, 22, &options).unwrap();

@@ -38,6 +38,18 @@ impl Packing {
     }
 }
 
+/// Every item in a block of its own (the `pad_to_max` baseline), longest first.
+pub(crate) fn one_per_block(counts: &[u32]) -> Packing {
+    let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
+    for (length, &count) in (0..counts.len() as u32).zip(counts).rev() {
+        for _ in 0..count {
+            packing.lengths.push(length);
+            packing.close_block();
+        }
+    }
+    packing
+}
+
 /// How many items of each length (1..=t_max) remain, with a two-level bitset of the non-empty
 /// lengths so that "the longest remaining length at most r" takes a couple of word scans even
 /// when long runs of lengths are used up.

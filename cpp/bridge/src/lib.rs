@@ -18,7 +18,7 @@ mod ffi {
         blocks_per_batch: i64,
         world_size: i64,
         seed: i64,
-        /// `best_fit` or `random_fill`.
+        /// `best_fit`, `random_fill` or `pad_to_max`.
         policy: String,
         /// Cut sequences longer than `t_max` into chunks instead of rejecting them.
         split_oversized: bool,

@@ -30,7 +30,8 @@ struct Options {
   TORCH_ARG(int64_t, rank) = 0;
   // Seed of every random choice: a plan is a pure function of (lengths, options, epoch).
   TORCH_ARG(int64_t, seed) = 0;
-  // "best_fit" (near-minimal padding) or "random_fill" (the BLoad paper's random filling).
+  // "best_fit" (near-minimal padding), "random_fill" (the BLoad paper's random filling) or
+  // "pad_to_max" (one sequence per block: the padding baseline).
   TORCH_ARG(std::string, policy) = "best_fit";
   // Cut sequences longer than t_max into chunks instead of rejecting them.
   TORCH_ARG(bool, split_oversized) = false;
