@@ -25,11 +25,20 @@ $(VENV)/installed: requirements-dev.txt
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
+# gloo's headers, which the DDP trainer's c10d includes need and PyPI's torch lacks: the system's,
+# or else Debian's libgloo-dev unpacked under build/gloo (see examples/cpp/CMakeLists.txt).
+GLOO_INCLUDE := $(if $(wildcard /usr/include/gloo/context.h),/usr/include,$(abspath $(BUILD))/gloo/usr/include)
+
+$(abspath $(BUILD))/gloo/usr/include/gloo/context.h:
+	mkdir -p $(BUILD)/gloo
+	cd $(BUILD)/gloo && apt-get download libgloo-dev && dpkg -x libgloo-dev_*.deb .
+	touch $@
+
 # CMake drives cargo for the Rust side; the build shares cargo's target/ with `make build`.
-$(BUILD)/build.ninja: $(VENV)/installed
+$(BUILD)/build.ninja: $(VENV)/installed $(GLOO_INCLUDE)/gloo/context.h
 	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
 		-DPython3_EXECUTABLE=$(abspath $(VPY)) -DBLOAD_CARGO_TARGET_DIR=$(abspath target) \
-		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL))
+		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL)) -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE)
 
 # libbload.so, the C++ tests, and the installed package under build/install.
 plugin: $(BUILD)/build.ninja

@@ -1,0 +1,60 @@
+"""The recurrent model of the DDP demos, for TorchScript: a GRU cell stepped over each packed
+block, its state zeroed wherever the block table starts a sequence (`torch.ops.bload.reset_mask`),
+and a linear head on every step. examples/cpp/packed_gru.h is the same model in C++.
+
+Saves the scripted model for the C++ and Rust trainers to load (run from the repository root
+after `make plugin`):
+
+    .venv/bin/python examples/packed_gru.py build/packed_gru.pt
+"""
+
+import argparse
+import os
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FEATURES, HIDDEN, OUTPUTS = 16, 64, 1
+
+
+def load_bload():
+    torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build", "libbload.so")))
+
+
+class PackedGRU(torch.nn.Module):
+    def __init__(self, features: int = FEATURES, hidden: int = HIDDEN, outputs: int = OUTPUTS):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(features, hidden)
+        self.head = torch.nn.Linear(hidden, outputs)
+        self.hidden = hidden
+
+    def forward(self, data: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        """data [blocks, t_max, features] and the batch's block table -> [blocks, t_max, outputs]."""
+        blocks, t_max = data.size(0), data.size(1)
+        keep = torch.ops.bload.reset_mask(table, blocks, t_max).logical_not().to(data.device, data.dtype)
+        state = torch.zeros(blocks, self.hidden, dtype=data.dtype, device=data.device)
+        states = []
+        for step in range(t_max):
+            state = self.cell(data[:, step], state * keep[:, step].unsqueeze(1))
+            states.append(state)
+        return self.head(torch.stack(states, 1))
+
+
+def scripted(seed: int = 0) -> torch.jit.ScriptModule:
+    """The scripted model, its weights drawn from `seed` (the same on every rank)."""
+    load_bload()
+    torch.manual_seed(seed)
+    return torch.jit.script(PackedGRU())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", help="where to save the TorchScript model (.pt)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    scripted(args.seed).save(args.output)
+    print(f"saved {args.output}")
+
+
+if __name__ == "__main__":
+    main()
