@@ -45,12 +45,24 @@ class Clips(torch.utils.data.Dataset):
         return row, torch.randn(steps, 16), torch.randint(0, 10, (steps,))
 
 
-def collate(items):
-    table = torch.tensor([row for row, _, _ in items])
-    data = torch.ops.bload.pack([x for _, x, _ in items], table, BLOCKS, T_MAX, 0.0)
-    target = torch.ops.bload.pack([y for _, _, y in items], table, BLOCKS, T_MAX, -100)
-    reset = torch.ops.bload.reset_mask(table, BLOCKS, T_MAX)
-    return data, target, reset
+class PackBlocks:
+    """A DataLoader collate_fn: the (table row, data [T_i, ...], target [T_i, ...]) items of one
+    batch, in table order, packed into [blocks, t_max, ...] with the masks a recurrent model needs."""
+
+    def __init__(self, blocks, t_max, data_padding=0.0, target_padding=-100):
+        self.blocks, self.t_max = blocks, t_max
+        self.data_padding, self.target_padding = data_padding, target_padding
+
+    def __call__(self, items):
+        table = torch.tensor([row for row, _, _ in items])
+        shape = (table, self.blocks, self.t_max)
+        return {
+            "table": table,
+            "data": torch.ops.bload.pack([x for _, x, _ in items], *shape, self.data_padding),
+            "target": torch.ops.bload.pack([y for _, _, y in items], *shape, self.target_padding),
+            "reset": torch.ops.bload.reset_mask(*shape),
+            "valid": torch.ops.bload.valid_mask(*shape),
+        }
 
 
 def main():
@@ -63,9 +75,9 @@ def main():
         sampler = BlockBatchSampler(planner, rank)
         sampler.set_epoch(0)
         loader = torch.utils.data.DataLoader(
-            Clips(lengths), batch_sampler=sampler, collate_fn=collate, num_workers=2
+            Clips(lengths), batch_sampler=sampler, collate_fn=PackBlocks(BLOCKS, T_MAX), num_workers=2
         )
-        batches = sum(1 for data, target, reset in loader)
+        batches = sum(1 for batch in loader)
         print(f"rank {rank}: {batches} batches of [{BLOCKS}, {T_MAX}, 16]")
     stats = planner.stats(0)
     print(f"padding: {stats['padding']} of {stats['blocks'] * T_MAX} steps")

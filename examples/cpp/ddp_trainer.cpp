@@ -348,7 +348,9 @@ class Progress {
 };
 
 struct EpochFigures {
-  double seconds = 0, waited = 0;  // the epoch, and the part spent waiting for the loader
+  // The epoch, the wait for its first batch (which also starts the loader's workers), and the
+  // share of the rest of the epoch spent waiting for the loader.
+  double seconds = 0, first_wait = 0, wait_share = 0;
   int64_t batches = 0, frames = 0, padding = 0;
   double first_loss = 0, last_loss = 0;  // mean loss of the epoch's first and last tenth
 };
@@ -392,8 +394,10 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
     std::vector<double> losses;
     const auto start = Clock::now();
     auto waiting = Clock::now();
+    double waited = 0;
     for (auto it = loader->begin(); it != loader->end(); waiting = Clock::now(), ++it) {
-      figure.waited += seconds_since(waiting);  // begin() and ++it wait for the next batch
+      // begin() and ++it wait for the next batch; begin() also starts the workers.
+      (figure.batches == 0 ? figure.first_wait : waited) += seconds_since(waiting);
       auto& batch = *it;
       auto data = batch.data.to(device, /*non_blocking=*/true);
       auto target = batch.target.to(device, true);
@@ -415,6 +419,7 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
                       figure.frames / elapsed);
     }
     figure.seconds = seconds_since(start);
+    figure.wait_share = waited / (figure.seconds - figure.first_wait);
     std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
     figures.push_back(figure);
   }
@@ -498,9 +503,9 @@ int run_rank(const Config& config) {
   // Every rank's figures, gathered: the batch counts must agree.
   std::vector<double> mine;
   for (const auto& f : figures)
-    mine.insert(mine.end(), {f.seconds, f.waited, double(f.batches), double(f.frames),
-                             double(f.padding), f.first_loss, f.last_loss});
-  auto all = group.gather(mine).view({config.world_size, config.epochs, 7});
+    mine.insert(mine.end(), {f.seconds, f.wait_share, double(f.batches), double(f.frames),
+                             double(f.padding), f.first_loss, f.last_loss, f.first_wait});
+  auto all = group.gather(mine).view({config.world_size, config.epochs, 8});
   if (config.rank != 0) return 0;
   auto batches = all.select(2, 2);
   bool equal = (batches == batches[0]).all().item<bool>();
@@ -510,9 +515,10 @@ int run_rank(const Config& config) {
        << "\", \"device\": \"" << device.str() << "\", \"world_size\": " << config.world_size
        << ", \"epochs\": [";
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
-    auto e = all.select(1, epoch);  // [world_size, 7]
+    auto e = all.select(1, epoch);  // [world_size, 8]
     const double seconds = e.select(1, 0).max().item<double>();
-    const double waited = (e.select(1, 1) / e.select(1, 0)).max().item<double>();
+    const double waited = e.select(1, 1).max().item<double>();
+    const double first_wait = e.select(1, 7).max().item<double>();
     const double frames = e.select(1, 3).sum().item<double>();
     const double padding = e.select(1, 4).sum().item<double>();
     const double first = e.select(1, 5).mean().item<double>();
@@ -522,13 +528,14 @@ int run_rank(const Config& config) {
       per_rank << (rank ? ", " : "") << e[rank][2].item<int64_t>();
     std::printf(
         "epoch %lld: %.2f s on %lld ranks (%s, %s), batches per rank [%s]%s, padding %.2f%% of "
-        "steps, loader wait %.2f%% of the epoch, loss %.4f -> %.4f\n",
+        "steps, first batch after %.2f s, then loader wait %.2f%% of the steps, loss %.4f -> "
+        "%.4f\n",
         static_cast<long long>(epoch), seconds, static_cast<long long>(config.world_size),
         group.name().c_str(), config.policy.c_str(), per_rank.str().c_str(),
         equal ? " (equal)" : " (NOT EQUAL)", 100 * padding / std::max(frames + padding, 1.0),
-        100 * waited, first, last);
-    json << (epoch ? ", " : "") << "{\"seconds\": " << seconds << ", \"loader_wait_share\": "
-         << waited << ", \"batches_per_rank\": [" << per_rank.str() << "], \"frames\": " << frames
+        first_wait, 100 * waited, first, last);
+    json << (epoch ? ", " : "") << "{\"seconds\": " << seconds
+         << ", \"first_batch_seconds\": " << first_wait << ", \"loader_wait_share\": " << waited << ", \"batches_per_rank\": [" << per_rank.str() << "], \"frames\": " << frames
          << ", \"padding\": " << padding << ", \"first_loss\": " << first
          << ", \"last_loss\": " << last << "}";
   }

@@ -11,7 +11,7 @@ import torch
 from conftest import LIBRARY, ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
-from python_loader import BlockBatchSampler  # noqa: E402  (the batch sampler README shows)
+from python_loader import BlockBatchSampler, PackBlocks  # noqa: E402  (the batch sampler README shows)
 
 Planner = torch.classes.bload.Planner
 
@@ -31,16 +31,6 @@ class Sequences(torch.utils.data.Dataset):
         return row, data, torch.full((self.lengths[index],), index)
 
 
-def collate(blocks, t_max):
-    def pack(items):
-        table = torch.tensor([row for row, _, _ in items])
-        data = torch.ops.bload.pack([d for _, d, _ in items], table, blocks, t_max, 0.0)
-        target = torch.ops.bload.pack([t for _, _, t in items], table, blocks, t_max, -100)
-        return table, data, target
-
-    return pack
-
-
 @pytest.mark.parametrize("workers", [0, 2])
 def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_genome_lengths, workers):
     lengths = action_genome_lengths
@@ -52,13 +42,14 @@ def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_geno
         sampler = BlockBatchSampler(planner, rank)
         sampler.set_epoch(1)
         loader = torch.utils.data.DataLoader(
-            Sequences(lengths), batch_sampler=sampler, collate_fn=collate(blocks, 94), num_workers=workers
+            Sequences(lengths), batch_sampler=sampler, collate_fn=PackBlocks(blocks, 94), num_workers=workers
         )
         counts.append(0)
-        for table, data, target in loader:
+        for batch in loader:
+            table, data, target = batch["table"], batch["data"], batch["target"]
             counts[-1] += 1
             assert data.shape == (blocks, 94, 1)
-            valid = torch.ops.bload.valid_mask(table, blocks, 94)
+            valid = batch["valid"]
             assert torch.equal(target[valid], (data[..., 0][valid] // 1000).long())
             assert bool((target[~valid] == -100).all())
             seen.index_add_(0, table[:, 3], table[:, 2])

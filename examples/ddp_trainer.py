@@ -1,0 +1,211 @@
+"""Data-parallel training of the TorchScript PackedGRU on packed blocks, with
+torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the Python twin of
+examples/cpp/ddp_trainer.cpp. Run from the repository root after `make plugin`:
+
+    .venv/bin/python examples/ddp_trainer.py --world-size 2
+
+It starts one process per rank itself; under torchrun (RANK and WORLD_SIZE set) it runs the
+rank it is given instead.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import packed_gru  # noqa: E402
+from python_loader import BlockBatchSampler, PackBlocks  # noqa: E402
+
+ROOT = packed_gru.ROOT
+
+
+class RunningSum(torch.utils.data.Dataset):
+    """Sequence i: features [T_i, 16] from a generator seeded by (seed, i), and the target
+    y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), as in the C++ trainer. Indexed by block table row."""
+
+    def __init__(self, lengths, seed):
+        self.lengths, self.seed = lengths, seed
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, row):
+        index = row[3]  # the row's sequence column
+        steps = self.lengths[index]
+        generator = torch.Generator().manual_seed(self.seed * 1000003 + index)
+        features = torch.randn(steps, packed_gru.FEATURES, generator=generator)
+        target = features[:, 0].cumsum(0) / torch.arange(1, steps + 1).sqrt()
+        return row, features, target.unsqueeze(1)
+
+
+def parse():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
+    parser.add_argument("--sequences", type=int, default=0, help="use only the first N sequences")
+    parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
+    parser.add_argument("--policy", default="best_fit", choices=["best_fit", "random_fill", "pad_to_max"])
+    parser.add_argument("--t-max", type=int, default=94)
+    parser.add_argument("--blocks-per-batch", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank (0: load in the rank)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
+    parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
+    args = parser.parse_args()
+    if args.world_size < 1:
+        parser.error(f"--world-size = {args.world_size}: expected at least 1")
+    return args
+
+
+def read_lengths(args):
+    with open(args.lengths) as f:
+        lengths = [int(line) for line in f if line.strip()]
+    return lengths[: args.sequences] if args.sequences > 0 else lengths
+
+
+class Progress:
+    """Rank 0's progress line: redrawn in place on a terminal, a line per tenth otherwise."""
+
+    def __init__(self, shown, total):
+        self.shown, self.total, self.tty, self.drawn = shown, total, sys.stdout.isatty(), 0.0
+
+    def update(self, batch, loss, elapsed, frames):
+        last = batch == self.total
+        if not self.shown:
+            return
+        if self.tty and not last and time.monotonic() - self.drawn < 0.1:
+            return
+        if not self.tty and not last and batch * 10 // self.total == (batch - 1) * 10 // self.total:
+            return
+        self.drawn = time.monotonic()
+        line = f"batch {batch}/{self.total}  loss {loss:.4f}  {batch / elapsed:.1f} steps/s  {frames / elapsed:.0f} frames/s"
+        print(("\r" + line) if self.tty else line, end="\n" if last or not self.tty else "", flush=True)
+
+
+def ends_of(losses):
+    """Mean loss of the first and last tenth."""
+    tenth = max(len(losses) // 10, 1)
+    return sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
+
+
+def train(rank, args, port):
+    torch.set_num_threads(1)  # the ranks share this machine's cores
+    torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
+    backend = "nccl" if args.device == "cuda" else "gloo"
+    timeout = datetime.timedelta(seconds=args.timeout)
+    if port is None:  # under torchrun
+        dist.init_process_group(backend, timeout=timeout)
+    else:
+        dist.init_process_group(
+            backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size, timeout=timeout
+        )
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    device = torch.device(args.device, rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+    packed_gru.load_bload()
+    lengths = read_lengths(args)
+    planner = torch.classes.bload.Planner(
+        torch.tensor(lengths), args.t_max, blocks_per_batch=args.blocks_per_batch,
+        world_size=world_size, seed=args.seed, policy=args.policy,
+    )  # fmt: skip
+    sampler = BlockBatchSampler(planner, rank)
+    loader = torch.utils.data.DataLoader(
+        RunningSum(lengths, args.seed), batch_sampler=sampler, num_workers=args.workers,
+        collate_fn=PackBlocks(args.blocks_per_batch, args.t_max, target_padding=0.0),
+        pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
+    )  # fmt: skip
+    model = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
+    model = DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    epochs = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        progress = Progress(rank == 0, len(sampler))
+        losses, frames, padding, waited, first_wait = [], 0, 0, 0.0, 0.0
+        start = waiting = time.perf_counter()
+        for batch in loader:
+            # The loop waits here for the next batch; the first wait also starts the workers.
+            if losses:
+                waited += time.perf_counter() - waiting
+            else:
+                first_wait = time.perf_counter() - waiting
+            data = batch["data"].to(device, non_blocking=True)
+            target = batch["target"].to(device, non_blocking=True)
+            valid = batch["valid"].to(device, non_blocking=True)
+            errors = (model(data, batch["table"]) - target).pow(2).sum(-1)
+            loss = errors[valid].mean()
+            optimizer.zero_grad()
+            loss.backward()  # DDP all-reduces the gradients here
+            optimizer.step()
+            steps = int(batch["valid"].sum())
+            frames, padding = frames + steps, padding + batch["valid"].numel() - steps
+            losses.append(loss.item())
+            progress.update(len(losses), losses[-1], time.perf_counter() - start, frames)
+            waiting = time.perf_counter()
+        seconds = time.perf_counter() - start
+        epochs.append([seconds, waited / (seconds - first_wait), len(losses), frames, padding, *ends_of(losses), first_wait])
+
+    # Every rank's figures, gathered: the batch counts must agree.
+    gathered = [None] * world_size
+    dist.all_gather_object(gathered, epochs)
+    dist.destroy_process_group()
+    if rank != 0:
+        return
+    report = {"model": args.model or "scripted", "policy": args.policy, "backend": backend, "device": str(device),
+              "world_size": world_size, "epochs": []}  # fmt: skip
+    equal = True
+    for epoch in range(args.epochs):
+        rows = [ranks[epoch] for ranks in gathered]
+        per_rank = [row[2] for row in rows]
+        equal = equal and per_rank == [per_rank[0]] * world_size
+        seconds = max(row[0] for row in rows)
+        waited = max(row[1] for row in rows)
+        first_wait = max(row[7] for row in rows)
+        frames, padding = sum(row[3] for row in rows), sum(row[4] for row in rows)
+        first, last = (sum(row[k] for row in rows) / world_size for k in (5, 6))
+        print(
+            f"epoch {epoch}: {seconds:.2f} s on {world_size} ranks ({backend}, {args.policy}), batches per rank "
+            f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / (frames + padding):.2f}% "
+            f"of steps, first batch after {first_wait:.2f} s, then loader wait {100 * waited:.2f}% of the steps, "
+            f"loss {first:.4f} -> {last:.4f}"
+        )
+        report["epochs"].append({"seconds": seconds, "first_batch_seconds": first_wait, "loader_wait_share": waited,
+                                 "batches_per_rank": per_rank,
+                                 "frames": frames, "padding": padding, "first_loss": first, "last_loss": last})  # fmt: skip
+    if args.json:
+        print(json.dumps(report), flush=True)
+    if not equal:
+        sys.exit(4)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    args = parse()
+    if "RANK" in os.environ:
+        train(int(os.environ["RANK"]), args, None)
+    else:
+        torch.multiprocessing.spawn(train, args=(args, free_port()), nprocs=args.world_size)
+
+
+if __name__ == "__main__":
+    main()
