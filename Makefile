@@ -13,7 +13,7 @@ BUILD := build
 INSTALL := $(BUILD)/install
 
 .PHONY: all build plugin demo test lint test-rust test-cpp test-python test-downstream test-prebuilt \
-	bench clean
+	bench bench-ddp clean
 
 all: build plugin
 
@@ -45,11 +45,23 @@ plugin: $(BUILD)/build.ninja
 	$(CMAKE) --build $(BUILD)
 	$(CMAKE) --install $(BUILD) > /dev/null
 
-# The BLoad paper's Table I on the Action-Genome-shaped data, then the same on 8 DDP ranks.
-demo: build
-	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22
+# The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it: the C++
+# trainer on 2 ranks (gloo on CPU; NCCL where CUDA is present and the trainer was built with it),
+# with the C++ model and with the TorchScript one, then the Python trainer.
+TRAINER := $(BUILD)/examples/cpp/ddp_trainer
+MODEL := $(BUILD)/packed_gru.pt
+
+$(MODEL): examples/packed_gru.py plugin
+	$(VPY) examples/packed_gru.py $@
+
+demo: build plugin $(MODEL)
+	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
 	@echo
-	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 8
+	$(TRAINER) --world-size 2 --model cpp
+	@echo
+	$(TRAINER) --world-size 2 --model $(MODEL)
+	@echo
+	$(VPY) examples/ddp_trainer.py --world-size 2 --model $(MODEL)
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -91,6 +103,10 @@ test-prebuilt: plugin
 # Timings belong here, not in tests: see BENCHMARKS.md.
 bench:
 	$(CARGO) bench --locked --bench plan
+
+# Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
+bench-ddp: plugin $(MODEL)
+	$(VPY) benches/ddp_epoch.py --trainer $(TRAINER) --model $(MODEL)
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,123 @@
+"""The DDP trainers of examples/ end to end on gloo: every rank runs the same number of batches,
+the naive per-sequence loop hangs where bload's finishes, and the gradients of packed blocks equal
+those of the sequences run one at a time. Every run has a hard timeout, so a hang is a failure."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "examples"))
+import packed_gru  # noqa: E402
+
+CPP_TRAINER = ROOT / "build" / "examples" / "cpp" / "ddp_trainer"
+PY_TRAINER = ROOT / "examples" / "ddp_trainer.py"
+SEQUENCES = 400  # the first 400 Action-Genome-shaped sequences: a few batches per rank
+HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
+
+
+
+def run(command, timeout=HARD_TIMEOUT):
+    """Runs a trainer; subprocess.TimeoutExpired (a failure) if it outlives `timeout`."""
+    return subprocess.run([str(word) for word in command], capture_output=True, text=True, timeout=timeout)
+
+
+def report_of(result):
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def script_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "packed_gru.pt"
+    packed_gru.scripted(0).save(str(path))
+    return path
+
+
+def check_epoch(epoch, lengths, world_size):
+    """The epoch's figures against the plan: equal batch counts, every step once, its padding."""
+    planner = torch.classes.bload.Planner(torch.tensor(lengths), 94, blocks_per_batch=8, world_size=world_size)
+    assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * world_size
+    assert epoch["frames"] == sum(lengths)
+    assert epoch["padding"] == planner.stats(0)["padding"]
+    assert 0 <= epoch["last_loss"] < float("inf")
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("model", ["cpp", "script"])
+def test_cpp_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size, model):
+    command = [CPP_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60, "--json"]
+    report = report_of(run(command + ["--model", "cpp" if model == "cpp" else script_model]))
+    assert report["backend"] == "gloo" and report["world_size"] == world_size
+    check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
+
+
+def test_cpp_and_torchscript_models_train_alike(script_model):
+    """Same initial weights (the seed) and data: the C++ module and the scripted one see the same losses."""
+    command = [CPP_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60, "--json", "--model"]
+    native = report_of(run(command + ["cpp"]))["epochs"][0]
+    script = report_of(run(command + [script_model]))["epochs"][0]
+    assert native["first_loss"] == pytest.approx(script["first_loss"], rel=1e-4)
+    assert native["last_loss"] == pytest.approx(script["last_loss"], rel=1e-3)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size):
+    command = [sys.executable, PY_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60]
+    report = report_of(run(command + ["--model", script_model, "--json"]))
+    assert report["backend"] == "gloo" and report["world_size"] == world_size
+    check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
+
+
+def test_naive_per_sequence_loop_hangs_where_bload_finishes(action_genome_lengths):
+    lengths = action_genome_lengths[:24]
+    # The precondition of the hang: the ranks' sequences (dealt out in turn) differ in frames.
+    assert sum(lengths[0::2]) != sum(lengths[1::2])
+    command = [CPP_TRAINER, "--world-size", 2, "--sequences", len(lengths), "--timeout", 5]
+    naive = run(command + ["--loop", "naive"])
+    assert naive.returncode != 0
+    assert "Timed out" in naive.stderr or "timeout" in naive.stderr, naive.stderr[-2000:]
+    packed = run(command + ["--json"])
+    check_epoch(report_of(packed)["epochs"][0], lengths, 2)
+
+
+def packed_and_alone_gradients(model, lengths, seed):
+    """Gradients of a summed squared error on one packed batch, and the sum of the gradients of
+    the same sequences run one at a time."""
+    generator = torch.Generator().manual_seed(seed)
+    planner = torch.classes.bload.Planner(torch.tensor(lengths), 24, blocks_per_batch=4, seed=seed)
+    table = planner.batch(0, 0, 0)
+    sequences = {int(s): torch.randn(int(lengths[s]), packed_gru.FEATURES, generator=generator) for s in table[:, 3]}
+    targets = {s: torch.randn(x.size(0), 1, generator=generator) for s, x in sequences.items()}
+    rows = table[:, 3].tolist()
+
+    def gradients(loss):
+        model.zero_grad()
+        loss.backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    data = torch.ops.bload.pack([sequences[s] for s in rows], table, 4, 24, 0.0)
+    target = torch.ops.bload.pack([targets[s] for s in rows], table, 4, 24, 0.0)
+    valid = torch.ops.bload.valid_mask(table, 4, 24).unsqueeze(2)
+    packed = gradients(((model(data, table) - target).pow(2) * valid).sum())
+
+    alone = [torch.zeros_like(g) for g in packed]
+    for s in rows:
+        n = sequences[s].size(0)
+        single = torch.tensor([[0, 0, n, s, 0, n]])
+        loss = (model(sequences[s].unsqueeze(0), single) - targets[s].unsqueeze(0)).pow(2).sum()
+        alone = [a + g for a, g in zip(alone, gradients(loss))]
+    return packed, alone, len(rows)
+
+
+def test_packed_gradients_equal_the_sum_over_sequences_run_alone():
+    model = packed_gru.scripted(0)
+    lengths = [int(n) for n in torch.randint(1, 24, (60,), generator=torch.Generator().manual_seed(5))]
+    packed, alone, pieces = packed_and_alone_gradients(model, lengths, seed=5)
+    assert pieces > 4  # the batch really packs several sequences per block
+    for p, a in zip(packed, alone):
+        torch.testing.assert_close(p, a, rtol=1e-5, atol=1e-5)
