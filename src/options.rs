@@ -45,7 +45,13 @@ impl FromStr for Policy {
         Policy::ALL
             .into_iter()
             .find(|policy| policy.name() == text)
-            .ok_or_else(|| Error::invalid("policy", format!("{text:?}"), "best_fit, random_fill or pad_to_max"))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "policy",
+                    format!("{text:?}"),
+                    "best_fit, random_fill or pad_to_max",
+                )
+            })
     }
 }
 
