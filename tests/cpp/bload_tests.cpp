@@ -271,7 +271,7 @@ void sampler_rejects_bad_arguments() {
   EXPECT(contains(
       error_of([&] { bload::BlockSampler({3, 0, 2}, bload::Options(4)); }), "lengths[1] = 0"));
   EXPECT(contains(error_of([&] { bload::BlockSampler(lengths, bload::Options(94).policy("tetris")); }),
-                  "policy = \"tetris\": expected best_fit or random_fill"));
+                  "policy = \"tetris\": expected best_fit, random_fill or pad_to_max"));
   bload::BlockSampler sampler(lengths, bload::Options(94));
   EXPECT(contains(error_of([&] { sampler.reset(12); }),
                   "new_size = 12: expected the number of sequences the sampler was built with"));
