@@ -36,4 +36,4 @@ pub use lengths::{parse_lengths, read_lengths};
 pub use options::{Options, Oversize, Policy, MAX_T_MAX};
 pub use plan::{Batch, Block, EpochPlan, Piece, Planner};
 pub use stats::{LowerBound, MethodStats, PlanStats};
-pub use tables::StepTables;
+pub use tables::{StepTables, TABLE_COLUMNS};

@@ -604,4 +604,9 @@ impl<'a> Batch<'a> {
     pub fn t_max(&self) -> u32 {
         self.plan.options.t_max
     }
+
+    /// The lengths the plan was made from.
+    pub fn lengths(&self) -> &'a [u32] {
+        self.plan.lengths()
+    }
 }

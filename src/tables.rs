@@ -64,7 +64,39 @@ pub struct StepTables {
     pub indices: Vec<i64>,
 }
 
+/// Columns of a block table row, in order: the piece's block in the batch, its first step in
+/// the block, its steps, its sequence, its first step in the sequence, and the sequence's length.
+/// The C++ and Python APIs hand batches out as int64 tensors `[pieces, 6]` of these rows.
+pub const TABLE_COLUMNS: [&str; 6] = [
+    "block",
+    "block_offset",
+    "length",
+    "sequence",
+    "offset",
+    "sequence_length",
+];
+
 impl Batch<'_> {
+    /// The batch's block table: one row per piece, in block then piece order (see
+    /// [`TABLE_COLUMNS`]).
+    pub fn table(&self) -> Vec<[i64; 6]> {
+        let lengths = self.lengths();
+        let mut rows = Vec::new();
+        for (block, pieces) in (0..).zip(self.blocks()) {
+            rows.extend(pieces.pieces().map(|piece| {
+                [
+                    block,
+                    i64::from(piece.block_offset),
+                    i64::from(piece.length),
+                    i64::from(piece.index),
+                    i64::from(piece.offset),
+                    i64::from(lengths[piece.index as usize]),
+                ]
+            }));
+        }
+        rows
+    }
+
     pub fn tables(&self) -> StepTables {
         let t_max = self.t_max() as usize;
         let blocks = self.blocks().len();

@@ -17,6 +17,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <array>
 #include <limits>
@@ -356,6 +357,10 @@ std::vector<Tensor> pack_backward_meta(const Tensor& grad, const Tensor& table,
 }
 
 }  // namespace
+
+// The torch release these operators were built against, for loaders outside Python (the Rust
+// `bload::tch::load_plugin`) to refuse a library built for another torch.
+extern "C" BLOAD_API const char* bload_torch_version() { return TORCH_VERSION; }
 
 TORCH_LIBRARY(bload, m) {
   m.def("reset_mask(Tensor table, int blocks, int t_max) -> Tensor");

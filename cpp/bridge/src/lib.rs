@@ -187,19 +187,15 @@ impl EpochPlan {
             let batch = usize::try_from(batch)
                 .map_err(|_| Error::invalid("batch", batch, "a batch index of at least 0"))?;
             let batch = self.0.batch(rank, batch)?;
-            let lengths = self.0.lengths();
-            let mut rows = Vec::new();
-            for (block, pieces) in (0..).zip(batch.blocks()) {
-                rows.extend(pieces.pieces().map(|piece| PieceRow {
-                    block,
-                    block_offset: i64::from(piece.block_offset),
-                    length: i64::from(piece.length),
-                    sequence: i64::from(piece.index),
-                    offset: i64::from(piece.offset),
-                    sequence_length: i64::from(lengths[piece.index as usize]),
-                }));
-            }
-            Ok(rows)
+            let rows = batch.table().into_iter().map(|row| PieceRow {
+                block: row[0],
+                block_offset: row[1],
+                length: row[2],
+                sequence: row[3],
+                offset: row[4],
+                sequence_length: row[5],
+            });
+            Ok(rows.collect())
         })
     }
 
