@@ -13,7 +13,7 @@ BUILD := build
 INSTALL := $(BUILD)/install
 
 .PHONY: all build plugin demo test lint test-rust test-cpp test-python test-downstream test-prebuilt \
-	bench bench-ddp clean
+	test-tch bench bench-ddp clean
 
 all: build plugin
 
@@ -70,7 +70,7 @@ lint:
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
 # project built against the installed package.
-test: lint test-rust test-cpp test-python test-downstream test-prebuilt
+test: lint test-rust test-cpp test-python test-downstream test-prebuilt test-tch
 
 test-rust:
 	$(CARGO) test --release --locked --workspace
@@ -99,6 +99,20 @@ test-prebuilt: plugin
 	$(NO_RUST_ENV) cmake --build $(BUILD)/prebuilt
 	BLOAD_LIBRARY=$(abspath $(BUILD))/prebuilt/libbload.so $(VPY) -m pytest -q -W ignore::DeprecationWarning \
 		tests/python/test_planner.py
+
+# The cargo feature `tch` (Rust trainers), built against the venv's torch: torch-sys runs the
+# `python` of VIRTUAL_ENV when LIBTORCH_USE_PYTORCH is set. Its tests compare bload::tch's packed
+# batches with the plugin's operators, through a TorchScript reference written here.
+TCH_ENV := env LIBTORCH_USE_PYTORCH=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH
+TCH_REFERENCE := $(BUILD)/tch_reference.pt
+
+test-tch: plugin $(MODEL)
+	$(VPY) tests/tch_reference.py $(TCH_REFERENCE)
+	$(TCH_ENV) $(CARGO) clippy --release --locked --features tch --lib --tests --examples -- -D warnings
+	$(TCH_ENV) $(CARGO) test --release --locked --features tch --lib --test tch_pack
+	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- --sequences 1500
+	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- \
+		--sequences 1500 --model $(MODEL)
 
 # Timings belong here, not in tests: see BENCHMARKS.md.
 bench:

@@ -20,7 +20,8 @@
 //! # Ok::<(), bload::Error>(())
 //! ```
 //!
-//! This crate is the pure planner; it depends on no tensor library.
+//! This crate is the pure planner; it depends on no tensor library, except through the optional
+//! `tch` feature (the [`tch`] module: packed batches as `tch` tensors).
 
 mod error;
 mod lengths;
@@ -30,6 +31,8 @@ mod plan;
 mod rng;
 pub mod stats;
 mod tables;
+#[cfg(feature = "tch")]
+pub mod tch;
 
 pub use error::{Error, Result};
 pub use lengths::{parse_lengths, read_lengths};

@@ -1,0 +1,225 @@
+//! Trains a recurrent model on packed blocks with tch, on one rank: the bundled
+//! Action-Genome-shaped lengths, the running-sum task of the DDP trainers, packed by
+//! `bload::tch::pack_batch`. `--model gru` (default) is a GRU cell stepped in Rust, its state
+//! zeroed where the reset mask says; `--model FILE.pt` loads the TorchScript model of
+//! examples/packed_gru.py (which calls `torch.ops.bload.reset_mask`) with `tch::CModule`, after
+//! `bload::tch::load_plugin`. Run through `make test-tch`, or:
+//!
+//!     LIBTORCH_USE_PYTORCH=1 VIRTUAL_ENV=$PWD/.venv PATH=$PWD/.venv/bin:$PATH \
+//!         cargo run --release --features tch --example tch_trainer -- --model build/packed_gru.pt
+
+use bload::tch::{load_plugin, pack_batch, PackOptions};
+use bload::{read_lengths, Options, Planner};
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Instant;
+use tch::nn::{self, OptimizerConfig};
+use tch::{CModule, Device, Kind, Tensor};
+
+const FEATURES: i64 = 16;
+const HIDDEN: i64 = 64;
+
+struct Args {
+    model: String,
+    lengths: PathBuf,
+    sequences: usize,
+    epochs: u64,
+    t_max: u32,
+    blocks_per_batch: u32,
+    seed: u64,
+    lr: f64,
+    library: PathBuf,
+}
+
+fn parse() -> Result<Args, String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut args = Args {
+        model: "gru".into(),
+        lengths: root.join("examples/data/action_genome_like.lengths"),
+        sequences: 0,
+        epochs: 1,
+        t_max: 94,
+        blocks_per_batch: 8,
+        seed: 0,
+        lr: 0.01,
+        library: std::env::var_os("BLOAD_LIBRARY")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("build/libbload.so")),
+    };
+    let mut words = std::env::args().skip(1);
+    while let Some(flag) = words.next() {
+        let value = words
+            .next()
+            .ok_or(format!("{flag}: expected a value after it"))?;
+        let number = |value: &str| {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("{flag} = {value:?}: expected a non-negative integer"))
+        };
+        match flag.as_str() {
+            "--model" => args.model = value,
+            "--lengths" => args.lengths = value.into(),
+            "--sequences" => args.sequences = number(&value)? as usize,
+            "--epochs" => args.epochs = number(&value)?,
+            "--t-max" => args.t_max = number(&value)? as u32,
+            "--blocks-per-batch" => args.blocks_per_batch = number(&value)? as u32,
+            "--seed" => args.seed = number(&value)?,
+            "--lr" => {
+                args.lr = value
+                    .parse()
+                    .map_err(|_| format!("--lr = {value:?}: expected a number"))?
+            }
+            "--library" => args.library = value.into(),
+            _ => return Err(format!("unknown option {flag:?}")),
+        }
+    }
+    Ok(args)
+}
+
+/// Sequence i of the running-sum task: features [T_i, 16] from a generator seeded by (seed, i),
+/// target y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1).
+fn running_sum(seed: u64, index: usize, steps: i64) -> (Tensor, Tensor) {
+    tch::manual_seed((seed * 1_000_003 + index as u64) as i64);
+    let features = Tensor::randn([steps, FEATURES], (Kind::Float, Device::Cpu));
+    let scale = Tensor::arange_start(1, steps + 1, (Kind::Float, Device::Cpu)).sqrt();
+    let target = features.select(1, 0).cumsum(0, Kind::Float) / scale;
+    (features, target.unsqueeze(1))
+}
+
+/// The model either way: a GRU cell stepped here, or a TorchScript module.
+enum Model {
+    Gru {
+        w_ih: Tensor,
+        w_hh: Tensor,
+        b_ih: Tensor,
+        b_hh: Tensor,
+        head: nn::Linear,
+    },
+    Script(CModule),
+}
+
+impl Model {
+    fn forward(
+        &self,
+        data: &Tensor,
+        reset: &Tensor,
+        table: &Tensor,
+    ) -> Result<Tensor, tch::TchError> {
+        match self {
+            Model::Gru {
+                w_ih,
+                w_hh,
+                b_ih,
+                b_hh,
+                head,
+            } => {
+                let (blocks, t_max) = (data.size()[0], data.size()[1]);
+                let keep = reset.logical_not().to_kind(Kind::Float).unsqueeze(2);
+                let mut state = Tensor::zeros([blocks, HIDDEN], (Kind::Float, data.device()));
+                let mut states = Vec::with_capacity(t_max as usize);
+                for step in 0..t_max {
+                    let input = data.select(1, step);
+                    state = input.f_gru_cell(
+                        &(state * keep.select(1, step)),
+                        w_ih,
+                        w_hh,
+                        Some(b_ih),
+                        Some(b_hh),
+                    )?;
+                    states.push(state.shallow_clone());
+                }
+                Ok(Tensor::stack(&states, 1).apply(head))
+            }
+            Model::Script(module) => module.forward_ts(&[data, table]),
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let args = parse()?;
+    let mut lengths = read_lengths(&args.lengths)?;
+    if args.sequences > 0 {
+        lengths.truncate(args.sequences);
+    }
+    let mut options = Options::new(args.t_max);
+    options.blocks_per_batch = args.blocks_per_batch;
+    options.seed = args.seed;
+    let planner = Planner::new(lengths.clone(), options)?;
+
+    let vs = nn::VarStore::new(Device::Cpu);
+    tch::manual_seed(args.seed as i64);
+    let model = if args.model == "gru" {
+        let root = vs.root();
+        let bound = 1.0 / (HIDDEN as f64).sqrt();
+        let uniform = nn::Init::Uniform {
+            lo: -bound,
+            up: bound,
+        };
+        Model::Gru {
+            w_ih: root.var("w_ih", &[3 * HIDDEN, FEATURES], uniform),
+            w_hh: root.var("w_hh", &[3 * HIDDEN, HIDDEN], uniform),
+            b_ih: root.var("b_ih", &[3 * HIDDEN], uniform),
+            b_hh: root.var("b_hh", &[3 * HIDDEN], uniform),
+            head: nn::linear(&root / "head", HIDDEN, 1, Default::default()),
+        }
+    } else {
+        let plugin = load_plugin(&args.library)?;
+        println!(
+            "loaded {} (torch {})",
+            plugin.path.display(),
+            plugin.torch_version
+        );
+        let mut module = CModule::load(&args.model)?;
+        module.set_train();
+        for (name, tensor) in module.named_parameters()? {
+            let trainable = tensor.requires_grad();
+            let _ = vs.root().add(&name.replace('.', "_"), tensor, trainable);
+        }
+        Model::Script(module)
+    };
+    let mut optimizer = nn::Adam::default().build(&vs, args.lr)?;
+
+    for epoch in 0..args.epochs {
+        let plan = planner.plan(epoch);
+        let total = plan.batches_per_rank();
+        let (mut losses, mut frames, mut padding) = (Vec::new(), 0i64, 0i64);
+        let start = Instant::now();
+        for index in 0..total {
+            let batch = plan.batch(0, index)?;
+            let packed = pack_batch(&batch, &PackOptions::default(), |i| {
+                Ok::<_, bload::tch::Error>(running_sum(args.seed, i, i64::from(lengths[i])))
+            })?;
+            let output = model.forward(&packed.data, &packed.reset, &packed.table)?;
+            let errors = (output - &packed.target)
+                .square()
+                .sum_dim_intlist(-1, false, Kind::Float);
+            let loss = errors.masked_select(&packed.valid).mean(Kind::Float);
+            optimizer.backward_step(&loss);
+            let valid = packed.valid.sum(Kind::Int64).int64_value(&[]);
+            frames += valid;
+            padding += packed.valid.numel() as i64 - valid;
+            losses.push(loss.double_value(&[]));
+            if (index + 1) * 10 / total != index * 10 / total {
+                let seconds = start.elapsed().as_secs_f64();
+                println!(
+                    "batch {}/{}  loss {:.4}  {:.1} steps/s  {:.0} frames/s",
+                    index + 1,
+                    total,
+                    losses[index],
+                    (index + 1) as f64 / seconds,
+                    frames as f64 / seconds
+                );
+            }
+        }
+        let tenth = (losses.len() / 10).max(1);
+        let mean = |part: &[f64]| part.iter().sum::<f64>() / part.len() as f64;
+        println!(
+            "epoch {epoch}: {:.2} s, {total} batches, padding {:.2}% of steps, loss {:.4} -> {:.4}",
+            start.elapsed().as_secs_f64(),
+            100.0 * padding as f64 / (frames + padding) as f64,
+            mean(&losses[..tenth]),
+            mean(&losses[losses.len() - tenth..])
+        );
+    }
+    Ok(())
+}

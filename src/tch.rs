@@ -1,0 +1,386 @@
+//! Packed batches as `tch` tensors, for Rust trainers (cargo feature `tch`), and the loader that
+//! brings `libbload.so`'s `torch.ops.bload.*` into the process so that TorchScript models calling
+//! them load with `tch::CModule`.
+//!
+//! [`pack_batch`] gives, for a planned batch, the tensors the C++ `bload::BlockDataset` gives
+//! (`bload::PackedBatch`): the same shapes, dtypes and values, bit for bit (tested against the
+//! plugin's operators in `tests/tch_pack.rs`).
+//!
+//! ```no_run
+//! use bload::{Options, Planner};
+//! use tch::{Kind, Tensor};
+//!
+//! let lengths = vec![5u32, 3, 8, 2];
+//! let planner = Planner::new(lengths.clone(), Options::new(8))?;
+//! let plan = planner.plan(0);
+//! let data: Vec<Tensor> = lengths.iter().map(|&n| Tensor::randn([n as i64, 4], (Kind::Float, tch::Device::Cpu))).collect();
+//! let target: Vec<Tensor> = lengths.iter().map(|&n| Tensor::zeros([n as i64], (Kind::Int64, tch::Device::Cpu))).collect();
+//! let batch = bload::tch::pack_batch_from(&plan.batch(0, 0)?, &data, &target, &bload::tch::PackOptions::default())?;
+//! assert_eq!(batch.data.size(), [1, 8, 4]);
+//! # Ok::<(), bload::tch::Error>(())
+//! ```
+
+use crate::{Batch, StepTables};
+use ::tch::{Device, Kind, TchError, Tensor};
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The torch release this build's `tch` binds (tch 0.26 is built for torch 2.13): a
+/// `libbload.so` built against another torch cannot share the process with it.
+pub const TORCH_VERSION: &str = "2.13";
+
+/// What went wrong packing a batch or loading the plugin.
+#[derive(Debug)]
+pub enum Error {
+    /// An argument or a loaded sequence that does not fit the plan.
+    Invalid(crate::Error),
+    /// The closure that loads sequences failed for `sequence`.
+    Load {
+        sequence: usize,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// libtorch refused an operation.
+    Torch(TchError),
+    /// `libbload.so` could not be loaded.
+    Plugin { path: PathBuf, reason: String },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Invalid(error) => error.fmt(f),
+            Error::Load { sequence, source } => write!(f, "loading sequence {sequence}: {source}"),
+            Error::Torch(error) => write!(f, "libtorch: {error}"),
+            Error::Plugin { path, reason } => write!(f, "{}: {reason}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<crate::Error> for Error {
+    fn from(error: crate::Error) -> Self {
+        Error::Invalid(error)
+    }
+}
+
+impl From<TchError> for Error {
+    fn from(error: TchError) -> Self {
+        Error::Torch(error)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One packed batch of one rank, as `bload::PackedBatch` in C++. Per-step tensors are
+/// `[blocks, t_max, ...]`.
+#[derive(Debug)]
+pub struct PackedBatch {
+    /// Padding steps hold [`PackOptions::data_padding`].
+    pub data: Tensor,
+    /// Padding steps hold [`PackOptions::target_padding`].
+    pub target: Tensor,
+    /// Bool: the first step of every piece, where recurrent state resets.
+    pub reset: Tensor,
+    /// Bool: real steps.
+    pub valid: Tensor,
+    /// Int32: the piece's index inside its block, -1 on padding.
+    pub segment_ids: Tensor,
+    /// Int64: the step's index inside its sequence, 0 on padding.
+    pub position_ids: Tensor,
+    /// Int32 `[pieces + 1]`: flash-attention's varlen offsets over the valid steps.
+    pub cu_seqlens: Tensor,
+    /// Int64 `[pieces]`: the dataset index of every piece.
+    pub indices: Tensor,
+    /// Int64 `[pieces, 6]`: the block table (columns [`crate::TABLE_COLUMNS`]).
+    pub table: Tensor,
+}
+
+/// Padding values and where the batch goes, as in `bload::Options` in C++.
+#[derive(Debug, Clone, Copy)]
+pub struct PackOptions {
+    pub data_padding: f64,
+    pub target_padding: f64,
+    /// Device of every tensor of the batch.
+    pub device: Device,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            data_padding: 0.0,
+            target_padding: 0.0,
+            device: Device::Cpu,
+        }
+    }
+}
+
+/// Packs `batch` from sequences held in memory: `data[i]` and `target[i]` are sequence i's
+/// per-step tensors `[T_i, ...]`, indexed like the lengths the plan was made from.
+pub fn pack_batch_from(
+    batch: &Batch<'_>,
+    data: &[Tensor],
+    target: &[Tensor],
+    options: &PackOptions,
+) -> Result<PackedBatch> {
+    for (argument, tensors) in [("data", data), ("target", target)] {
+        if tensors.len() != batch.lengths().len() {
+            return Err(crate::Error::invalid(
+                argument,
+                format!("{} sequences", tensors.len()),
+                format!("{} (one per length planned)", batch.lengths().len()),
+            )
+            .into());
+        }
+    }
+    pack_batch(batch, options, |sequence| {
+        Ok::<_, Error>((
+            data[sequence].shallow_clone(),
+            target[sequence].shallow_clone(),
+        ))
+    })
+}
+
+/// Packs `batch`, calling `load(i)` for the `(data, target)` of each sequence i it holds, in
+/// table order (a split sequence is loaded once per piece).
+pub fn pack_batch<E>(
+    batch: &Batch<'_>,
+    options: &PackOptions,
+    mut load: impl FnMut(usize) -> Result<(Tensor, Tensor), E>,
+) -> Result<PackedBatch>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let rows = batch.table();
+    let tables = batch.tables();
+    let mut loaded = |sequence: usize| {
+        load(sequence).map_err(|source| Error::Load {
+            sequence,
+            source: source.into(),
+        })
+    };
+    let (data, target) = if rows.is_empty() {
+        // A batch of empty blocks (fewer pieces than blocks): sequence 0 gives the shape and kind.
+        let (data, target) = loaded(0)?;
+        let shape = |t: &Tensor| packed_shape(t, &tables);
+        (
+            Tensor::f_full(
+                shape(&data),
+                options.data_padding,
+                (data.kind(), options.device),
+            )?,
+            Tensor::f_full(
+                shape(&target),
+                options.target_padding,
+                (target.kind(), options.device),
+            )?,
+        )
+    } else {
+        let mut data = Vec::with_capacity(rows.len());
+        let mut target = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (d, t) = loaded(row[3] as usize)?;
+            data.push(d);
+            target.push(t);
+        }
+        (
+            pack(
+                &rows,
+                &data,
+                "data",
+                &tables,
+                options.data_padding,
+                options.device,
+            )?,
+            pack(
+                &rows,
+                &target,
+                "target",
+                &tables,
+                options.target_padding,
+                options.device,
+            )?,
+        )
+    };
+    let steps = [tables.blocks as i64, tables.t_max as i64];
+    let device = options.device;
+    let column = |k: usize| rows.iter().map(|row| row[k]).collect::<Vec<_>>();
+    let flat: Vec<i64> = rows.iter().flatten().copied().collect();
+    Ok(PackedBatch {
+        data,
+        target,
+        reset: Tensor::from_slice(&tables.reset).view(steps).to(device),
+        valid: Tensor::from_slice(&tables.valid).view(steps).to(device),
+        segment_ids: Tensor::from_slice(&tables.segment_ids)
+            .view(steps)
+            .to(device),
+        position_ids: Tensor::from_slice(&tables.position_ids)
+            .view(steps)
+            .to(device),
+        cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).to(device),
+        indices: Tensor::from_slice(&column(3)).to(device),
+        table: Tensor::from_slice(&flat).view([rows.len() as i64, 6]),
+    })
+}
+
+fn packed_shape(like: &Tensor, tables: &StepTables) -> Vec<i64> {
+    let mut shape = vec![tables.blocks as i64, tables.t_max as i64];
+    shape.extend_from_slice(&like.size()[1..]);
+    shape
+}
+
+/// `[blocks, t_max, ...]` from the rows' sequences, each piece's steps copied to its place and
+/// every other step `padding`. Every sequence must have its planned length and the first one's
+/// trailing shape and kind.
+fn pack(
+    rows: &[[i64; 6]],
+    sequences: &[Tensor],
+    argument: &str,
+    tables: &StepTables,
+    padding: f64,
+    device: Device,
+) -> Result<Tensor> {
+    let first = &sequences[0];
+    if first.dim() == 0 {
+        return Err(invalid(
+            argument,
+            rows[0][3],
+            "a 0-d tensor",
+            "a tensor [steps, ...]",
+        ));
+    }
+    let out = Tensor::f_full(packed_shape(first, tables), padding, (first.kind(), device))?;
+    for (row, sequence) in rows.iter().zip(sequences) {
+        let [block, block_offset, length, index, offset, sequence_length] = *row;
+        if sequence.dim() == 0 || sequence.size()[0] != sequence_length {
+            let steps = sequence.size().first().copied().unwrap_or(0);
+            let expected = format!("{sequence_length} steps (its planned length)");
+            return Err(invalid(argument, index, format!("{steps} steps"), expected));
+        }
+        if sequence.size()[1..] != first.size()[1..] || sequence.kind() != first.kind() {
+            let got = format!("{:?} {:?}", sequence.size(), sequence.kind());
+            let expected = format!(
+                "[{sequence_length}, {:?}] {:?} like sequence {} (the first piece's)",
+                &first.size()[1..],
+                first.kind(),
+                rows[0][3]
+            );
+            return Err(invalid(argument, index, got, expected));
+        }
+        let mut place = out.f_get(block)?.f_narrow(0, block_offset, length)?;
+        place.f_copy_(&sequence.f_narrow(0, offset, length)?)?;
+    }
+    Ok(out)
+}
+
+fn invalid(
+    argument: &str,
+    sequence: i64,
+    value: impl fmt::Display,
+    expected: impl Into<String>,
+) -> Error {
+    crate::Error::invalid(
+        format!("{argument} of sequence {sequence}"),
+        value,
+        expected,
+    )
+    .into()
+}
+
+/// `libbload.so`, loaded into this process.
+#[derive(Debug, Clone)]
+pub struct Plugin {
+    pub path: PathBuf,
+    /// The torch release the plugin was built against.
+    pub torch_version: String,
+}
+
+/// Opens `libbload.so` (RTLD_GLOBAL, as `torch.ops.load_library` does), which registers
+/// `torch.ops.bload.*` and `torch.classes.bload.*` with this process's libtorch, so that
+/// `tch::CModule::load` of a TorchScript model that calls them works. Fails, saying why, when
+/// the file is missing, will not load, or was built for another torch than this `tch`'s.
+/// Loading the same library twice is harmless; it is never unloaded.
+pub fn load_plugin(path: impl AsRef<Path>) -> Result<Plugin> {
+    let path = path.as_ref().to_path_buf();
+    let fail = |reason: String| Error::Plugin {
+        path: path.clone(),
+        reason,
+    };
+    if !path.is_file() {
+        return Err(fail(
+            "no such file: expected libbload.so, which `make plugin` builds in build/".into(),
+        ));
+    }
+    let name = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| fail("the path holds a NUL byte".into()))?;
+    // Make sure this process's libtorch is loaded before the plugin, which links against it:
+    // the plugin then resolves to the same copy rather than to whatever the loader finds.
+    let _ = Tensor::zeros([1], (Kind::Float, Device::Cpu));
+    // SAFETY: `name` is a valid C string; dlopen runs the library's static initialisers, which
+    // register its operators with libtorch.
+    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if handle.is_null() {
+        let reason = last_dl_error();
+        let hint = if reason.contains("undefined symbol") {
+            format!(" (built against another torch than this process's {TORCH_VERSION}?)")
+        } else {
+            String::new()
+        };
+        return Err(fail(format!("cannot be loaded: {reason}{hint}")));
+    }
+    // SAFETY: the symbol, where present, is `const char* bload_torch_version()`.
+    let symbol = unsafe { libc::dlsym(handle, c"bload_torch_version".as_ptr()) };
+    if symbol.is_null() {
+        return Err(fail(
+            "has no bload_torch_version(): expected a libbload.so of this bload release".into(),
+        ));
+    }
+    let version_of: extern "C" fn() -> *const libc::c_char = unsafe { std::mem::transmute(symbol) };
+    // SAFETY: it returns a static NUL-terminated string.
+    let torch_version = unsafe { CStr::from_ptr(version_of()) }
+        .to_string_lossy()
+        .into_owned();
+    if release(&torch_version) != TORCH_VERSION {
+        return Err(fail(format!(
+            "was built against torch {torch_version}: expected torch {TORCH_VERSION}.x, the release this tch binds"
+        )));
+    }
+    Ok(Plugin {
+        path,
+        torch_version,
+    })
+}
+
+/// "2.13" of "2.13.0+cu130".
+fn release(version: &str) -> &str {
+    let mut dots = version.match_indices('.');
+    match (dots.next(), dots.next()) {
+        (Some(_), Some((second, _))) => &version[..second],
+        _ => version,
+    }
+}
+
+fn last_dl_error() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated string valid until the next dl call.
+    let error = unsafe { libc::dlerror() };
+    if error.is_null() {
+        "unknown error".into()
+    } else {
+        unsafe { CStr::from_ptr(error) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_is_major_and_minor() {
+        assert_eq!(release("2.13.0+cu130"), "2.13");
+        assert_eq!(release("2.11.1"), "2.11");
+        assert_eq!(release("2"), "2");
+    }
+}
