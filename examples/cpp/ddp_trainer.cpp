@@ -20,10 +20,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -105,6 +107,19 @@ int64_t parse_int(const std::string& flag, const std::string& value, int64_t min
   return number;
 }
 
+double parse_positive(const std::string& flag, const std::string& value) {
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty() || !(number > 0))
+    bad_argument(flag, value, "a number above 0");
+  return number;
+}
+
 Config parse(int argc, char** argv) {
   Config config;
   for (int i = 1; i < argc; ++i) {
@@ -131,12 +146,14 @@ Config parse(int argc, char** argv) {
     else if (flag == "--blocks-per-batch") config.blocks_per_batch = parse_int(flag, value, 1);
     else if (flag == "--epochs") config.epochs = parse_int(flag, value, 1);
     else if (flag == "--seed") config.seed = parse_int(flag, value, 0);
-    else if (flag == "--lr") config.lr = std::stod(value);
+    else if (flag == "--lr") config.lr = parse_positive(flag, value);
     else if (flag == "--workers") config.workers = parse_int(flag, value, 0);
     else if (flag == "--device") config.device = value;
     else if (flag == "--timeout") config.timeout = parse_int(flag, value, 1);
     else bad_argument("option", flag, "one of those --help lists");
   }
+  if (config.policy != "best_fit" && config.policy != "random_fill" && config.policy != "pad_to_max")
+    bad_argument("--policy", config.policy, "best_fit, random_fill or pad_to_max");
   if (config.loop != "bload" && config.loop != "naive")
     bad_argument("--loop", config.loop, "bload or naive");
   if (config.loop == "naive" && config.model != "cpp")
@@ -176,17 +193,22 @@ int launch(const Config& config, int argc, char** argv) {
     }
     ranks.push_back(pid);
   }
+  // The first rank to fail stops the others: left alone they would wait in their next
+  // collective until the timeout.
   int failed = 0;
-  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+  for (size_t running = ranks.size(); running > 0; --running) {
     int status = 0;
-    waitpid(ranks[rank], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::cerr << "rank " << rank << " failed ("
-                << (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                      : "signal " + std::to_string(WTERMSIG(status)))
-                << ")\n";
-      failed = 1;
-    }
+    const pid_t pid = waitpid(-1, &status, 0);
+    const auto rank = std::find(ranks.begin(), ranks.end(), pid) - ranks.begin();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    std::cerr << "rank " << rank << " failed ("
+              << (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                    : "signal " + std::to_string(WTERMSIG(status)))
+              << ")" << (failed ? "" : ": stopping the other ranks") << "\n";
+    if (!failed)
+      for (pid_t other : ranks)
+        if (other != pid) kill(other, SIGTERM);
+    failed = 1;
   }
   return failed;
 }
