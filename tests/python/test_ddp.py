@@ -56,13 +56,17 @@ def test_cpp_trainer_ranks_run_equal_batches(action_genome_lengths, script_model
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
 
 
-def test_cpp_and_torchscript_models_train_alike(script_model):
-    """Same initial weights (the seed) and data: the C++ module and the scripted one see the same losses."""
+def test_cpp_torchscript_and_python_trainers_train_alike(script_model):
+    """Same initial weights (the seed) and data: the C++ module, the scripted one in the C++
+    trainer and the scripted one under Python's DDP see the same losses."""
     command = [CPP_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60, "--json", "--model"]
     native = report_of(run(command + ["cpp"]))["epochs"][0]
     script = report_of(run(command + [script_model]))["epochs"][0]
-    assert native["first_loss"] == pytest.approx(script["first_loss"], rel=1e-4)
-    assert native["last_loss"] == pytest.approx(script["last_loss"], rel=1e-3)
+    python_command = [sys.executable, PY_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60]
+    python = report_of(run(python_command + ["--model", script_model, "--json"]))["epochs"][0]
+    for other in (script, python):
+        assert native["first_loss"] == pytest.approx(other["first_loss"], rel=1e-4)
+        assert native["last_loss"] == pytest.approx(other["last_loss"], rel=1e-3)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
