@@ -341,15 +341,21 @@ pub fn load_plugin(path: impl AsRef<Path>) -> Result<Plugin> {
     let torch_version = unsafe { CStr::from_ptr(version_of()) }
         .to_string_lossy()
         .into_owned();
-    if release(&torch_version) != TORCH_VERSION {
-        return Err(fail(format!(
-            "was built against torch {torch_version}: expected torch {TORCH_VERSION}.x, the release this tch binds"
-        )));
-    }
+    check_release(&torch_version).map_err(fail)?;
     Ok(Plugin {
         path,
         torch_version,
     })
+}
+
+/// Whether a plugin built against torch `version` can share this process with tch.
+fn check_release(version: &str) -> std::result::Result<(), String> {
+    if release(version) == TORCH_VERSION {
+        return Ok(());
+    }
+    Err(format!(
+        "was built against torch {version}: expected torch {TORCH_VERSION}.x, the release this tch binds"
+    ))
 }
 
 /// "2.13" of "2.13.0+cu130".
@@ -382,5 +388,15 @@ mod tests {
         assert_eq!(release("2.13.0+cu130"), "2.13");
         assert_eq!(release("2.11.1"), "2.11");
         assert_eq!(release("2"), "2");
+    }
+
+    #[test]
+    fn a_plugin_for_another_torch_is_refused() {
+        assert!(check_release("2.13.1+cu130").is_ok());
+        let refused = check_release("2.11.0").unwrap_err();
+        assert!(
+            refused.contains("built against torch 2.11.0: expected torch 2.13.x"),
+            "{refused}"
+        );
     }
 }
