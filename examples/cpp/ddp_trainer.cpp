@@ -278,7 +278,8 @@ class Group {
     const auto timeout = std::chrono::milliseconds(config.timeout * 1000);
     const int rank = static_cast<int>(config.rank), size = static_cast<int>(config.world_size);
 #ifdef BLOAD_WITH_NCCL
-    if (device.is_cuda()) {
+    // NCCL wants a GPU of its own per rank; with fewer GPUs than ranks, gloo it is.
+    if (device.is_cuda() && torch::cuda::device_count() >= size) {
       auto nccl = c10d::ProcessGroupNCCL::Options::create();
       nccl->timeout = timeout;
       backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank, size, nccl);
