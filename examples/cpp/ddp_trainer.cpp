@@ -34,6 +34,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "packed_gru.h"
@@ -94,29 +95,18 @@ constexpr int64_t kFeatures = 16, kHidden = 64, kOutputs = 1;
   throw std::invalid_argument(flag + " = \"" + value + "\": expected " + expected);
 }
 
-int64_t parse_int(const std::string& flag, const std::string& value, int64_t minimum) {
-  size_t used = 0;
-  int64_t number = 0;
-  try {
-    number = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
+// `value` read whole as a Number (an integer where Number is one) of at least `minimum`.
+template <typename Number>
+Number parse_number(const std::string& flag, const std::string& value, Number minimum) {
+  std::istringstream in(value);
+  Number number{};
+  in >> number;
+  if (value.empty() || in.fail() || !in.eof() || number < minimum) {
+    std::ostringstream expected;
+    expected << (std::is_integral_v<Number> ? "an integer" : "a number") << " of at least "
+             << minimum;
+    bad_argument(flag, value, expected.str());
   }
-  if (used != value.size() || value.empty() || number < minimum)
-    bad_argument(flag, value, "an integer of at least " + std::to_string(minimum));
-  return number;
-}
-
-double parse_positive(const std::string& flag, const std::string& value) {
-  size_t used = 0;
-  double number = 0;
-  try {
-    number = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size() || value.empty() || !(number > 0))
-    bad_argument(flag, value, "a number above 0");
   return number;
 }
 
@@ -134,22 +124,22 @@ Config parse(int argc, char** argv) {
     }
     if (i + 1 == argc) bad_argument(flag, "", "a value after it");
     const std::string value = argv[++i];
-    if (flag == "--world-size") config.world_size = parse_int(flag, value, 1);
-    else if (flag == "--rank") config.rank = parse_int(flag, value, 0);
-    else if (flag == "--port") config.port = parse_int(flag, value, 1);
+    if (flag == "--world-size") config.world_size = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--rank") config.rank = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--port") config.port = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--lengths") config.lengths = value;
-    else if (flag == "--sequences") config.sequences = parse_int(flag, value, 1);
+    else if (flag == "--sequences") config.sequences = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--model") config.model = value;
     else if (flag == "--loop") config.loop = value;
     else if (flag == "--policy") config.policy = value;
-    else if (flag == "--t-max") config.t_max = parse_int(flag, value, 1);
-    else if (flag == "--blocks-per-batch") config.blocks_per_batch = parse_int(flag, value, 1);
-    else if (flag == "--epochs") config.epochs = parse_int(flag, value, 1);
-    else if (flag == "--seed") config.seed = parse_int(flag, value, 0);
-    else if (flag == "--lr") config.lr = parse_positive(flag, value);
-    else if (flag == "--workers") config.workers = parse_int(flag, value, 0);
+    else if (flag == "--t-max") config.t_max = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--blocks-per-batch") config.blocks_per_batch = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--epochs") config.epochs = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--seed") config.seed = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--lr") config.lr = parse_number(flag, value, 0.0);
+    else if (flag == "--workers") config.workers = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--device") config.device = value;
-    else if (flag == "--timeout") config.timeout = parse_int(flag, value, 1);
+    else if (flag == "--timeout") config.timeout = parse_number<int64_t>(flag, value, 1);
     else bad_argument("option", flag, "one of those --help lists");
   }
   if (config.policy != "best_fit" && config.policy != "random_fill" && config.policy != "pad_to_max")
