@@ -203,24 +203,22 @@ where
             )?,
         )
     };
+    // Built on the host from the plan's tables, then moved (an unavailable device is an error).
     let steps = [tables.blocks as i64, tables.t_max as i64];
-    let device = options.device;
-    let column = |k: usize| rows.iter().map(|row| row[k]).collect::<Vec<_>>();
-    let flat: Vec<i64> = rows.iter().flatten().copied().collect();
+    let per_step = |values: Tensor| values.f_view(steps)?.f_to(options.device);
+    let sequences: Vec<i64> = rows.iter().map(|row| row[3]).collect();
+    let cells: Vec<i64> = rows.iter().flatten().copied().collect();
     Ok(PackedBatch {
         data,
         target,
-        reset: Tensor::from_slice(&tables.reset).view(steps).to(device),
-        valid: Tensor::from_slice(&tables.valid).view(steps).to(device),
-        segment_ids: Tensor::from_slice(&tables.segment_ids)
-            .view(steps)
-            .to(device),
-        position_ids: Tensor::from_slice(&tables.position_ids)
-            .view(steps)
-            .to(device),
-        cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).to(device),
-        indices: Tensor::from_slice(&column(3)).to(device),
-        table: Tensor::from_slice(&flat).view([rows.len() as i64, 6]),
+        reset: per_step(Tensor::from_slice(&tables.reset))?,
+        valid: per_step(Tensor::from_slice(&tables.valid))?,
+        segment_ids: per_step(Tensor::from_slice(&tables.segment_ids))?,
+        position_ids: per_step(Tensor::from_slice(&tables.position_ids))?,
+        cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).f_to(options.device)?,
+        indices: Tensor::from_slice(&sequences).f_to(options.device)?,
+        // The table stays on the host, as in C++: the operators read it there.
+        table: Tensor::from_slice(&cells).f_view([rows.len() as i64, 6])?,
     })
 }
 
