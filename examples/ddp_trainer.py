@@ -35,7 +35,7 @@ class RunningSum(torch.utils.data.Dataset):
     def __init__(self, lengths, seed):
         self.lengths, self.seed = lengths, seed
         self.generator = torch.Generator()  # reseeded per sequence: cheaper than a new one
-        self.roots = torch.arange(1, max(lengths) + 1).sqrt()  # sqrt(t + 1), made once
+        self.roots = torch.arange(1, max(lengths) + 1).sqrt().unsqueeze(1)  # sqrt(t + 1), made once
 
     def __len__(self):
         return len(self.lengths)
@@ -45,8 +45,8 @@ class RunningSum(torch.utils.data.Dataset):
         steps = self.lengths[index]
         self.generator.manual_seed(self.seed * 1000003 + index)
         features = torch.randn(steps, packed_gru.FEATURES, generator=self.generator)
-        target = features[:, 0].cumsum(0) / self.roots[:steps]
-        return row, features, target.unsqueeze(1)
+        target = features[:, :1].cumsum(0).div_(self.roots[:steps])
+        return row, features, target
 
 
 def parse():
