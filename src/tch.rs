@@ -224,7 +224,7 @@ where
 
 fn packed_shape(like: &Tensor, tables: &StepTables) -> Vec<i64> {
     let mut shape = vec![tables.blocks as i64, tables.t_max as i64];
-    shape.extend_from_slice(&like.size()[1..]);
+    shape.extend_from_slice(like.size().get(1..).unwrap_or_default());
     shape
 }
 

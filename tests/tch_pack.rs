@@ -212,3 +212,45 @@ fn plugin_loader_says_why_it_cannot_load() {
     std::fs::remove_file(&junk).unwrap();
     assert!(message.contains("cannot be loaded"), "{message}");
 }
+
+#[test]
+fn a_batch_of_only_empty_blocks_is_all_padding() {
+    // Two sequences, two ranks of two blocks: two of the four blocks are empty, and for some
+    // seeds one rank gets both.
+    let cpu = (Kind::Float, Device::Cpu);
+    let padding = PackOptions {
+        data_padding: 7.0,
+        target_padding: -1.0,
+        device: Device::Cpu,
+    };
+    let lengths = [4i64, 3];
+    let mut empty = 0;
+    for seed in 0..20 {
+        let mut options = Options::new(6);
+        options.world_size = 2;
+        options.blocks_per_batch = 2;
+        options.seed = seed;
+        let planner = Planner::new(vec![4, 3], options).unwrap();
+        let plan = planner.plan(0);
+        for rank in 0..2 {
+            let batch = plan.batch(rank, 0).unwrap();
+            let load = |i: usize| {
+                Ok::<_, Error>((
+                    Tensor::ones([lengths[i], 2], cpu),
+                    Tensor::ones([lengths[i]], cpu),
+                ))
+            };
+            let packed = pack_batch(&batch, &padding, load).unwrap();
+            assert_eq!(packed.data.size(), [2, 6, 2]);
+            if packed.table.size()[0] > 0 {
+                continue;
+            }
+            empty += 1;
+            assert_eq!(packed.data.eq(7.0).all().int64_value(&[]), 1);
+            assert_eq!(packed.target.eq(-1.0).all().int64_value(&[]), 1);
+            assert_eq!(packed.valid.sum(Kind::Int64).int64_value(&[]), 0);
+            assert_eq!(packed.cu_seqlens.size(), [1]);
+        }
+    }
+    assert!(empty > 0, "no seed gave a rank only empty blocks");
+}
