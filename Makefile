@@ -31,7 +31,8 @@ GLOO_INCLUDE := $(if $(wildcard /usr/include/gloo/context.h),/usr/include,$(absp
 
 $(abspath $(BUILD))/gloo/usr/include/gloo/context.h:
 	mkdir -p $(BUILD)/gloo
-	cd $(BUILD)/gloo && apt-get download libgloo-dev && dpkg -x libgloo-dev_*.deb .
+	cd $(BUILD)/gloo && (apt-get download libgloo-dev || (apt-get update -qq && apt-get download libgloo-dev)) \
+		&& dpkg -x libgloo-dev_*.deb .
 	touch $@
 
 # CMake drives cargo for the Rust side; the build shares cargo's target/ with `make build`.
