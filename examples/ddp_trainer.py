@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import packed_gru  # noqa: E402
-from python_loader import BlockBatchSampler, PackBlocks  # noqa: E402
+from python_loader import BlockBatchSampler, PackBlocks, read_lengths  # noqa: E402
 
 ROOT = packed_gru.ROOT
 
@@ -71,9 +71,8 @@ def parse():
     return args
 
 
-def read_lengths(args):
-    with open(args.lengths) as f:
-        lengths = [int(line) for line in f if line.strip()]
+def lengths_of(args):
+    lengths = read_lengths(args.lengths)
     return lengths[: args.sequences] if args.sequences > 0 else lengths
 
 
@@ -119,7 +118,7 @@ def train(rank, args, port):
         torch.cuda.set_device(device)
 
     packed_gru.load_bload()
-    lengths = read_lengths(args)
+    lengths = lengths_of(args)
     planner = torch.classes.bload.Planner(
         torch.tensor(lengths), args.t_max, blocks_per_batch=args.blocks_per_batch,
         world_size=world_size, seed=args.seed, policy=args.policy,

@@ -14,6 +14,12 @@ torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build
 T_MAX, BLOCKS, WORLD_SIZE = 94, 8, 2
 
 
+def read_lengths(path):
+    """A lengths file: one sequence length per line."""
+    with open(path) as f:
+        return [int(line) for line in f if line.strip()]
+
+
 class BlockBatchSampler(torch.utils.data.Sampler):
     """One rank's batches of an epoch: each a block table, as a list of rows."""
 
@@ -66,8 +72,7 @@ class PackBlocks:
 
 
 def main():
-    with open(os.path.join(ROOT, "examples", "data", "action_genome_like.lengths")) as f:
-        lengths = [int(line) for line in f]
+    lengths = read_lengths(os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
     planner = torch.classes.bload.Planner(
         torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=WORLD_SIZE, seed=0
     )

@@ -206,7 +206,6 @@ where
     // Built on the host from the plan's tables, then moved (an unavailable device is an error).
     let steps = [tables.blocks as i64, tables.t_max as i64];
     let per_step = |values: Tensor| values.f_view(steps)?.f_to(options.device);
-    let sequences: Vec<i64> = rows.iter().map(|row| row[3]).collect();
     let cells: Vec<i64> = rows.iter().flatten().copied().collect();
     Ok(PackedBatch {
         data,
@@ -216,7 +215,7 @@ where
         segment_ids: per_step(Tensor::from_slice(&tables.segment_ids))?,
         position_ids: per_step(Tensor::from_slice(&tables.position_ids))?,
         cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).f_to(options.device)?,
-        indices: Tensor::from_slice(&sequences).f_to(options.device)?,
+        indices: Tensor::from_slice(&tables.indices).f_to(options.device)?,
         // The table stays on the host, as in C++: the operators read it there.
         table: Tensor::from_slice(&cells).f_view([rows.len() as i64, 6])?,
     })
