@@ -12,12 +12,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build", "libbload.so")))
 
 T_MAX, BLOCKS, WORLD_SIZE = 94, 8, 2
+# Where a block table row keeps each value: the core's column layout, by name.
+SEQUENCE = torch.ops.bload.table_columns().index("sequence")
 
 
 def read_lengths(path):
-    """A lengths file: one sequence length per line."""
-    with open(path) as f:
-        return [int(line) for line in f if line.strip()]
+    """A lengths file, read by bload's one reader (README, "Lengths files")."""
+    return torch.ops.bload.read_lengths(path).tolist()
 
 
 class BlockBatchSampler(torch.utils.data.Sampler):
@@ -46,8 +47,8 @@ class Clips(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.lengths)
 
-    def __getitem__(self, row):  # a block table row: (block, block_offset, length, sequence, ...)
-        steps = self.lengths[row[3]]
+    def __getitem__(self, row):  # a block table row
+        steps = self.lengths[row[SEQUENCE]]
         return row, torch.randn(steps, 16), torch.randint(0, 10, (steps,))
 
 

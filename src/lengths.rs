@@ -1,16 +1,28 @@
-//! Lengths files: one sequence length (in steps) per line.
+//! Lengths files, the one reader that the CLI, C++ (`bload::read_lengths`) and Python
+//! (`torch.ops.bload.read_lengths`) share, so that a file means the same thing everywhere.
+//!
+//! The format, decided once (README, "Lengths files"):
+//! - UTF-8 text, one sequence length per line: a decimal integer from 1 to 2^32 - 1, with
+//!   optional spaces or tabs around it;
+//! - lines end in LF or CRLF, and the last line may lack its end;
+//! - `#` starts a comment that runs to the end of its line;
+//! - lines that are blank once the comment is removed are skipped (they hold no sequence);
+//! - anything else is an error naming the file and line; a file with no length is an error.
 
 use crate::error::{Error, Result};
 use std::path::Path;
 
-/// Reads a lengths file. Every line must hold one integer from 1 to 2^32 - 1; an empty line, a
-/// negative number or anything else is an error that names the file and the line number.
+const EXPECTED: &str = "one sequence length per line, an integer from 1 to 4294967295";
+/// Characters of a bad line that an error quotes: enough to recognise it, never a whole file.
+const QUOTED_CHARS: usize = 40;
+
+/// Reads a lengths file (see the module doc for the format).
 pub fn read_lengths(path: &Path) -> Result<Vec<u32>> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         Error::invalid(
             "lengths file",
             path.display(),
-            format!("a readable text file ({err})"),
+            format!("a readable UTF-8 text file ({err})"),
         )
     })?;
     parse_lengths(&text, &path.display().to_string())
@@ -18,35 +30,45 @@ pub fn read_lengths(path: &Path) -> Result<Vec<u32>> {
 
 /// Parses the text of a lengths file; `source` names it in errors.
 pub fn parse_lengths(text: &str, source: &str) -> Result<Vec<u32>> {
-    const EXPECTED: &str = "one sequence length per line, an integer from 1 to 4294967295";
     let mut lengths = Vec::with_capacity(text.len() / 3);
     for (number, line) in (1..).zip(text.lines()) {
-        let field = line.trim();
-        let at = || format!("{source}:{number}");
+        let field = line.split('#').next().unwrap_or_default().trim();
         if field.is_empty() {
-            return Err(Error::invalid(at(), "an empty line", EXPECTED));
+            continue;
         }
+        let at = || format!("{source}:{number}");
         if field.starts_with('-') && field[1..].bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Error::invalid(
-                at(),
-                format!("{field:?} (negative)"),
-                EXPECTED,
-            ));
+            let value = format!("{} (negative)", quoted(field));
+            return Err(Error::invalid(at(), value, EXPECTED));
+        }
+        if !field.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::invalid(at(), quoted(field), EXPECTED));
         }
         match field.parse::<u32>() {
             Ok(0) => return Err(Error::invalid(at(), "0 (an empty sequence)", EXPECTED)),
             Ok(length) => lengths.push(length),
-            Err(_) => return Err(Error::invalid(at(), format!("{field:?}"), EXPECTED)),
+            Err(_) => {
+                let value = format!("{} (too large)", quoted(field));
+                return Err(Error::invalid(at(), value, EXPECTED));
+            }
         }
     }
     if lengths.is_empty() {
         return Err(Error::invalid(
             source,
-            "an empty file",
+            "a file with no length",
             "at least one sequence length",
         ));
     }
     Ok(lengths)
+}
+
+/// `field` in quotes, cut to its first characters when it is long.
+fn quoted(field: &str) -> String {
+    match field.char_indices().nth(QUOTED_CHARS) {
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &field[..cut], field.len()),
+        None => format!("{field:?}"),
+    }
 }
 
 #[cfg(test)]
@@ -54,30 +76,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_one_length_per_line() {
-        assert_eq!(
-            parse_lengths("3\n10\r\n 7 \n", "x").unwrap(),
-            vec![3, 10, 7]
-        );
+    fn one_length_per_line_with_blanks_comments_and_crlf() {
+        let text = "# clip lengths\n3\n10\r\n 7 \n\n  \t\n12 # the longest\r\n5";
+        assert_eq!(parse_lengths(text, "x").unwrap(), vec![3, 10, 7, 12, 5]);
+        assert_eq!(parse_lengths("3\n4\n\n", "x").unwrap(), vec![3, 4]);
+        assert_eq!(parse_lengths("4294967295", "x").unwrap(), vec![u32::MAX]);
     }
 
     #[test]
     fn bad_lines_name_the_line() {
         for (text, line, value) in [
-            ("3\n\n4\n", "x:2", "an empty line"),
-            ("3\n-4\n", "x:2", "\"-4\" (negative)"),
+            ("3\n\n-4\n", "x:3", "\"-4\" (negative)"),
             ("3\n4\nfive\n", "x:3", "\"five\""),
             ("0\n", "x:1", "0 (an empty sequence)"),
-            ("99999999999\n", "x:1", "\"99999999999\""),
+            ("4294967296\n", "x:1", "\"4294967296\" (too large)"),
             ("1.5\n", "x:1", "\"1.5\""),
+            ("3 4\n", "x:1", "\"3 4\""),
+            ("+3\n", "x:1", "\"+3\""),
         ] {
             let err = parse_lengths(text, "x").unwrap_err();
             assert_eq!(err.argument, line, "{text:?}");
             assert_eq!(err.value, value, "{text:?}");
             assert!(err.to_string().contains("one sequence length per line"));
         }
-        let err = parse_lengths("", "x").unwrap_err();
-        assert_eq!(err.value, "an empty file");
+        for empty in ["", "\n\n", "# nothing\n"] {
+            let err = parse_lengths(empty, "x").unwrap_err();
+            assert_eq!(err.value, "a file with no length", "{empty:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_bad_line_is_quoted_in_part() {
+        let line = "x".repeat(2 << 20);
+        let err = parse_lengths(&line, "x").unwrap_err();
+        assert_eq!(
+            err.value,
+            format!("{:?}... (2097152 bytes)", "x".repeat(40))
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod pack;
 mod plan;
 mod rng;
 pub mod stats;
-mod tables;
+mod table;
 #[cfg(feature = "tch")]
 pub mod tch;
 
@@ -39,4 +39,6 @@ pub use lengths::{parse_lengths, read_lengths};
 pub use options::{Options, Oversize, Policy, MAX_T_MAX};
 pub use plan::{Batch, Block, EpochPlan, Piece, Planner};
 pub use stats::{LowerBound, MethodStats, PlanStats};
-pub use tables::{StepTables, TABLE_COLUMNS};
+pub use table::{
+    check_batch_shape, write_cu_seqlens, BlockTable, Column, StepTables, TableRow, MAX_BATCH_STEPS,
+};

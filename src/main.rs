@@ -12,12 +12,12 @@ use std::time::Instant;
 
 const USAGE: &str = "\
 usage:
-  bload stats --lengths FILE --t-max N [--world-size W] [--batch-blocks B] [--seed S]
+  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
               [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]
-  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--batch-blocks B]
+  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
               [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max] [--json]
 
-FILE holds one sequence length per line. --split cuts sequences longer than t_max into
+FILE holds one sequence length per line (blank lines and # comments are skipped). --split cuts sequences longer than t_max into
 chunks instead of refusing them. --truncate-to and --mix-to default to the mean length.";
 
 fn main() -> ExitCode {
@@ -84,7 +84,10 @@ fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
                 args.t_max_given = true;
             }
             "--world-size" => args.options.world_size = number(flag, value()?)?,
-            "--batch-blocks" => args.options.blocks_per_batch = number(flag, value()?)?,
+            // --batch-blocks: the name before every interface said blocks_per_batch.
+            "--blocks-per-batch" | "--batch-blocks" => {
+                args.options.blocks_per_batch = number(flag, value()?)?
+            }
             "--seed" => args.options.seed = number(flag, value()?)?,
             "--epoch" => args.epoch = number(flag, value()?)?,
             "--split" => args.options.oversize = Oversize::Split,

@@ -139,6 +139,22 @@ impl Options {
         Ok(())
     }
 
+    /// The options as a JSON object, field by field: how interfaces that store a planner
+    /// (the pickled Python planner) keep them.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Options stored by [`Options::to_json`], checked.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let options: Options = serde_json::from_str(text).map_err(|err| {
+            let shown: String = text.chars().take(200).collect();
+            Error::invalid("options", shown, format!("options saved by bload ({err})"))
+        })?;
+        options.validate()?;
+        Ok(options)
+    }
+
     /// Blocks in one batch of all ranks together: plans have a multiple of this many blocks.
     pub fn blocks_per_global_batch(&self) -> u64 {
         u64::from(self.world_size) * u64::from(self.blocks_per_batch)
@@ -169,6 +185,18 @@ mod tests {
             "blocks_per_batch * t_max",
         );
         assert!(Options::new(94).validate().is_ok());
+    }
+
+    #[test]
+    fn options_round_trip_through_json() {
+        let mut options = Options::new(94);
+        options.world_size = 3;
+        options.policy = Policy::PadToMax;
+        options.oversize = Oversize::Split;
+        assert_eq!(Options::from_json(&options.to_json()).unwrap(), options);
+        let text = options.to_json().replace("94", "0");
+        assert_eq!(Options::from_json(&text).unwrap_err().argument, "t_max");
+        assert_eq!(Options::from_json("{}").unwrap_err().argument, "options");
     }
 
     #[test]

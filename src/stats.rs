@@ -35,6 +35,49 @@ pub struct PlanStats {
     pub lower_bound: LowerBound,
 }
 
+impl PlanStats {
+    /// Every count by name, for interfaces that hand stats out as a table of integers (the
+    /// Python planner's dict). The destructuring names every field, so a field added to the
+    /// struct does not compile until it is listed here too.
+    pub fn counts(&self) -> [(&'static str, u64); 13] {
+        let PlanStats {
+            sequences,
+            steps,
+            pieces,
+            blocks,
+            padding,
+            deleted,
+            split_sequences,
+            split_pieces,
+            rounding_blocks,
+            rounding_padding,
+            empty_blocks,
+            efficiency: _, // a ratio of the counts, not a count
+            lower_bound:
+                LowerBound {
+                    blocks_unrounded: _, // `lower_bound_blocks` before rounding
+                    blocks: lower_bound_blocks,
+                    padding: lower_bound_padding,
+                },
+        } = *self;
+        [
+            ("sequences", sequences),
+            ("steps", steps),
+            ("pieces", pieces),
+            ("blocks", blocks),
+            ("padding", padding),
+            ("deleted", deleted),
+            ("split_sequences", split_sequences),
+            ("split_pieces", split_pieces),
+            ("rounding_blocks", rounding_blocks),
+            ("rounding_padding", rounding_padding),
+            ("empty_blocks", empty_blocks),
+            ("lower_bound_blocks", lower_bound_blocks),
+            ("lower_bound_padding", lower_bound_padding),
+        ]
+    }
+}
+
 /// The fewest blocks (and so the least padding) any plan of these lengths can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub struct LowerBound {

@@ -20,7 +20,7 @@
 //! # Ok::<(), bload::tch::Error>(())
 //! ```
 
-use crate::{Batch, StepTables};
+use crate::{Batch, Column, StepTables, TableRow};
 use ::tch::{Device, Kind, TchError, Tensor};
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -93,7 +93,7 @@ pub struct PackedBatch {
     pub cu_seqlens: Tensor,
     /// Int64 `[pieces]`: the dataset index of every piece.
     pub indices: Tensor,
-    /// Int64 `[pieces, 6]`: the block table (columns [`crate::TABLE_COLUMNS`]).
+    /// Int64 `[pieces, 6]`: the block table (columns [`crate::Column`]).
     pub table: Tensor,
 }
 
@@ -180,7 +180,7 @@ where
         let mut data = Vec::with_capacity(rows.len());
         let mut target = Vec::with_capacity(rows.len());
         for row in &rows {
-            let (d, t) = loaded(row[3] as usize)?;
+            let (d, t) = loaded(Column::Sequence.of(row) as usize)?;
             data.push(d);
             target.push(t);
         }
@@ -217,7 +217,7 @@ where
         cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).f_to(options.device)?,
         indices: Tensor::from_slice(&tables.indices).f_to(options.device)?,
         // The table stays on the host, as in C++: the operators read it there.
-        table: Tensor::from_slice(&cells).f_view([rows.len() as i64, 6])?,
+        table: Tensor::from_slice(&cells).f_view([rows.len() as i64, Column::COUNT as i64])?,
     })
 }
 
@@ -231,7 +231,7 @@ fn packed_shape(like: &Tensor, tables: &StepTables) -> Vec<i64> {
 /// every other step `padding`. Every sequence must have its planned length and the first one's
 /// trailing shape and kind.
 fn pack(
-    rows: &[[i64; 6]],
+    rows: &[TableRow],
     sequences: &[Tensor],
     argument: &str,
     tables: &StepTables,
@@ -242,14 +242,16 @@ fn pack(
     if first.dim() == 0 {
         return Err(invalid(
             argument,
-            rows[0][3],
+            Column::Sequence.of(&rows[0]),
             "a 0-d tensor",
             "a tensor [steps, ...]",
         ));
     }
     let out = Tensor::f_full(packed_shape(first, tables), padding, (first.kind(), device))?;
     for (row, sequence) in rows.iter().zip(sequences) {
-        let [block, block_offset, length, index, offset, sequence_length] = *row;
+        let index = Column::Sequence.of(row);
+        let sequence_length = Column::SequenceLength.of(row);
+        let length = Column::Length.of(row);
         if sequence.dim() == 0 || sequence.size()[0] != sequence_length {
             let steps = sequence.size().first().copied().unwrap_or(0);
             let expected = format!("{sequence_length} steps (its planned length)");
@@ -261,12 +263,13 @@ fn pack(
                 "[{sequence_length}, {:?}] {:?} like sequence {} (the first piece's)",
                 &first.size()[1..],
                 first.kind(),
-                rows[0][3]
+                Column::Sequence.of(&rows[0])
             );
             return Err(invalid(argument, index, got, expected));
         }
-        let mut place = out.f_get(block)?.f_narrow(0, block_offset, length)?;
-        place.f_copy_(&sequence.f_narrow(0, offset, length)?)?;
+        let block = out.f_get(Column::Block.of(row))?;
+        let mut place = block.f_narrow(0, Column::BlockOffset.of(row), length)?;
+        place.f_copy_(&sequence.f_narrow(0, Column::Offset.of(row), length)?)?;
     }
     Ok(out)
 }

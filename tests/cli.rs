@@ -84,7 +84,7 @@ fn plan_gives_every_rank_the_same_number_of_batches_and_all_steps_once() {
     let mut batch_counts = Vec::new();
     let mut hashes = Vec::new();
     for rank in ["0", "1", "2"] {
-        let out = stdout_json(&bload(&format!("plan --lengths AG --t-max 94 --world-size 3 --batch-blocks 4 --rank {rank} --epoch 2 --json")));
+        let out = stdout_json(&bload(&format!("plan --lengths AG --t-max 94 --world-size 3 --blocks-per-batch 4 --rank {rank} --epoch 2 --json")));
         let batches = out["batches"].as_array().unwrap();
         batch_counts.push(batches.len());
         hashes.push(out["plan_hash"].as_str().unwrap().to_string());

@@ -238,12 +238,17 @@ fn split_sequences_are_cut_into_t_max_chunks_and_a_tail() {
         (0, 20, 5, true)
     );
     // Positions carry on across a split sequence's pieces.
-    let block = plan
-        .blocks()
-        .find(|b| b.pieces().any(|p| p.index == 0 && p.offset == 20))
+    // One block per batch here: the batch that holds the tail's block.
+    let batch = plan
+        .rank_batches(0)
+        .unwrap()
+        .find(|b| {
+            b.blocks()
+                .any(|b| b.pieces().any(|p| p.index == 0 && p.offset == 20))
+        })
         .unwrap();
-    let mut positions = vec![0i64; 10];
-    block.write_position_ids(&mut positions);
+    let positions = batch.tables().position_ids;
+    let block = batch.blocks().next().unwrap();
     let start = block.pieces().find(|p| p.index == 0).unwrap().block_offset as usize;
     assert_eq!(&positions[start..start + 5], &[20, 21, 22, 23, 24]);
 }

@@ -1,36 +1,43 @@
-// The only C++ file that talks to Rust: it wraps cpp/bridge's types and turns the Rust errors
-// (rust::Error) into c10::Error, so that C++ callers catch torch's error type and Python sees a
-// RuntimeError with the Rust message.
+// The C++ planner: bload::Planner and EpochPlan over the Rust core's, through the bridge.
 
 #include "bload/planner.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 
-#include "bload-cxx/src/lib.rs.h"
-#include "rust/cxx.h"
+#include <algorithm>
+
+#include "rust_bridge.h"
 
 namespace bload {
-namespace {
 
-// Calls into Rust, rethrowing its errors as c10::Error.
-template <typename Call>
-auto rethrowing(Call&& call) -> decltype(call()) {
-  try {
-    return call();
-  } catch (const ::rust::Error& error) {
-    TORCH_CHECK(false, error.what());
-  }
+Options::Options(int64_t t_max) : plan(ffi::default_plan_options(t_max)) {}
+
+Options& Options::policy(const std::string& name) {
+  plan.policy = rethrowing([&] { return ffi::parse_policy(name); });
+  return *this;
 }
 
-ffi::PlanOptions to_bridge(const Options& options) {
-  return ffi::PlanOptions{
-      options.t_max(),          options.blocks_per_batch(), options.world_size(),
-      options.seed(),           rust::String(options.policy()), options.split_oversized(),
+std::string Options::policy() const {
+  return std::string(rethrowing([&] { return ffi::policy_name(plan.policy); }));
+}
+
+std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(const Options& o) {
+  return {
+      {"t_max", o.t_max()},   {"blocks_per_batch", o.blocks_per_batch()},
+      {"world_size", o.world_size()}, {"seed", o.seed()},
+      {"policy", o.policy()}, {"split_oversized", o.split_oversized()},
   };
 }
 
-}  // namespace
+std::string plan_options_to_json(const Options& options) {
+  return std::string(rethrowing([&] { return ffi::plan_options_to_json(options.plan); }));
+}
+
+Options options_from_json(const std::string& text) {
+  Options options;
+  options.plan = rethrowing([&] { return ffi::plan_options_from_json(text); });
+  return options;
+}
 
 struct Planner::Impl {
   rust::Box<ffi::Planner> planner;
@@ -45,7 +52,7 @@ struct EpochPlan::Impl {
 Planner::Planner(const std::vector<int64_t>& lengths, const Options& options) {
   auto planner = rethrowing([&] {
     return ffi::new_planner(rust::Slice<const int64_t>(lengths.data(), lengths.size()),
-                            to_bridge(options));
+                            options.plan);
   });
   impl_ = std::make_shared<const Impl>(Impl{std::move(planner), options});
 }
@@ -71,29 +78,21 @@ int64_t EpochPlan::batches_per_rank() const {
 }
 
 BlockTable EpochPlan::batch(int64_t rank, int64_t index) const {
-  auto rows = rethrowing([&] { return impl_->plan->batch_pieces(rank, index); });
-  auto table = at::empty({static_cast<int64_t>(rows.size()), kTableColumns}, at::kLong);
-  auto cells = table.accessor<int64_t, 2>();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& row = rows[i];
-    cells[i][kBlock] = row.block;
-    cells[i][kBlockOffset] = row.block_offset;
-    cells[i][kLength] = row.length;
-    cells[i][kSequence] = row.sequence;
-    cells[i][kOffset] = row.offset;
-    cells[i][kSequenceLength] = row.sequence_length;
-  }
+  auto cells = rethrowing([&] { return impl_->plan->batch_table(rank, index); });
+  const auto rows = static_cast<int64_t>(cells.size()) / kTableColumns;
+  auto table = at::empty({rows, kTableColumns}, at::kLong);
+  std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
   return BlockTable{table, impl_->options.blocks_per_batch(), impl_->options.t_max()};
 }
 
-PlanStats EpochPlan::stats() const {
-  auto s = impl_->plan->summary();
-  auto i = [](uint64_t count) { return static_cast<int64_t>(count); };
-  return PlanStats{i(s.sequences),       i(s.steps),           i(s.pieces),
-                   i(s.blocks),          i(s.padding),         i(s.deleted),
-                   i(s.split_sequences), i(s.split_pieces),    i(s.rounding_blocks),
-                   i(s.rounding_padding), i(s.empty_blocks),   i(s.lower_bound_blocks),
-                   i(s.lower_bound_padding)};
+PlanStats EpochPlan::stats() const { return impl_->plan->stats(); }
+
+std::vector<std::pair<std::string, int64_t>> EpochPlan::counts() const {
+  std::vector<std::pair<std::string, int64_t>> counts;
+  for (const auto& count : impl_->plan->stat_counts()) {
+    counts.emplace_back(std::string(count.name), static_cast<int64_t>(count.value));
+  }
+  return counts;
 }
 
 uint64_t EpochPlan::hash() const { return impl_->plan->plan_hash(); }

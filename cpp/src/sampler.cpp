@@ -87,17 +87,12 @@ constexpr const char* kPrefix = "bload_sampler.";
 
 // Every option a plan depends on, and the lengths' fingerprint, as (name, value) pairs.
 std::vector<std::pair<std::string, c10::IValue>> plan_identity(const Planner& planner) {
-  const auto& o = planner.options();
-  return {
+  std::vector<std::pair<std::string, c10::IValue>> identity{
       {"sequences", planner.num_sequences()},
       {"lengths_hash", static_cast<int64_t>(planner.lengths_hash())},
-      {"t_max", o.t_max()},
-      {"blocks_per_batch", o.blocks_per_batch()},
-      {"world_size", o.world_size()},
-      {"seed", o.seed()},
-      {"policy", o.policy()},
-      {"split_oversized", o.split_oversized()},
   };
+  for (auto& option : plan_options_by_name(planner.options())) identity.push_back(std::move(option));
+  return identity;
 }
 
 c10::IValue read_entry(torch::serialize::InputArchive& archive, const std::string& name) {

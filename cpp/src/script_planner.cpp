@@ -27,20 +27,22 @@ std::vector<int64_t> lengths_from_tensor(const at::Tensor& lengths) {
   return std::vector<int64_t>(first, first + host.numel());
 }
 
-// The pickled state: the lengths, the integer options (t_max, blocks_per_batch, world_size,
-// seed, split_oversized) and the policy.
-using PlannerState = std::tuple<at::Tensor, std::vector<int64_t>, std::string>;
+// The pickled state: the lengths, and the plan options as the core's JSON.
+using PlannerState = std::tuple<at::Tensor, std::string>;
 
 class ScriptPlanner : public torch::CustomClassHolder {
  public:
   ScriptPlanner(at::Tensor lengths, int64_t t_max, int64_t blocks_per_batch, int64_t world_size,
                 int64_t seed, std::string policy, bool split_oversized)
-      : planner_(lengths_from_tensor(lengths), Options(t_max)
-                                                   .blocks_per_batch(blocks_per_batch)
-                                                   .world_size(world_size)
-                                                   .seed(seed)
-                                                   .policy(std::move(policy))
-                                                   .split_oversized(split_oversized)),
+      : ScriptPlanner(lengths, Options(t_max)
+                                   .blocks_per_batch(blocks_per_batch)
+                                   .world_size(world_size)
+                                   .seed(seed)
+                                   .policy(policy)
+                                   .split_oversized(split_oversized)) {}
+
+  ScriptPlanner(const at::Tensor& lengths, const Options& options)
+      : planner_(lengths_from_tensor(lengths), options),
         lengths_(lengths.to(at::kCPU, at::kLong).clone()) {}
 
   int64_t batches_per_rank(int64_t epoch) { return plan(epoch).batches_per_rank(); }
@@ -50,43 +52,20 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   c10::Dict<std::string, int64_t> stats(int64_t epoch) {
-    const auto s = plan(epoch).stats();
     c10::Dict<std::string, int64_t> dict;
-    for (const auto& [name, value] : std::initializer_list<std::pair<const char*, int64_t>>{
-             {"sequences", s.sequences},
-             {"steps", s.steps},
-             {"pieces", s.pieces},
-             {"blocks", s.blocks},
-             {"padding", s.padding},
-             {"deleted", s.deleted},
-             {"split_sequences", s.split_sequences},
-             {"split_pieces", s.split_pieces},
-             {"rounding_blocks", s.rounding_blocks},
-             {"rounding_padding", s.rounding_padding},
-             {"empty_blocks", s.empty_blocks},
-             {"lower_bound_blocks", s.lower_bound_blocks},
-             {"lower_bound_padding", s.lower_bound_padding},
-         }) {
-      dict.insert(name, value);
-    }
+    for (const auto& [name, value] : plan(epoch).counts()) dict.insert(name, value);
     return dict;
   }
 
   int64_t plan_hash(int64_t epoch) { return static_cast<int64_t>(plan(epoch).hash()); }
 
   PlannerState state() const {
-    const auto& o = planner_.options();
-    return {lengths_,
-            {o.t_max(), o.blocks_per_batch(), o.world_size(), o.seed(), o.split_oversized()},
-            o.policy()};
+    return {lengths_, plan_options_to_json(planner_.options())};
   }
 
   static c10::intrusive_ptr<ScriptPlanner> from_state(PlannerState state) {
-    auto& [lengths, ints, policy] = state;
-    TORCH_CHECK(ints.size() == 5, "bload.Planner: a pickled state with ", ints.size(),
-                " integer options: expected 5");
-    return c10::make_intrusive<ScriptPlanner>(lengths, ints[0], ints[1], ints[2], ints[3],
-                                              policy, ints[4] != 0);
+    auto& [lengths, options] = state;
+    return c10::make_intrusive<ScriptPlanner>(lengths, options_from_json(options));
   }
 
  private:

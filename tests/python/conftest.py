@@ -10,11 +10,12 @@ LIBRARY = pathlib.Path(os.environ.get("BLOAD_LIBRARY", ROOT / "build" / "libbloa
 DATA = ROOT / "examples" / "data"
 
 torch.ops.load_library(str(LIBRARY))
+# A block table's columns by name: index rows with COLUMN["sequence"], never a bare number.
+COLUMN = {name: index for index, name in enumerate(torch.ops.bload.table_columns())}
 
 
 def read_lengths(name):
-    with open(DATA / name) as f:
-        return [int(line) for line in f if line.strip() and not line.startswith("#")]
+    return torch.ops.bload.read_lengths(str(DATA / name)).tolist()
 
 
 @pytest.fixture(scope="session")

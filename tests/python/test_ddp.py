@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import COLUMN, ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
 import packed_gru  # noqa: E402
@@ -95,9 +95,9 @@ def packed_and_alone_gradients(model, lengths, seed):
     generator = torch.Generator().manual_seed(seed)
     planner = torch.classes.bload.Planner(torch.tensor(lengths), 24, blocks_per_batch=4, seed=seed)
     table = planner.batch(0, 0, 0)
-    sequences = {int(s): torch.randn(int(lengths[s]), packed_gru.FEATURES, generator=generator) for s in table[:, 3]}
+    sequences = {int(s): torch.randn(int(lengths[s]), packed_gru.FEATURES, generator=generator) for s in table[:, COLUMN["sequence"]]}
     targets = {s: torch.randn(x.size(0), 1, generator=generator) for s, x in sequences.items()}
-    rows = table[:, 3].tolist()
+    rows = table[:, COLUMN["sequence"]].tolist()
 
     def gradients(loss):
         model.zero_grad()

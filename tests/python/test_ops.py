@@ -242,3 +242,20 @@ def test_meta_kernels_check_layout_too():
     assert ops.reset_mask(meta, 2, 6).shape == (2, 6)
     assert ops.cu_seqlens(meta).shape == (4,)
     assert "int64" in message(lambda: ops.reset_mask(meta.float(), 2, 6))
+
+
+def test_table_columns_are_the_cores_layout():
+    # The layout TABLE above is written in; the core defines it, the operator reports it.
+    assert torch.ops.bload.table_columns() == [
+        "block", "block_offset", "length", "sequence", "offset", "sequence_length",
+    ]  # fmt: skip
+
+
+def test_read_lengths_is_the_cores_reader(tmp_path):
+    path = tmp_path / "tricky.lengths"
+    path.write_bytes(b"# comment\r\n3\r\n\n 7 # seven\n12")
+    assert torch.ops.bload.read_lengths(str(path)).tolist() == [3, 7, 12]
+    path.write_text("3\nfive\n")
+    assert f"{path}:2 = \"five\": expected one sequence length per line" in message(
+        lambda: torch.ops.bload.read_lengths(str(path))
+    )

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import LIBRARY, ROOT
+from conftest import COLUMN, LIBRARY, ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
 from python_loader import BlockBatchSampler, PackBlocks  # noqa: E402  (the batch sampler README shows)
@@ -26,7 +26,7 @@ class Sequences(torch.utils.data.Dataset):
         return len(self.lengths)
 
     def __getitem__(self, row):
-        index = row[3]  # the table row's sequence column
+        index = row[COLUMN["sequence"]]
         data = (torch.arange(self.lengths[index], dtype=torch.float32) + 1000 * index).unsqueeze(1)
         return row, data, torch.full((self.lengths[index],), index)
 
@@ -52,7 +52,7 @@ def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_geno
             valid = batch["valid"]
             assert torch.equal(target[valid], (data[..., 0][valid] // 1000).long())
             assert bool((target[~valid] == -100).all())
-            seen.index_add_(0, table[:, 3], table[:, 2])
+            seen.index_add_(0, table[:, COLUMN["sequence"]], table[:, COLUMN["length"]])
     assert counts == [counts[0]] * world_size and counts[0] == planner.batches_per_rank(1)
     assert torch.equal(seen, torch.tensor(lengths))
 
@@ -120,10 +120,14 @@ def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
     checked = 0
     for index in range(planner.batches_per_rank(0)):
         table = planner.batch(0, 0, index)
-        packed = torch.ops.bload.pack([sequences[s] for s in table[:, 3].tolist()], table, 4, 24, 0.0)
+        packed = torch.ops.bload.pack([sequences[s] for s in table[:, COLUMN["sequence"]].tolist()], table, 4, 24, 0.0)
         pieces = torch.ops.bload.unpack(model(packed, table), table)
         for row, piece in zip(table.tolist(), pieces):
-            alone = model(sequences[row[3]].unsqueeze(0), torch.tensor([[0, 0, row[2], row[3], 0, row[2]]]))
+            # The piece alone, at the start of a block of its own.
+            alone_row = [0] * len(COLUMN)
+            for name in ("length", "sequence", "sequence_length"):
+                alone_row[COLUMN[name]] = row[COLUMN[name]]
+            alone = model(sequences[row[COLUMN["sequence"]]].unsqueeze(0), torch.tensor([alone_row]))
             torch.testing.assert_close(piece, alone[0], rtol=0, atol=1e-5)
             checked += 1
     assert checked == len(lengths)

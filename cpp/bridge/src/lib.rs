@@ -1,62 +1,48 @@
-//! The one bridge between bload's Rust planner and C++ (libbload.so). C++ owns tensors, archives
-//! and torch's data API; Rust owns planning. Nothing but plain values and slices crosses.
+//! The one bridge between bload's Rust core and C++ (libbload.so). C++ owns tensors, archives
+//! and torch's data API; Rust owns planning, the lengths format and the block table's meaning.
+//! Nothing but plain values and slices crosses: the operators hand their tensors' memory in as
+//! slices, and the core checks the table and writes the per-step tables into them.
 //!
 //! Every fallible function returns `Result`, which cxx turns into a C++ `rust::Error` exception
 //! that the plugin rethrows as `c10::Error` (a `RuntimeError` in Python). Every function body runs
 //! under `catch_unwind`: a panic, which would abort the process if it reached C++, becomes an
 //! error instead. Values from C++ arrive as torch's signed 64-bit ints and are checked here.
 
-use bload::{Error, Options, Oversize, Policy};
+pub mod types;
+
+use bload::{BlockTable, Column, Error};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use types::ffi::{PlanOptions, PlanStats, Policy};
 
 #[cxx::bridge(namespace = "bload::ffi")]
 mod ffi {
-    /// Plan options as C++ holds them; see `bload::Options` in the core.
-    struct PlanOptions {
-        t_max: i64,
-        blocks_per_batch: i64,
-        world_size: i64,
-        seed: i64,
-        /// `best_fit`, `random_fill` or `pad_to_max`.
-        policy: String,
-        /// Cut sequences longer than `t_max` into chunks instead of rejecting them.
-        split_oversized: bool,
+    #[namespace = "bload"]
+    extern "C++" {
+        include!("bload-cxx/src/types.rs.h");
+        type PlanOptions = crate::types::ffi::PlanOptions;
+        type PlanStats = crate::types::ffi::PlanStats;
+        type Policy = crate::types::ffi::Policy;
     }
 
-    /// One piece of a block table (see `bload::Piece` in the core), with the block it lies in
-    /// counted from the first block of its batch.
-    struct PieceRow {
-        block: i64,
-        block_offset: i64,
-        length: i64,
-        sequence: i64,
-        offset: i64,
-        sequence_length: i64,
-    }
-
-    /// `bload::PlanStats`, as counts.
-    struct PlanSummary {
-        sequences: u64,
-        steps: u64,
-        pieces: u64,
-        blocks: u64,
-        padding: u64,
-        deleted: u64,
-        split_sequences: u64,
-        split_pieces: u64,
-        rounding_blocks: u64,
-        rounding_padding: u64,
-        empty_blocks: u64,
-        lower_bound_blocks: u64,
-        lower_bound_padding: u64,
+    /// One count of a plan's stats, by name (see `bload::PlanStats::counts`).
+    struct StatCount {
+        name: String,
+        value: u64,
     }
 
     extern "Rust" {
         type Planner;
         type EpochPlan;
 
+        fn default_plan_options(t_max: i64) -> PlanOptions;
+        fn parse_policy(name: &str) -> Result<Policy>;
+        fn policy_name(policy: Policy) -> Result<String>;
         fn read_lengths_file(path: &str) -> Result<Vec<i64>>;
+        /// The core's JSON of the options, to store them (pickles).
+        fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
+        fn plan_options_from_json(text: &str) -> Result<PlanOptions>;
+
         fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>>;
         fn lengths(self: &Planner) -> &[u32];
         fn lengths_hash(self: &Planner) -> u64;
@@ -64,13 +50,32 @@ mod ffi {
 
         fn epoch(self: &EpochPlan) -> u64;
         fn batches_per_rank(self: &EpochPlan) -> usize;
-        fn batch_pieces(self: &EpochPlan, rank: i64, batch: i64) -> Result<Vec<PieceRow>>;
-        fn summary(self: &EpochPlan) -> PlanSummary;
+        /// The block table of a batch, row-major (`bload::Column` order).
+        fn batch_table(self: &EpochPlan, rank: i64, batch: i64) -> Result<Vec<i64>>;
+        fn stats(self: &EpochPlan) -> PlanStats;
+        fn stat_counts(self: &EpochPlan) -> Vec<StatCount>;
         fn plan_hash(self: &EpochPlan) -> u64;
+
+        /// The block table's column names, in order.
+        fn table_column_names() -> Vec<String>;
+        fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<()>;
+        fn write_reset_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
+            -> Result<()>;
+        fn write_valid_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
+            -> Result<()>;
+        fn write_segment_ids(table: &[i64], blocks: i64, t_max: i64, out: &mut [i32])
+            -> Result<()>;
+        fn write_position_ids(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            out: &mut [i64],
+        ) -> Result<()>;
+        fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<()>;
     }
 }
 
-use ffi::{PieceRow, PlanOptions, PlanSummary};
+use ffi::StatCount;
 
 pub struct Planner(bload::Planner);
 pub struct EpochPlan(bload::EpochPlan);
@@ -105,29 +110,28 @@ fn guarded<T>(call: &str, body: impl FnOnce() -> bload::Result<T>) -> Result<T, 
     }
 }
 
-/// A signed value from C++ that must fit `u32`.
-fn to_u32(argument: &str, value: i64) -> bload::Result<u32> {
-    u32::try_from(value)
-        .map_err(|_| Error::invalid(argument, value, format!("a value from 0 to {}", u32::MAX)))
+/// The same, for calls that cannot fail but for a bug: the panic is caught and reported by
+/// value, never unwound into C++.
+fn infallible<T: Default>(call: &str, body: impl FnOnce() -> T) -> T {
+    guarded(call, || Ok(body())).unwrap_or_else(|error| {
+        eprintln!("{error}");
+        T::default()
+    })
 }
 
-fn to_u64(argument: &str, value: i64) -> bload::Result<u64> {
-    u64::try_from(value).map_err(|_| Error::invalid(argument, value, "a value of at least 0"))
+fn default_plan_options(t_max: i64) -> PlanOptions {
+    let mut options = PlanOptions::from(&bload::Options::new(1));
+    options.t_max = t_max;
+    options
 }
 
-fn to_options(options: &PlanOptions) -> bload::Result<Options> {
-    let policy: Policy = options.policy.parse()?;
-    Ok(Options {
-        t_max: to_u32("t_max", options.t_max)?,
-        blocks_per_batch: to_u32("blocks_per_batch", options.blocks_per_batch)?,
-        world_size: to_u32("world_size", options.world_size)?,
-        seed: to_u64("seed", options.seed)?,
-        policy,
-        oversize: if options.split_oversized {
-            Oversize::Split
-        } else {
-            Oversize::Reject
-        },
+fn parse_policy(name: &str) -> Result<Policy, BridgeError> {
+    guarded("parse_policy", || Ok(name.parse::<bload::Policy>()?.into()))
+}
+
+fn policy_name(policy: Policy) -> Result<String, BridgeError> {
+    guarded("policy_name", || {
+        Ok(bload::Policy::try_from(policy)?.name().to_string())
     })
 }
 
@@ -138,9 +142,21 @@ fn read_lengths_file(path: &str) -> Result<Vec<i64>, BridgeError> {
     })
 }
 
+fn plan_options_to_json(options: &PlanOptions) -> Result<String, BridgeError> {
+    guarded("plan_options_to_json", || {
+        Ok(bload::Options::try_from(options)?.to_json())
+    })
+}
+
+fn plan_options_from_json(text: &str) -> Result<PlanOptions, BridgeError> {
+    guarded("plan_options_from_json", || {
+        Ok(PlanOptions::from(&bload::Options::from_json(text)?))
+    })
+}
+
 fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, BridgeError> {
     guarded("new_planner", || {
-        let options = to_options(options)?;
+        let options = bload::Options::try_from(options)?;
         let lengths = lengths
             .iter()
             .enumerate()
@@ -166,7 +182,8 @@ impl Planner {
 
     fn plan_epoch(&self, epoch: i64) -> Result<Box<EpochPlan>, BridgeError> {
         guarded("plan_epoch", || {
-            let epoch = to_u64("epoch", epoch)?;
+            let epoch = u64::try_from(epoch)
+                .map_err(|_| Error::invalid("epoch", epoch, "an epoch of at least 0"))?;
             Ok(Box::new(EpochPlan(self.0.plan(epoch))))
         })
     }
@@ -181,41 +198,32 @@ impl EpochPlan {
         self.0.batches_per_rank()
     }
 
-    fn batch_pieces(&self, rank: i64, batch: i64) -> Result<Vec<PieceRow>, BridgeError> {
-        guarded("batch_pieces", || {
-            let rank = to_u32("rank", rank)?;
+    fn batch_table(&self, rank: i64, batch: i64) -> Result<Vec<i64>, BridgeError> {
+        guarded("batch_table", || {
+            let ranks = self.0.options().world_size;
+            let rank = u32::try_from(rank).map_err(|_| {
+                let expected = format!("a rank below world_size ({ranks}), counting from 0");
+                Error::invalid("rank", rank, expected)
+            })?;
             let batch = usize::try_from(batch)
                 .map_err(|_| Error::invalid("batch", batch, "a batch index of at least 0"))?;
-            let batch = self.0.batch(rank, batch)?;
-            let rows = batch.table().into_iter().map(|row| PieceRow {
-                block: row[0],
-                block_offset: row[1],
-                length: row[2],
-                sequence: row[3],
-                offset: row[4],
-                sequence_length: row[5],
-            });
-            Ok(rows.collect())
+            let rows = self.0.batch(rank, batch)?.table();
+            Ok(rows.into_iter().flatten().collect())
         })
     }
 
-    fn summary(&self) -> PlanSummary {
-        let stats = self.0.stats();
-        PlanSummary {
-            sequences: stats.sequences,
-            steps: stats.steps,
-            pieces: stats.pieces,
-            blocks: stats.blocks,
-            padding: stats.padding,
-            deleted: stats.deleted,
-            split_sequences: stats.split_sequences,
-            split_pieces: stats.split_pieces,
-            rounding_blocks: stats.rounding_blocks,
-            rounding_padding: stats.rounding_padding,
-            empty_blocks: stats.empty_blocks,
-            lower_bound_blocks: stats.lower_bound.blocks,
-            lower_bound_padding: stats.lower_bound.padding,
-        }
+    fn stats(&self) -> PlanStats {
+        infallible("stats", || PlanStats::from(self.0.stats()))
+    }
+
+    fn stat_counts(&self) -> Vec<StatCount> {
+        let counts = self.0.stats().counts().into_iter();
+        counts
+            .map(|(name, value)| StatCount {
+                name: name.to_string(),
+                value,
+            })
+            .collect()
     }
 
     fn plan_hash(&self) -> u64 {
@@ -223,62 +231,69 @@ impl EpochPlan {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options(t_max: i64) -> PlanOptions {
-        PlanOptions {
-            t_max,
-            blocks_per_batch: 1,
-            world_size: 1,
-            seed: 0,
-            policy: "best_fit".to_string(),
-            split_oversized: false,
-        }
-    }
-
-    #[test]
-    fn negative_values_are_named_errors() {
-        let error = new_planner(&[3, -2], &options(4)).err().unwrap();
-        assert_eq!(
-            error.to_string(),
-            "lengths[1] = -2: expected a length from 1 to 4294967295 steps"
-        );
-        let error = new_planner(&[3], &options(-1)).err().unwrap();
-        assert!(error.to_string().starts_with("t_max = -1: "), "{error}");
-        let planner = new_planner(&[3, 2], &options(4)).unwrap();
-        let error = planner.plan_epoch(-1).err().unwrap();
-        assert!(error.to_string().starts_with("epoch = -1: "), "{error}");
-    }
-
-    #[test]
-    fn a_panic_becomes_an_error() {
-        let result: Result<(), _> = guarded("test", || panic!("boom"));
-        assert_eq!(
-            result.unwrap_err().to_string(),
-            "internal error in bload (test): boom; please report it"
-        );
-    }
-
-    #[test]
-    fn batch_rows_cover_every_sequence_once() {
-        let mut opts = options(10);
-        opts.world_size = 2;
-        let planner = new_planner(&[7, 3, 5, 5, 9, 1, 4, 6], &opts).unwrap();
-        let plan = planner.plan_epoch(0).unwrap();
-        let mut seen = Vec::new();
-        for rank in 0..2 {
-            for batch in 0..plan.batches_per_rank() as i64 {
-                for row in plan.batch_pieces(rank, batch).unwrap() {
-                    assert_eq!(row.block, 0);
-                    seen.push(row.sequence);
-                }
-            }
-        }
-        seen.sort();
-        assert_eq!(seen, (0..8).collect::<Vec<_>>());
-        let error = plan.batch_pieces(2, 0).err().unwrap();
-        assert!(error.to_string().starts_with("rank = 2: "), "{error}");
+impl Default for PlanStats {
+    fn default() -> Self {
+        PlanStats::from(&bload::PlanStats::default())
     }
 }
+
+fn table_column_names() -> Vec<String> {
+    Column::ALL.map(|c| c.name().to_string()).into()
+}
+
+fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<(), BridgeError> {
+    guarded("check_block_table", || {
+        BlockTable::new(table, blocks, t_max).map(drop)
+    })
+}
+
+fn write_reset_mask(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    out: &mut [bool],
+) -> Result<(), BridgeError> {
+    guarded("reset_mask", || {
+        BlockTable::new(table, blocks, t_max)?.write_reset_mask(out)
+    })
+}
+
+fn write_valid_mask(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    out: &mut [bool],
+) -> Result<(), BridgeError> {
+    guarded("valid_mask", || {
+        BlockTable::new(table, blocks, t_max)?.write_valid_mask(out)
+    })
+}
+
+fn write_segment_ids(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    out: &mut [i32],
+) -> Result<(), BridgeError> {
+    guarded("segment_ids", || {
+        BlockTable::new(table, blocks, t_max)?.write_segment_ids(out)
+    })
+}
+
+fn write_position_ids(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    out: &mut [i64],
+) -> Result<(), BridgeError> {
+    guarded("position_ids", || {
+        BlockTable::new(table, blocks, t_max)?.write_position_ids(out)
+    })
+}
+
+fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<(), BridgeError> {
+    guarded("cu_seqlens", || bload::write_cu_seqlens(table, out))
+}
+
+#[cfg(test)]
+mod tests;

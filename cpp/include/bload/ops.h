@@ -1,9 +1,9 @@
 #pragma once
 // The torch.ops.bload operators, callable from C++. Each goes through torch's dispatcher, so it
-// runs the kernel for its inputs' device (CPU, CUDA, or Meta while tracing); their schemas and
-// kernels live in cpp/src/ops.cpp.
+// runs the kernel for its inputs' device (CPU, CUDA, or Meta while tracing); their schemas live
+// in cpp/src/ops/schemas.cpp, their kernels beside it, one file per dispatch key.
 //
-// `table` is a block table (see TableColumn in planner.h): int64 [pieces, 6] on any device,
+// `table` is a block table (see TableColumn, through planner.h): int64 [pieces, 6] on any device,
 // pieces sorted by block and offset and not overlapping. `blocks` and `t_max` give the batch's
 // shape, [blocks, t_max]; the per-step tables come out on the table's device.
 

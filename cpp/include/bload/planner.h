@@ -4,55 +4,91 @@
 // from it arrive as c10::Error, a RuntimeError in Python.
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <torch/arg.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bload/export.h"
+
+// The planner's options (t_max, blocks_per_batch, world_size, seed, policy, split_oversized),
+// the block table's columns (TableColumn) and a plan's stats (PlanStats) are the Rust core's,
+// shared through the cxx bridge: this generated header holds their one C++ definition.
+#include "bload-cxx/src/types.rs.h"
 
 namespace bload {
 
 // Everything a plan and a packed batch depend on, set in libtorch's builder style:
 //   bload::Options(94).world_size(world).rank(rank).target_padding(-100)
-struct Options {
-  Options() = default;
-  explicit Options(int64_t t_max) : t_max_(t_max) {}
+// The planner's part is a PlanOptions, with the core's defaults; the loader's part follows.
+struct BLOAD_API Options {
+  Options() : Options(0) {}
+  explicit Options(int64_t t_max);
+
+  // The planner's options, as the core receives them.
+  PlanOptions plan;
 
   // Steps per block.
-  TORCH_ARG(int64_t, t_max) = 0;
+  Options& t_max(int64_t value) { return set(plan.t_max, value); }
+  int64_t t_max() const { return plan.t_max; }
   // Blocks in each batch of each rank.
-  TORCH_ARG(int64_t, blocks_per_batch) = 1;
-  // Data-parallel ranks, and the one this process is (used by BlockSampler).
-  TORCH_ARG(int64_t, world_size) = 1;
-  TORCH_ARG(int64_t, rank) = 0;
+  Options& blocks_per_batch(int64_t value) { return set(plan.blocks_per_batch, value); }
+  int64_t blocks_per_batch() const { return plan.blocks_per_batch; }
+  // Data-parallel ranks.
+  Options& world_size(int64_t value) { return set(plan.world_size, value); }
+  int64_t world_size() const { return plan.world_size; }
   // Seed of every random choice: a plan is a pure function of (lengths, options, epoch).
-  TORCH_ARG(int64_t, seed) = 0;
+  Options& seed(int64_t value) { return set(plan.seed, value); }
+  int64_t seed() const { return plan.seed; }
   // "best_fit" (near-minimal padding), "random_fill" (the BLoad paper's random filling) or
-  // "pad_to_max" (one sequence per block: the padding baseline).
-  TORCH_ARG(std::string, policy) = "best_fit";
+  // "pad_to_max" (one sequence per block: the padding baseline). A name the core does not know
+  // is an error (c10::Error) here.
+  Options& policy(const std::string& name);
+  Options& policy(Policy value) { return set(plan.policy, value); }
+  std::string policy() const;
   // Cut sequences longer than t_max into chunks instead of rejecting them.
-  TORCH_ARG(bool, split_oversized) = false;
+  Options& split_oversized(bool value) { return set(plan.split_oversized, value); }
+  bool split_oversized() const { return plan.split_oversized; }
+
+  // The rank this process is (used by BlockSampler).
+  TORCH_ARG(int64_t, rank) = 0;
   // Value of padding steps in packed data and targets (for example an ignore index).
   TORCH_ARG(double, data_padding) = 0.0;
   TORCH_ARG(double, target_padding) = 0.0;
   // Allocate packed batches in pinned host memory, for asynchronous host-to-device copies.
   TORCH_ARG(bool, pin_memory) = false;
+
+ private:
+  template <typename Field, typename Value>
+  Options& set(Field& field, Value value) {
+    field = value;
+    return *this;
+  }
 };
 
-// Columns of a block table: one int64 row per piece, in block order, then in order inside the
-// block. A piece is a run of steps of one sequence (the whole sequence unless it was split).
-enum TableColumn : int64_t {
-  kBlock = 0,        // block of the batch it lies in, from 0
-  kBlockOffset = 1,  // first step it takes in that block
-  kLength = 2,       // steps
-  kSequence = 3,     // index of its sequence in the dataset
-  kOffset = 4,       // where it starts in its sequence (not 0 only for split sequences)
-  kSequenceLength = 5,  // steps of the whole sequence
-  kTableColumns = 6,
-};
+// The planner's options by name (t_max, ..., split_oversized), as the sampler's archives store
+// and compare them.
+BLOAD_API std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(
+    const Options& options);
+// The planner's options as the core writes them in JSON (pickles store them so), and back,
+// checked; loader options (rank, padding, pin_memory) are not part of them.
+BLOAD_API std::string plan_options_to_json(const Options& options);
+BLOAD_API Options options_from_json(const std::string& text);
+
+// Indices of the block table's columns (TableColumn), for indexing rows of an int64 tensor.
+inline constexpr int64_t column(TableColumn c) { return static_cast<int64_t>(c); }
+inline constexpr int64_t kBlock = column(TableColumn::Block);
+inline constexpr int64_t kBlockOffset = column(TableColumn::BlockOffset);
+inline constexpr int64_t kLength = column(TableColumn::Length);
+inline constexpr int64_t kSequence = column(TableColumn::Sequence);
+inline constexpr int64_t kOffset = column(TableColumn::Offset);
+inline constexpr int64_t kSequenceLength = column(TableColumn::SequenceLength);
+// SequenceLength is the last column (checked where the bridge is compiled).
+inline constexpr int64_t kTableColumns = kSequenceLength + 1;
 
 // One batch of one rank: `blocks` blocks of `t_max` steps and the pieces filling them. This is
 // the batch request BlockSampler hands to BlockDataset.
@@ -66,14 +102,6 @@ struct BlockTable {
   size_t size() const { return static_cast<size_t>(blocks); }
 };
 
-// What a plan costs (bload::PlanStats in the Rust core). Every padded, deleted or split step is
-// counted.
-struct PlanStats {
-  int64_t sequences, steps, pieces, blocks, padding, deleted;
-  int64_t split_sequences, split_pieces, rounding_blocks, rounding_padding, empty_blocks;
-  int64_t lower_bound_blocks, lower_bound_padding;
-};
-
 // One epoch's plan, shared and immutable; copies are cheap.
 class BLOAD_API EpochPlan {
  public:
@@ -83,6 +111,8 @@ class BLOAD_API EpochPlan {
   // Batch `index` of `rank`.
   BlockTable batch(int64_t rank, int64_t index) const;
   PlanStats stats() const;
+  // Every count of stats() by name, in the core's order (for dicts and reports).
+  std::vector<std::pair<std::string, int64_t>> counts() const;
   // Fingerprint of the plan's content: equal on every rank that planned the same epoch.
   uint64_t hash() const;
 
@@ -112,7 +142,8 @@ class BLOAD_API Planner {
   std::shared_ptr<const Impl> impl_;
 };
 
-// Lengths from a text file, one per line (the same parser as the `bload` command line).
+// Lengths from a text file in bload's one lengths format (README, "Lengths files"): the core's
+// reader, shared with the `bload` command line and Python.
 BLOAD_API std::vector<int64_t> read_lengths(const std::string& path);
 
 }  // namespace bload

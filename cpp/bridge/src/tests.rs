@@ -1,0 +1,133 @@
+//! The bridge's own checks: values from C++ are validated, panics become errors, and the
+//! shared types carry the core's values by name.
+
+use super::*;
+
+fn options(t_max: i64) -> PlanOptions {
+    default_plan_options(t_max)
+}
+
+#[test]
+fn defaults_are_the_cores() {
+    let o = options(94);
+    assert_eq!(
+        (o.t_max, o.blocks_per_batch, o.world_size, o.seed),
+        (94, 1, 1, 0)
+    );
+    assert!(o.policy == Policy::BestFit && !o.split_oversized);
+}
+
+#[test]
+fn negative_values_are_named_errors() {
+    let error = new_planner(&[3, -2], &options(4)).err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        "lengths[1] = -2: expected a length from 1 to 4294967295 steps"
+    );
+    let error = new_planner(&[3], &options(-1)).err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        "t_max = -1: expected a block size from 1 to 16777216 steps"
+    );
+    let mut ranks = options(4);
+    ranks.world_size = 0;
+    let error = new_planner(&[3], &ranks).err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        "world_size = 0: expected from 1 to 4294967295 ranks"
+    );
+    let planner = new_planner(&[3, 2], &options(4)).unwrap();
+    let error = planner.plan_epoch(-1).err().unwrap();
+    assert!(error.to_string().starts_with("epoch = -1: "), "{error}");
+}
+
+#[test]
+fn policies_cross_by_name_and_value() {
+    for name in ["best_fit", "random_fill", "pad_to_max"] {
+        assert_eq!(policy_name(parse_policy(name).unwrap()).unwrap(), name);
+    }
+    assert!(parse_policy("tetris").is_err());
+    let error = policy_name(Policy { repr: 9 }).err().unwrap();
+    assert!(error.to_string().starts_with("policy = 9: "), "{error}");
+}
+
+#[test]
+fn a_panic_becomes_an_error() {
+    let result: Result<(), _> = guarded("test", || panic!("boom"));
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "internal error in bload (test): boom; please report it"
+    );
+}
+
+#[test]
+fn batch_tables_cover_every_sequence_once() {
+    let mut opts = options(10);
+    opts.world_size = 2;
+    let planner = new_planner(&[7, 3, 5, 5, 9, 1, 4, 6], &opts).unwrap();
+    let plan = planner.plan_epoch(0).unwrap();
+    let mut seen = Vec::new();
+    for rank in 0..2 {
+        for batch in 0..plan.batches_per_rank() as i64 {
+            let cells = plan.batch_table(rank, batch).unwrap();
+            for row in cells.chunks(Column::COUNT) {
+                assert_eq!(row[Column::Block as usize], 0);
+                seen.push(row[Column::Sequence as usize]);
+            }
+            check_block_table(&cells, 1, 10).unwrap();
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, (0..8).collect::<Vec<_>>());
+    let error = plan.batch_table(2, 0).err().unwrap();
+    assert!(error.to_string().starts_with("rank = 2: "), "{error}");
+    let error = plan.batch_table(-1, 0).err().unwrap();
+    assert!(error.to_string().starts_with("rank = -1: "), "{error}");
+}
+
+#[test]
+fn stats_cross_by_name() {
+    let planner = new_planner(&[7, 3, 5, 5, 9, 1, 4, 6], &options(10)).unwrap();
+    let plan = planner.plan_epoch(0).unwrap();
+    let stats = plan.stats();
+    let core = planner.0.plan(0);
+    assert_eq!(stats.padding, core.stats().padding);
+    assert_eq!(stats.lower_bound_blocks, core.stats().lower_bound.blocks);
+    let counts = plan.stat_counts();
+    let padding = counts.iter().find(|c| c.name == "padding").unwrap();
+    assert_eq!(padding.value, stats.padding);
+}
+
+#[test]
+fn table_writers_check_the_table_and_the_buffer() {
+    let table = [0, 0, 3, 5, 0, 3];
+    let mut reset = [false; 4];
+    write_reset_mask(&table, 1, 4, &mut reset).unwrap();
+    assert_eq!(reset, [true, false, false, false]);
+    let error = write_valid_mask(&table, 1, 2, &mut [false; 2])
+        .err()
+        .unwrap();
+    assert_eq!(
+        error.to_string(),
+        "table[0, length] = 3: expected from 1 to t_max - block_offset = 2"
+    );
+    let error = write_segment_ids(&table, 1, 4, &mut [0; 3]).err().unwrap();
+    assert!(
+        error.to_string().starts_with("segment_ids = 3 values"),
+        "{error}"
+    );
+    assert_eq!(table_column_names()[3], "sequence");
+}
+
+#[test]
+fn options_cross_as_the_cores_json() {
+    let mut o = options(94);
+    o.world_size = 3;
+    o.policy = Policy::RandomFill;
+    let text = plan_options_to_json(&o).unwrap();
+    assert!(text.contains("\"policy\":\"random_fill\""), "{text}");
+    let back = plan_options_from_json(&text).unwrap();
+    assert_eq!((back.t_max, back.world_size), (94, 3));
+    assert!(back.policy == Policy::RandomFill);
+    assert!(plan_options_from_json("{").is_err());
+}

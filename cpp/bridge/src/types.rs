@@ -1,0 +1,232 @@
+//! The types C++ shares with Rust by value, each defined here once for C++: `bload::PlanOptions`,
+//! `bload::Policy`, `bload::PlanStats` and `bload::TableColumn` in the generated header
+//! `bload-cxx/src/types.rs.h`, which bload's public headers include and use as they are.
+//!
+//! They are the C++ faces of the core's `Options`, `Policy`, `PlanStats` and `Column`. Each
+//! conversion below names every field or variant, so a field or variant added in the core does
+//! not compile until its C++ face has it too; no value is ever copied by position.
+//!
+//! This header holds only plain structs and enums (no `rust::String`, no Rust symbols), so a
+//! downstream program can copy them without linking anything of Rust's.
+
+use bload::{Column, Error, LowerBound, Oversize, MAX_T_MAX};
+
+#[cxx::bridge(namespace = "bload")]
+pub mod ffi {
+    /// How sequences are chosen to share a block (the core's `bload::Policy`).
+    #[derive(Debug)]
+    enum Policy {
+        /// Near-minimal padding: blocks open with the longest sequence and are filled exactly.
+        BestFit,
+        /// The BLoad paper's random filling, kept as the reference to compare against.
+        RandomFill,
+        /// One sequence per block: the padding baseline.
+        PadToMax,
+    }
+
+    /// The options a plan depends on, besides the lengths (the core's `bload::Options`). Values
+    /// are torch's int64 and are checked by the core when a planner is made.
+    #[derive(Debug, Clone)]
+    struct PlanOptions {
+        /// Steps per block.
+        t_max: i64,
+        /// Blocks in each batch of each rank.
+        blocks_per_batch: i64,
+        /// Data-parallel ranks.
+        world_size: i64,
+        /// Seed of every random choice: a plan is a pure function of (lengths, options, epoch).
+        seed: i64,
+        policy: Policy,
+        /// Cut sequences longer than t_max into chunks instead of rejecting them.
+        split_oversized: bool,
+    }
+
+    /// What a plan costs (the core's `bload::PlanStats`, flattened). Every padded, deleted or
+    /// split step is counted.
+    #[derive(Debug, Clone)]
+    struct PlanStats {
+        sequences: u64,
+        steps: u64,
+        pieces: u64,
+        blocks: u64,
+        padding: u64,
+        deleted: u64,
+        split_sequences: u64,
+        split_pieces: u64,
+        rounding_blocks: u64,
+        rounding_padding: u64,
+        empty_blocks: u64,
+        efficiency: f64,
+        lower_bound_blocks_unrounded: u64,
+        lower_bound_blocks: u64,
+        lower_bound_padding: u64,
+    }
+
+    /// Columns of a block table row (the core's `bload::Column`): one int64 row per piece.
+    #[derive(Debug)]
+    enum TableColumn {
+        Block = 0,
+        BlockOffset = 1,
+        Length = 2,
+        Sequence = 3,
+        Offset = 4,
+        SequenceLength = 5,
+    }
+}
+
+// The C++ enum's values are the core's columns, checked when this crate compiles.
+const _: () = {
+    use ffi::TableColumn as Cxx;
+    let pairs = [
+        (Cxx::Block, Column::Block),
+        (Cxx::BlockOffset, Column::BlockOffset),
+        (Cxx::Length, Column::Length),
+        (Cxx::Sequence, Column::Sequence),
+        (Cxx::Offset, Column::Offset),
+        (Cxx::SequenceLength, Column::SequenceLength),
+    ];
+    assert!(pairs.len() == Column::COUNT);
+    let mut i = 0;
+    while i < pairs.len() {
+        assert!(pairs[i].0.repr as usize == pairs[i].1 as usize);
+        i += 1;
+    }
+};
+
+impl From<bload::Policy> for ffi::Policy {
+    fn from(policy: bload::Policy) -> Self {
+        match policy {
+            bload::Policy::BestFit => ffi::Policy::BestFit,
+            bload::Policy::RandomFill => ffi::Policy::RandomFill,
+            bload::Policy::PadToMax => ffi::Policy::PadToMax,
+        }
+    }
+}
+
+impl TryFrom<ffi::Policy> for bload::Policy {
+    type Error = Error;
+    fn try_from(policy: ffi::Policy) -> bload::Result<Self> {
+        match policy {
+            ffi::Policy::BestFit => Ok(bload::Policy::BestFit),
+            ffi::Policy::RandomFill => Ok(bload::Policy::RandomFill),
+            ffi::Policy::PadToMax => Ok(bload::Policy::PadToMax),
+            // C++ may hold any value of the enum's underlying type.
+            other => Err(Error::invalid(
+                "policy",
+                other.repr,
+                "bload::Policy::BestFit, RandomFill or PadToMax",
+            )),
+        }
+    }
+}
+
+/// A signed value from C++ that must be a positive `u32` (a count of steps, blocks or ranks).
+fn positive_u32(argument: &str, value: i64, unit: &str) -> bload::Result<u32> {
+    match u32::try_from(value) {
+        Ok(count) if count >= 1 => Ok(count),
+        _ => Err(Error::invalid(
+            argument,
+            value,
+            format!("from 1 to {} {unit}", u32::MAX),
+        )),
+    }
+}
+
+impl From<&bload::Options> for ffi::PlanOptions {
+    fn from(options: &bload::Options) -> Self {
+        let bload::Options {
+            t_max,
+            blocks_per_batch,
+            world_size,
+            seed,
+            policy,
+            oversize,
+        } = *options;
+        ffi::PlanOptions {
+            t_max: t_max.into(),
+            blocks_per_batch: blocks_per_batch.into(),
+            world_size: world_size.into(),
+            // Seeds from C++ are int64: the core's u64 seeds above i64::MAX are out of its reach.
+            seed: seed as i64,
+            policy: policy.into(),
+            split_oversized: oversize == Oversize::Split,
+        }
+    }
+}
+
+impl TryFrom<&ffi::PlanOptions> for bload::Options {
+    type Error = Error;
+    fn try_from(options: &ffi::PlanOptions) -> bload::Result<Self> {
+        let ffi::PlanOptions {
+            t_max,
+            blocks_per_batch,
+            world_size,
+            seed,
+            policy,
+            split_oversized,
+        } = *options;
+        let options = bload::Options {
+            t_max: u32::try_from(t_max)
+                .ok()
+                .filter(|t_max| (1..=MAX_T_MAX).contains(t_max))
+                .ok_or_else(|| {
+                    let expected = format!("a block size from 1 to {MAX_T_MAX} steps");
+                    Error::invalid("t_max", t_max, expected)
+                })?,
+            blocks_per_batch: positive_u32("blocks_per_batch", blocks_per_batch, "blocks")?,
+            world_size: positive_u32("world_size", world_size, "ranks")?,
+            seed: u64::try_from(seed)
+                .map_err(|_| Error::invalid("seed", seed, "a value of at least 0"))?,
+            policy: policy.try_into()?,
+            oversize: if split_oversized {
+                Oversize::Split
+            } else {
+                Oversize::Reject
+            },
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
+
+impl From<&bload::PlanStats> for ffi::PlanStats {
+    fn from(stats: &bload::PlanStats) -> Self {
+        let bload::PlanStats {
+            sequences,
+            steps,
+            pieces,
+            blocks,
+            padding,
+            deleted,
+            split_sequences,
+            split_pieces,
+            rounding_blocks,
+            rounding_padding,
+            empty_blocks,
+            efficiency,
+            lower_bound:
+                LowerBound {
+                    blocks_unrounded,
+                    blocks: lower_bound_blocks,
+                    padding: lower_bound_padding,
+                },
+        } = *stats;
+        ffi::PlanStats {
+            sequences,
+            steps,
+            pieces,
+            blocks,
+            padding,
+            deleted,
+            split_sequences,
+            split_pieces,
+            rounding_blocks,
+            rounding_padding,
+            empty_blocks,
+            efficiency,
+            lower_bound_blocks_unrounded: blocks_unrounded,
+            lower_bound_blocks,
+            lower_bound_padding,
+        }
+    }
+}

@@ -1,0 +1,58 @@
+// torch.ops.bload's Meta kernels: output shapes and dtypes without reading a value, for
+// torch.compile and torch.export, after the same checks as far as layouts and shapes go.
+// `unpack` has none: its output shapes are the table's values.
+
+#include <torch/library.h>
+
+#include "checks.h"
+
+namespace bload::ops {
+namespace {
+
+using at::Tensor;
+
+template <at::ScalarType dtype>
+Tensor step_table(const Tensor& table, int64_t blocks, int64_t t_max) {
+  check_table_layout(table);
+  check_batch_shape(blocks, t_max);
+  return at::empty({blocks, t_max}, table.options().dtype(dtype));
+}
+
+Tensor cu_seqlens(const Tensor& table) {
+  check_table_layout(table);
+  return at::empty_symint({table.sym_size(0) + 1}, table.options().dtype(at::kInt));
+}
+
+Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
+            const at::Scalar&) {
+  check_table_layout(table);
+  check_batch_shape(blocks, t_max);
+  check_sequences(sequences, table.sym_size(0));
+  return at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
+}
+
+std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
+                                  c10::SymIntArrayRef steps) {
+  check_table_layout(table);
+  std::vector<Tensor> grads;
+  for (const auto& length : steps) {
+    std::vector<c10::SymInt> shape{length};
+    for (const auto& size : grad.sym_sizes().slice(2)) shape.push_back(size);
+    grads.push_back(at::empty_symint(shape, grad.options()));
+  }
+  return grads;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(bload, Meta, m) {
+  m.impl("reset_mask", &step_table<at::kBool>);
+  m.impl("valid_mask", &step_table<at::kBool>);
+  m.impl("segment_ids", &step_table<at::kInt>);
+  m.impl("position_ids", &step_table<at::kLong>);
+  m.impl("cu_seqlens", &cu_seqlens);
+  m.impl("pack", &pack);
+  m.impl("pack_backward", &pack_backward);
+}
+
+}  // namespace bload::ops

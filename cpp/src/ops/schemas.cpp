@@ -1,0 +1,116 @@
+// torch.ops.bload: every operator's schema, and its C++ entry point (bload/ops.h), which goes
+// through torch's dispatcher to the kernel for its inputs' dispatch key. The kernels live in one
+// file per dispatch key (device_kernels.cpp, meta_kernels.cpp, autograd_kernels.cpp), each
+// registering itself: adding an operator adds its schema here and its kernels there, adding a
+// backend adds a file.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include "../rust_bridge.h"
+#include "bload/ops.h"
+#include "checks.h"
+
+namespace bload {
+namespace {
+
+using at::Tensor;
+
+template <typename Signature>
+auto typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+using StepTableOp = Tensor(const Tensor&, int64_t, int64_t);
+
+// Host utilities with no tensor to dispatch on: one kernel, registered with the schema.
+
+// The core's lengths reader (README, "Lengths files"), as int64 [sequences].
+Tensor read_lengths_op(std::string path) {
+  auto lengths = read_lengths(path);
+  return at::tensor(lengths, at::kLong);
+}
+
+// The block table's column names, in order.
+std::vector<std::string> table_columns_op() {
+  std::vector<std::string> names;
+  for (const auto& name : ffi::table_column_names()) names.emplace_back(std::string(name));
+  return names;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(bload, m) {
+  m.def("reset_mask(Tensor table, int blocks, int t_max) -> Tensor");
+  m.def("valid_mask(Tensor table, int blocks, int t_max) -> Tensor");
+  m.def("segment_ids(Tensor table, int blocks, int t_max) -> Tensor");
+  m.def("position_ids(Tensor table, int blocks, int t_max) -> Tensor");
+  m.def("cu_seqlens(Tensor table) -> Tensor");
+  m.def(
+      "pack(Tensor[] sequences, Tensor table, int blocks, int t_max, Scalar padding_value=0) "
+      "-> Tensor");
+  m.def("unpack(Tensor packed, Tensor table) -> Tensor[]");
+  m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
+  m.def("read_lengths(str path) -> Tensor", &read_lengths_op);
+  m.def("table_columns() -> str[]", &table_columns_op);
+}
+
+Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
+  static auto op = typed_op<StepTableOp>("bload::reset_mask");
+  return op.call(table, blocks, t_max);
+}
+
+Tensor valid_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
+  static auto op = typed_op<StepTableOp>("bload::valid_mask");
+  return op.call(table, blocks, t_max);
+}
+
+Tensor segment_ids(const Tensor& table, int64_t blocks, int64_t t_max) {
+  static auto op = typed_op<StepTableOp>("bload::segment_ids");
+  return op.call(table, blocks, t_max);
+}
+
+Tensor position_ids(const Tensor& table, int64_t blocks, int64_t t_max) {
+  static auto op = typed_op<StepTableOp>("bload::position_ids");
+  return op.call(table, blocks, t_max);
+}
+
+Tensor cu_seqlens(const Tensor& table) {
+  static auto op = typed_op<Tensor(const Tensor&)>("bload::cu_seqlens");
+  return op.call(table);
+}
+
+Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
+            int64_t t_max, const at::Scalar& padding_value) {
+  static auto op = typed_op<Tensor(at::TensorList, const Tensor&, int64_t, int64_t,
+                                   const at::Scalar&)>("bload::pack");
+  return op.call(sequences, table, blocks, t_max, padding_value);
+}
+
+std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
+  static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&)>("bload::unpack");
+  return op.call(packed, table);
+}
+
+std::vector<Tensor> ops::call_pack_backward(const Tensor& grad, const Tensor& table,
+                                       c10::SymIntArrayRef steps) {
+  static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&, c10::SymIntArrayRef)>(
+      "bload::pack_backward");
+  return op.call(grad, table, steps);
+}
+
+// Not an operator: what the `pack` kernel does, into a tensor the caller allocated.
+void pack_into(Tensor& out, const std::vector<Tensor>& sequences, const Tensor& table,
+               const at::Scalar& padding_value) {
+  TORCH_CHECK(out.dim() >= 2, "out: expected a tensor [blocks, t_max, ...], got a ", out.dim(),
+              "-d tensor");
+  auto host = ops::checked_host_table(table, out.size(0), out.size(1));
+  ops::check_sequences(sequences, host.size(0));
+  TORCH_CHECK(out.sizes().slice(2) == sequences[0].sizes().slice(1) &&
+                  out.scalar_type() == sequences[0].scalar_type(),
+              "out: expected shape [blocks, t_max, ", sequences[0].sizes().slice(1), "] and dtype ",
+              sequences[0].scalar_type(), " like the sequences, got ", out.sizes(), " and ",
+              out.scalar_type());
+  ops::fill_packed(out, sequences, host, padding_value);
+}
+
+}  // namespace bload

@@ -1,0 +1,155 @@
+//! The block table's checks and per-step tables, on a table worked out by hand.
+
+use super::*;
+
+// Block 0: sequence 5 (3 steps), then sequence 1 (2 steps), then 1 step of padding.
+// Block 1: steps 2..5 of sequence 7 (6 steps, split), then 2 steps of padding.
+#[rustfmt::skip]
+const TABLE: [i64; 18] = [
+    0, 0, 3, 5, 0, 3,
+    0, 3, 2, 1, 0, 2,
+    1, 0, 4, 7, 2, 6,
+];
+
+fn with_cell(row: usize, column: Column, value: i64) -> Vec<i64> {
+    let mut cells = TABLE.to_vec();
+    cells[row * Column::COUNT + column as usize] = value;
+    cells
+}
+
+#[test]
+fn columns_are_in_their_declared_order() {
+    for (index, column) in Column::ALL.into_iter().enumerate() {
+        assert_eq!(column as usize, index);
+    }
+    let names: Vec<_> = Column::ALL.map(Column::name).into();
+    assert_eq!(
+        names,
+        [
+            "block",
+            "block_offset",
+            "length",
+            "sequence",
+            "offset",
+            "sequence_length"
+        ]
+    );
+}
+
+#[test]
+fn step_tables_by_hand() {
+    let tables = BlockTable::new(&TABLE, 2, 6).unwrap().step_tables();
+    let bools = |v: &[bool]| v.iter().map(|&b| u8::from(b)).collect::<Vec<_>>();
+    assert_eq!(bools(&tables.reset), [1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0]);
+    assert_eq!(bools(&tables.valid), [1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0]);
+    assert_eq!(tables.segment_ids, [0, 0, 0, 1, 1, -1, 0, 0, 0, 0, -1, -1]);
+    assert_eq!(tables.position_ids, [0, 1, 2, 0, 1, 0, 2, 3, 4, 5, 0, 0]);
+    assert_eq!(tables.cu_seqlens, [0, 3, 5, 9]);
+    assert_eq!(tables.indices, [5, 1, 7]);
+    let mut cu = [0; 4];
+    write_cu_seqlens(&TABLE, &mut cu).unwrap();
+    assert_eq!(cu, [0, 3, 5, 9]);
+}
+
+#[test]
+fn an_empty_table_is_all_padding() {
+    let tables = BlockTable::new(&[], 2, 3).unwrap().step_tables();
+    assert!(tables.valid.iter().all(|&v| !v));
+    assert_eq!(tables.segment_ids, [-1; 6]);
+    assert_eq!(tables.cu_seqlens, [0]);
+}
+
+fn message(result: Result<impl std::fmt::Debug>) -> String {
+    result.unwrap_err().to_string()
+}
+
+#[test]
+fn bad_tables_name_the_cell() {
+    for (cells, blocks, expected) in [
+        (TABLE.to_vec(), 1, "table[2, block] = 1: expected a block from 0 to 0"),
+        (
+            with_cell(0, Column::Length, 9),
+            2,
+            "table[0, length] = 9: expected from 1 to t_max - block_offset = 6",
+        ),
+        (
+            with_cell(1, Column::BlockOffset, 2),
+            2,
+            "table[1, block_offset] = 2: expected at least 3 (pieces of a block in order, not overlapping)",
+        ),
+        (
+            with_cell(2, Column::SequenceLength, 5),
+            2,
+            "table[2, sequence_length] = 5: expected at least offset + length = 6",
+        ),
+        (
+            with_cell(2, Column::Block, 0),
+            2,
+            "table[2, block_offset] = 0: expected at least 5 (pieces of a block in order, not overlapping)",
+        ),
+        (with_cell(1, Column::Block, -1), 2, "table[1, block] = -1: expected a block from 0 to 1"),
+        (
+            with_cell(1, Column::Sequence, -4),
+            2,
+            "table[1, sequence] = -4: expected a dataset index of at least 0",
+        ),
+        (with_cell(0, Column::Offset, -1), 2, "table[0, offset] = -1: expected at least 0"),
+        (TABLE[..7].to_vec(), 2, "table = 7 cells: expected rows of 6 cells"),
+    ] {
+        assert_eq!(message(BlockTable::new(&cells, blocks, 6)), expected);
+    }
+    let mut unsorted = TABLE.to_vec();
+    unsorted.rotate_left(Column::COUNT * 2);
+    assert_eq!(
+        message(BlockTable::new(&unsorted, 2, 6)),
+        "table[1, block] = 0: expected rows sorted by block (the previous row is in block 1)"
+    );
+}
+
+#[test]
+fn positions_cannot_overflow() {
+    // A piece near the end of i64: its positions would wrap to negative numbers.
+    let cells = with_cell(0, Column::Offset, i64::MAX - 1);
+    assert_eq!(
+        message(BlockTable::new(&cells, 2, 6)),
+        format!(
+            "table[0, offset] = {}: expected at most {} - length",
+            i64::MAX - 1,
+            i64::MAX
+        )
+    );
+}
+
+#[test]
+fn bad_batch_shapes_are_named() {
+    assert_eq!(
+        message(check_batch_shape(0, 6)),
+        "blocks = 0: expected at least 1 block"
+    );
+    assert_eq!(
+        message(check_batch_shape(2, -3)),
+        "t_max = -3: expected at least 1 step per block"
+    );
+    assert!(message(check_batch_shape(1 << 16, 1 << 16))
+        .starts_with("blocks * t_max = 65536 * 65536: expected at most 2147483647 steps"));
+}
+
+#[test]
+fn buffers_of_the_wrong_size_are_refused() {
+    let table = BlockTable::new(&TABLE, 2, 6).unwrap();
+    assert_eq!(
+        message(table.write_reset_mask(&mut [false; 11])),
+        "reset = 11 values: expected 12 values, blocks * t_max = 2 * 6"
+    );
+    assert_eq!(
+        message(write_cu_seqlens(&TABLE, &mut [0; 3])),
+        "cu_seqlens = 3 values: expected 4 values, one more than the table's rows"
+    );
+    assert_eq!(
+        message(write_cu_seqlens(
+            &with_cell(0, Column::Length, 0),
+            &mut [0; 4]
+        )),
+        "table[0, length] = 0: expected at least 1"
+    );
+}
