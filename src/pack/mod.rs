@@ -1,6 +1,6 @@
 //! Packing on lengths alone: which lengths share a block. Which *sequence* of each length fills a
-//! slot is decided afterwards (see `plan.rs`), so the packers work on counts per length, which is
-//! what keeps them fast on millions of sequences.
+//! slot is decided afterwards (see `plan/identities.rs`), so the packers work on counts per
+//! length, which is what keeps them fast on millions of sequences.
 
 mod best_fit;
 mod decreasing;

@@ -1,0 +1,135 @@
+//! Which sequence fills each slot of a packing.
+//!
+//! The packers see only how many sequences have each packed length (see `pack/`), which keeps
+//! them fast on millions of sequences; they return a slot per piece holding just its length. Here
+//! each slot gets a sequence of that length, drawn per epoch, so the plan stays a pure function
+//! of (lengths, options, epoch).
+
+use super::Planner;
+use crate::rng::{PlanRng, Stream};
+
+impl Planner {
+    /// Which sequence fills each packed slot. Sequences whose packed parts have the same length
+    /// are interchangeable to the packer; shuffling them per epoch changes the company each
+    /// sequence keeps in its block from epoch to epoch.
+    ///
+    /// Works in place: each packed length is replaced by the sequence that fills it.
+    pub(super) fn sequences_for(&self, mut slots: Vec<u32>, epoch: u64) -> Vec<u32> {
+        // Counting sort by packed length (ascending index within a length). Done per epoch
+        // rather than kept: it costs about what copying a kept one would, and saves the memory.
+        let t_max = self.options.t_max;
+        let starts = &self.class_starts;
+        let mut members = vec![0u32; starts[t_max as usize + 1] as usize];
+        let mut next = starts.clone();
+        for (index, &length) in (0u32..).zip(self.lengths.iter()) {
+            let part = packed_part(length, t_max);
+            if part > 0 {
+                members[next[part as usize] as usize] = index;
+                next[part as usize] += 1;
+            }
+        }
+        // Shuffle each length's run, then hand its members out in order. (Drawing lazily as
+        // slots come up would touch every run at random and miss the cache on each slot.)
+        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Identities);
+        for run in starts.windows(2) {
+            rng.shuffle(&mut members[run[0] as usize..run[1] as usize]);
+        }
+        let mut next = starts.clone();
+        for slot in &mut slots {
+            let length = *slot as usize;
+            *slot = members[next[length] as usize];
+            next[length] += 1;
+        }
+        slots
+    }
+}
+
+/// The part of a sequence that the packers place: all of it, or for one longer than `t_max`, the
+/// tail left after cutting full `t_max` chunks (0 when it divides exactly).
+pub(super) fn packed_part(length: u32, t_max: u32) -> u32 {
+    if length > t_max {
+        length % t_max
+    } else {
+        length
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Options, Oversize};
+
+    #[test]
+    fn packed_part_is_the_whole_sequence_or_its_tail() {
+        assert_eq!(packed_part(1, 10), 1);
+        assert_eq!(packed_part(10, 10), 10);
+        assert_eq!(packed_part(11, 10), 1);
+        assert_eq!(packed_part(27, 10), 7);
+        assert_eq!(packed_part(30, 10), 0);
+    }
+
+    fn planner(lengths: Vec<u32>) -> Planner {
+        let mut options = Options::new(10);
+        options.oversize = Oversize::Split;
+        Planner::new(lengths, options).unwrap()
+    }
+
+    /// Every sequence with a packed part, as its slot, in a mixed order.
+    fn slots_of(lengths: &[u32]) -> Vec<u32> {
+        let mut slots: Vec<u32> = lengths
+            .iter()
+            .map(|&length| packed_part(length, 10))
+            .filter(|&part| part > 0)
+            .collect();
+        slots.reverse();
+        let third = slots.len() / 3;
+        slots.rotate_left(third);
+        slots
+    }
+
+    #[test]
+    fn fills_every_slot_with_a_distinct_sequence_of_its_length() {
+        let lengths: Vec<u32> = (0..200).map(|i| 1 + (i * 7) % 23).collect();
+        let planner = planner(lengths.clone());
+        let slots = slots_of(&lengths);
+        let sequences = planner.sequences_for(slots.clone(), 4);
+        assert_eq!(sequences.len(), slots.len());
+        for (&slot, &index) in slots.iter().zip(&sequences) {
+            assert_eq!(packed_part(lengths[index as usize], 10), slot);
+        }
+        // A permutation of the sequences that have a packed part (those of 20 have none).
+        let mut sorted = sequences.clone();
+        sorted.sort_unstable();
+        let expected: Vec<u32> = (0u32..)
+            .zip(&lengths)
+            .filter(|&(_, &length)| packed_part(length, 10) > 0)
+            .map(|(index, _)| index)
+            .collect();
+        assert_eq!(sorted, expected);
+        assert!(expected.len() < lengths.len());
+    }
+
+    #[test]
+    fn sequences_of_one_length_are_shuffled_per_epoch_only() {
+        let lengths = vec![3; 64];
+        let planner = planner(lengths.clone());
+        let slots = slots_of(&lengths);
+        let epoch_0 = planner.sequences_for(slots.clone(), 0);
+        assert_eq!(planner.sequences_for(slots.clone(), 0), epoch_0);
+        assert_ne!(planner.sequences_for(slots, 1), epoch_0);
+    }
+
+    #[test]
+    fn a_sequence_with_a_unique_packed_length_always_gets_its_slot() {
+        // 24's tail of 4 and 9 are unique; the 5s trade places.
+        let lengths = vec![5, 24, 5, 9, 5];
+        let planner = planner(lengths);
+        for epoch in 0..4 {
+            let sequences = planner.sequences_for(vec![9, 5, 4, 5, 5], epoch);
+            assert_eq!((sequences[0], sequences[2]), (3, 1));
+            let mut fives = [sequences[1], sequences[3], sequences[4]];
+            fives.sort_unstable();
+            assert_eq!(fives, [0, 2, 4]);
+        }
+    }
+}

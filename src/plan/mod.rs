@@ -1,0 +1,259 @@
+//! Epoch plans: which pieces of which sequences fill which block, and which rank and batch each
+//! block goes to. A plan is a pure function of (lengths, options, epoch): every rank computes it
+//! on its own and takes its shard, with no communication.
+//!
+//! [`Planner::new`] checks the lengths once and gathers what every epoch needs
+//! (`validate.rs`), so planning an epoch cannot fail. [`Planner::plan`] then packs lengths into
+//! blocks (`pack/`), gives each packed slot a sequence of its length (`identities.rs`), adds the
+//! chunks of split sequences (`split.rs`), and brings the blocks to whole global batches and
+//! shuffles them (`shard.rs`). The plan stores a piece as just its sequence; blocks expand into
+//! [`Piece`]s as they are read (`block.rs`). Plans and lengths have stable hashes (`hash.rs`).
+
+mod block;
+mod hash;
+mod identities;
+mod shard;
+mod split;
+mod validate;
+
+pub use block::{Batch, Block, Piece};
+
+use crate::error::Result;
+use crate::options::{Options, Policy};
+use crate::pack;
+use crate::rng::{PlanRng, Stream};
+use crate::stats::{self, LowerBound, PlanStats};
+use shard::{split_blocks_to_reach, Span};
+use split::SplitPiece;
+use std::sync::Arc;
+
+/// Plans epochs for fixed lengths and options. Construction checks everything, so planning an
+/// epoch cannot fail.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    /// Shared with every plan, which reads piece lengths from it.
+    lengths: Arc<Vec<u32>>,
+    options: Options,
+    /// `counts[len]`: sequences whose packed part (see `packed_part`) has `len` steps.
+    counts: Vec<u32>,
+    /// `class_starts[len]`: sequences with a packed part shorter than `len`; the start of that
+    /// length's run when sequences are sorted by packed part.
+    class_starts: Vec<u32>,
+    /// Sequences longer than `t_max` (split mode), ascending. Each gives `length / t_max` full
+    /// chunks, a block each, and its tail (if any) is packed like any sequence.
+    oversized: Vec<u32>,
+    /// The fewest blocks the packed parts fit in (full chunks aside).
+    packing_bound: u64,
+    /// Pieces the oversized sequences are cut into: their full chunks and their tails.
+    split_pieces: u64,
+    steps: u64,
+    pieces: u64,
+    lower_bound: LowerBound,
+}
+
+impl Planner {
+    /// Checks the lengths and options. Errors name the argument, its value and what was expected:
+    /// an empty dataset, a zero length, a total over 32 bits, sequences longer than `t_max` (unless
+    /// split), or fewer pieces than ranks.
+    pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
+        let gathered = validate::gather(&lengths, &options)?;
+        Ok(Planner {
+            lengths: Arc::new(lengths),
+            options,
+            counts: gathered.counts,
+            class_starts: gathered.class_starts,
+            oversized: gathered.oversized,
+            split_pieces: gathered.split_pieces,
+            packing_bound: gathered.packing_bound,
+            steps: gathered.steps,
+            pieces: gathered.pieces,
+            lower_bound: gathered.lower_bound,
+        })
+    }
+
+    pub fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Steps of all sequences.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Pieces every plan places: one per sequence, or its chunks when split.
+    pub fn pieces(&self) -> u64 {
+        self.pieces
+    }
+
+    /// The least padding any plan of these lengths and options can have.
+    pub fn lower_bound(&self) -> LowerBound {
+        self.lower_bound
+    }
+
+    /// The plan of `epoch`: the same on every rank and machine for the same inputs.
+    pub fn plan(&self, epoch: u64) -> EpochPlan {
+        let options = &self.options;
+        let packing = match options.policy {
+            Policy::BestFit => pack::best_fit(&self.counts, options.t_max, self.packing_bound),
+            Policy::RandomFill => {
+                let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
+                pack::random_fill(&self.counts, options.t_max, &mut rng)
+            }
+            Policy::PadToMax => pack::one_per_block(&self.counts),
+        };
+        let mut plan = EpochPlan {
+            epoch,
+            options: options.clone(),
+            lengths: Arc::clone(&self.lengths),
+            piece_sequences: self.sequences_for(packing.lengths, epoch),
+            split_pieces: Vec::new(),
+            spans: Vec::new(),
+            stats: PlanStats::default(),
+        };
+        let mut start = 0;
+        for &end in &packing.ends {
+            plan.spans.push(Span { start, end });
+            start = end;
+        }
+        self.add_split_pieces(&mut plan);
+
+        let packed_blocks = plan.spans.len() as u64;
+        let blocks = stats::round_up(packed_blocks, options.blocks_per_global_batch());
+        let empty_blocks = split_blocks_to_reach(&mut plan.spans, blocks as usize);
+        PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut plan.spans);
+
+        let t_max = u64::from(options.t_max);
+        let padding = blocks * t_max - self.steps;
+        let rounding_blocks = blocks - packed_blocks;
+        plan.stats = PlanStats {
+            sequences: self.lengths.len() as u64,
+            steps: self.steps,
+            pieces: self.pieces,
+            blocks,
+            padding,
+            deleted: 0,
+            split_sequences: self.oversized.len() as u64,
+            split_pieces: self.split_pieces,
+            rounding_blocks,
+            rounding_padding: rounding_blocks * t_max,
+            empty_blocks,
+            efficiency: stats::efficiency(self.steps, 0, padding),
+            lower_bound: self.lower_bound,
+        };
+        plan
+    }
+}
+
+/// One epoch's plan: blocks in their (shuffled) order, sharded to ranks and batches.
+///
+/// Global batch `g` is blocks `g * W * B .. (g + 1) * W * B`; rank `r` takes the `B` blocks from
+/// `(g * W + r) * B`. Every rank therefore runs the same number of batches of exactly `B` blocks.
+///
+/// Pieces are stored compactly, 4 bytes each: the sequence. A piece is the whole sequence unless
+/// the sequence was split; the plan expands them into [`Piece`]s when a block is read.
+#[derive(Debug, Clone)]
+pub struct EpochPlan {
+    epoch: u64,
+    options: Options,
+    lengths: Arc<Vec<u32>>,
+    /// The sequence of every piece, in packing order; blocks are spans of it.
+    piece_sequences: Vec<u32>,
+    /// The pieces of split sequences (split mode only), ascending by position.
+    split_pieces: Vec<SplitPiece>,
+    spans: Vec<Span>,
+    stats: PlanStats,
+}
+
+impl EpochPlan {
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn stats(&self) -> &PlanStats {
+        &self.stats
+    }
+
+    /// The lengths the plan was made from.
+    pub fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    pub fn num_blocks(&self) -> usize {
+        self.spans.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Oversize;
+
+    fn options(t_max: u32, world_size: u32, blocks_per_batch: u32) -> Options {
+        let mut options = Options::new(t_max);
+        options.world_size = world_size;
+        options.blocks_per_batch = blocks_per_batch;
+        options
+    }
+
+    #[test]
+    fn stats_count_rounding_and_empty_blocks() {
+        // Three full blocks for a global batch of 4: one empty block of rounding padding.
+        let plan = Planner::new(vec![10, 10, 10], options(10, 2, 2))
+            .unwrap()
+            .plan(0);
+        let stats = plan.stats();
+        assert_eq!((stats.blocks, stats.padding), (4, 10));
+        assert_eq!((stats.rounding_blocks, stats.rounding_padding), (1, 10));
+        assert_eq!(stats.empty_blocks, 1);
+        assert_eq!(plan.num_blocks(), 4);
+        assert_eq!(plan.blocks().filter(|block| block.is_empty()).count(), 1);
+    }
+
+    #[test]
+    fn rounding_splits_blocks_before_adding_empty_ones() {
+        // 4 + 6 fill one block exactly; a global batch of 2 takes it apart instead of padding.
+        let plan = Planner::new(vec![4, 6], options(10, 2, 1)).unwrap().plan(0);
+        let stats = plan.stats();
+        assert_eq!(
+            (stats.blocks, stats.rounding_blocks, stats.empty_blocks),
+            (2, 1, 0)
+        );
+        assert!(plan.blocks().all(|block| block.len() == 1));
+    }
+
+    #[test]
+    fn a_plan_accounts_for_every_step_and_depends_only_on_its_inputs() {
+        let lengths: Vec<u32> = (0..300).map(|i| 1 + (i * 13) % 37).collect();
+        let mut options = options(16, 3, 2);
+        options.oversize = Oversize::Split;
+        options.seed = 7;
+        let planner = Planner::new(lengths.clone(), options).unwrap();
+        let plan = planner.plan(2);
+        let stats = plan.stats();
+        let steps: u64 = lengths.iter().map(|&length| u64::from(length)).sum();
+        assert_eq!(stats.steps, steps);
+        assert_eq!(stats.blocks as usize, plan.num_blocks());
+        assert_eq!(stats.blocks % 6, 0);
+        assert_eq!(stats.padding, stats.blocks * 16 - steps);
+        let used: u64 = plan.blocks().map(|block| u64::from(block.used())).sum();
+        assert_eq!(used, steps);
+        let pieces: u64 = plan.blocks().map(|block| block.len() as u64).sum();
+        assert_eq!((pieces, stats.pieces), (planner.pieces(), planner.pieces()));
+        assert_eq!(
+            stats.split_sequences,
+            lengths.iter().filter(|&&l| l > 16).count() as u64
+        );
+        assert_eq!(plan.epoch(), 2);
+        // The same inputs give the same plan; another epoch another one.
+        assert_eq!(planner.plan(2).hash(), plan.hash());
+        assert_ne!(planner.plan(3).hash(), plan.hash());
+    }
+}

@@ -1,0 +1,190 @@
+//! Sharding an epoch's blocks to ranks and batches, so every rank runs the same number of
+//! batches of exactly `blocks_per_batch` blocks.
+//!
+//! Blocks are [`Span`]s of the plan's pieces. Their count is first brought up to a multiple of
+//! a global batch (`world_size * blocks_per_batch` blocks) without adding padding where the
+//! pieces allow it ([`split_blocks_to_reach`]); then global batch `g` is blocks `g * W * B ..
+//! (g + 1) * W * B`, and rank `r` takes the `B` blocks from `(g * W + r) * B`. Sharding is
+//! arithmetic on block positions, so a rank reads its batches without touching anyone else's.
+
+use super::block::Batch;
+use super::EpochPlan;
+use crate::error::{Error, Result};
+
+/// Where a block's pieces lie in the plan's piece arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    pub(super) start: u32,
+    pub(super) end: u32,
+}
+
+/// Brings the block count up to `target` at no cost in padding: padding is `blocks * t_max -
+/// steps` whatever the blocks hold, so instead of adding empty blocks, blocks of several pieces
+/// give their last piece a block of its own. Only when there are fewer pieces than blocks are
+/// empty blocks added; returns how many.
+pub(super) fn split_blocks_to_reach(spans: &mut Vec<Span>, target: usize) -> u64 {
+    loop {
+        let mut split_any = false;
+        // From the end: the last blocks packed hold the most (and shortest) pieces.
+        for block in (0..spans.len()).rev() {
+            if spans.len() == target {
+                return 0;
+            }
+            let Span { start, end } = spans[block];
+            if end - start >= 2 {
+                spans[block].end = end - 1;
+                spans.push(Span {
+                    start: end - 1,
+                    end,
+                });
+                split_any = true;
+            }
+        }
+        if !split_any {
+            break;
+        }
+    }
+    let empty = (target - spans.len()) as u64;
+    spans.resize(target, Span { start: 0, end: 0 });
+    empty
+}
+
+impl EpochPlan {
+    /// Batches every rank runs this epoch (the same on every rank).
+    pub fn batches_per_rank(&self) -> usize {
+        self.spans.len() / self.options.blocks_per_global_batch() as usize
+    }
+
+    /// Batch `batch` of rank `rank`: exactly `blocks_per_batch` blocks.
+    pub fn batch(&self, rank: u32, batch: usize) -> Result<Batch<'_>> {
+        self.check_rank(rank)?;
+        if batch >= self.batches_per_rank() {
+            return Err(Error::invalid(
+                "batch",
+                batch,
+                format!("a batch index below {}", self.batches_per_rank()),
+            ));
+        }
+        let per_batch = self.options.blocks_per_batch as usize;
+        let first = (batch * self.options.world_size as usize + rank as usize) * per_batch;
+        Ok(Batch {
+            plan: self,
+            first_block: first,
+        })
+    }
+
+    /// All batches of `rank`, in order.
+    pub fn rank_batches(&self, rank: u32) -> Result<impl ExactSizeIterator<Item = Batch<'_>> + '_> {
+        self.check_rank(rank)?;
+        let per_batch = self.options.blocks_per_batch as usize;
+        let stride = self.options.world_size as usize * per_batch;
+        Ok((0..self.batches_per_rank()).map(move |batch| Batch {
+            plan: self,
+            first_block: batch * stride + rank as usize * per_batch,
+        }))
+    }
+
+    fn check_rank(&self, rank: u32) -> Result<()> {
+        if rank >= self.options.world_size {
+            return Err(Error::invalid(
+                "rank",
+                rank,
+                format!(
+                    "a rank below world_size ({}), counting from 0",
+                    self.options.world_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::plan::Planner;
+
+    fn spans(ranges: &[(u32, u32)]) -> Vec<Span> {
+        ranges
+            .iter()
+            .map(|&(start, end)| Span { start, end })
+            .collect()
+    }
+
+    #[test]
+    fn splits_the_last_multi_piece_blocks_first() {
+        let mut blocks = spans(&[(0, 3), (3, 4), (4, 6)]);
+        assert_eq!(split_blocks_to_reach(&mut blocks, 5), 0);
+        assert_eq!(blocks, spans(&[(0, 2), (3, 4), (4, 5), (5, 6), (2, 3)]));
+    }
+
+    #[test]
+    fn splits_a_block_again_in_later_passes() {
+        let mut blocks = spans(&[(0, 4)]);
+        assert_eq!(split_blocks_to_reach(&mut blocks, 4), 0);
+        assert_eq!(blocks, spans(&[(0, 1), (3, 4), (2, 3), (1, 2)]));
+    }
+
+    #[test]
+    fn adds_empty_blocks_only_when_every_block_has_one_piece() {
+        let mut blocks = spans(&[(0, 2), (2, 3)]);
+        assert_eq!(split_blocks_to_reach(&mut blocks, 5), 2);
+        assert_eq!(blocks, spans(&[(0, 1), (2, 3), (1, 2), (0, 0), (0, 0)]));
+    }
+
+    #[test]
+    fn leaves_blocks_already_at_the_target_alone() {
+        let mut blocks = spans(&[(0, 3), (3, 5)]);
+        assert_eq!(split_blocks_to_reach(&mut blocks, 2), 0);
+        assert_eq!(blocks, spans(&[(0, 3), (3, 5)]));
+    }
+
+    fn sharded_plan() -> EpochPlan {
+        let mut options = Options::new(10);
+        options.world_size = 2;
+        options.blocks_per_batch = 3;
+        let lengths = (0..40).map(|i| 1 + i % 10).collect();
+        Planner::new(lengths, options).unwrap().plan(5)
+    }
+
+    #[test]
+    fn rank_r_takes_b_blocks_from_g_w_plus_r_times_b() {
+        let plan = sharded_plan();
+        let (w, b) = (2, 3);
+        assert_eq!(plan.num_blocks() % (w * b), 0);
+        assert_eq!(plan.batches_per_rank(), plan.num_blocks() / (w * b));
+        assert!(plan.batches_per_rank() >= 2);
+        let mut taken = vec![0; plan.num_blocks()];
+        for rank in 0..w {
+            let batches: Vec<Batch> = plan.rank_batches(rank as u32).unwrap().collect();
+            assert_eq!(batches.len(), plan.batches_per_rank());
+            for (g, batch) in batches.iter().enumerate() {
+                assert_eq!(batch.first_block, (g * w + rank) * b);
+                let same = plan.batch(rank as u32, g).unwrap();
+                assert_eq!(same.first_block, batch.first_block);
+                assert_eq!(batch.blocks().len(), b);
+                for count in &mut taken[batch.first_block..batch.first_block + b] {
+                    *count += 1;
+                }
+            }
+        }
+        // Every block goes to exactly one batch of one rank.
+        assert!(taken.iter().all(|&count| count == 1));
+    }
+
+    #[test]
+    fn a_bad_rank_or_batch_is_named() {
+        let plan = sharded_plan();
+        let err = plan.batch(2, 0).err().unwrap();
+        assert_eq!((err.argument.as_str(), err.value.as_str()), ("rank", "2"));
+        assert!(err.expected.contains("world_size (2)"), "{err}");
+        let err = plan.rank_batches(7).err().unwrap();
+        assert_eq!((err.argument.as_str(), err.value.as_str()), ("rank", "7"));
+        let last = plan.batches_per_rank();
+        let err = plan.batch(1, last).err().unwrap();
+        assert_eq!(err.argument, "batch");
+        assert_eq!(err.value, last.to_string());
+        assert!(plan.batch(1, last - 1).is_ok());
+    }
+}

@@ -1,0 +1,161 @@
+//! Split mode: sequences longer than `t_max` are cut into full `t_max` chunks, a block each, and
+//! a shorter tail that is packed like any sequence.
+//!
+//! Most pieces are whole sequences and a plan stores only their sequence; the few pieces of split
+//! sequences are the exception, so they are listed apart, by their position among the plan's
+//! pieces, as [`SplitPiece`]s that a block looks up when it is read.
+
+use super::shard::Span;
+use super::{EpochPlan, Planner};
+
+/// Where a piece of a split sequence lies in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SplitPiece {
+    /// The piece's position in the plan's pieces.
+    pub(super) position: u32,
+    pub(super) offset: u32,
+    pub(super) length: u32,
+}
+
+impl Planner {
+    /// Split mode: records where each oversized sequence's packed tail starts and how long it
+    /// is, and adds its full chunks, a block each.
+    pub(super) fn add_split_pieces(&self, plan: &mut EpochPlan) {
+        if self.oversized.is_empty() {
+            return;
+        }
+        let t_max = self.options.t_max;
+        // A bitset, not a look-up of every piece's length: that read would miss the cache for
+        // every piece of a large dataset.
+        let mut is_oversized = vec![0u64; self.lengths.len().div_ceil(64)];
+        for &index in &self.oversized {
+            is_oversized[index as usize / 64] |= 1 << (index % 64);
+        }
+        for (position, &index) in (0u32..).zip(&plan.piece_sequences) {
+            if is_oversized[index as usize / 64] >> (index % 64) & 1 == 1 {
+                let length = self.lengths[index as usize];
+                plan.split_pieces.push(SplitPiece {
+                    position,
+                    offset: length - length % t_max,
+                    length: length % t_max,
+                });
+            }
+        }
+        for &index in &self.oversized {
+            for chunk in 0..self.lengths[index as usize] / t_max {
+                let position = plan.piece_sequences.len() as u32;
+                plan.piece_sequences.push(index);
+                plan.split_pieces.push(SplitPiece {
+                    position,
+                    offset: chunk * t_max,
+                    length: t_max,
+                });
+                plan.spans.push(Span {
+                    start: position,
+                    end: position + 1,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Options, Oversize};
+    use crate::stats::PlanStats;
+    use std::sync::Arc;
+
+    fn split_planner(lengths: Vec<u32>, t_max: u32) -> Planner {
+        let mut options = Options::new(t_max);
+        options.oversize = Oversize::Split;
+        Planner::new(lengths, options).unwrap()
+    }
+
+    /// A plan as `Planner::plan` has it just before the split pieces are added: the packed
+    /// parts in `piece_sequences`, one block for all of them.
+    fn packed_only(planner: &Planner, piece_sequences: Vec<u32>) -> EpochPlan {
+        let end = piece_sequences.len() as u32;
+        EpochPlan {
+            epoch: 0,
+            options: planner.options.clone(),
+            lengths: Arc::clone(&planner.lengths),
+            piece_sequences,
+            split_pieces: Vec::new(),
+            spans: vec![Span { start: 0, end }],
+            stats: PlanStats::default(),
+        }
+    }
+
+    fn split(position: u32, offset: u32, length: u32) -> SplitPiece {
+        SplitPiece {
+            position,
+            offset,
+            length,
+        }
+    }
+
+    #[test]
+    fn tails_are_found_in_place_and_full_chunks_appended_a_block_each() {
+        // Oversized: 0 (2 chunks and a tail of 5), 2 (3 chunks, no tail), 3 (2 chunks).
+        let planner = split_planner(vec![25, 3, 30, 20], 10);
+        let mut plan = packed_only(&planner, vec![1, 0]);
+        planner.add_split_pieces(&mut plan);
+        assert_eq!(plan.piece_sequences, [1, 0, 0, 0, 2, 2, 2, 3, 3]);
+        assert_eq!(
+            plan.split_pieces,
+            [
+                split(1, 20, 5),
+                split(2, 0, 10),
+                split(3, 10, 10),
+                split(4, 0, 10),
+                split(5, 10, 10),
+                split(6, 20, 10),
+                split(7, 0, 10),
+                split(8, 10, 10),
+            ]
+        );
+        let chunk_spans: Vec<(u32, u32)> =
+            plan.spans[1..].iter().map(|s| (s.start, s.end)).collect();
+        assert_eq!(chunk_spans, (2..9).map(|p| (p, p + 1)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn nothing_is_added_without_oversized_sequences() {
+        let planner = split_planner(vec![4, 10, 6], 10);
+        let mut plan = packed_only(&planner, vec![2, 0, 1]);
+        planner.add_split_pieces(&mut plan);
+        assert_eq!(plan.piece_sequences, [2, 0, 1]);
+        assert!(plan.split_pieces.is_empty());
+        assert_eq!(plan.spans.len(), 1);
+    }
+
+    #[test]
+    fn split_pieces_cover_each_oversized_sequence_exactly_once() {
+        // Indices past 64 exercise the bitset's later words.
+        let mut lengths: Vec<u32> = (0..150).map(|i| 1 + i % 9).collect();
+        for (index, length) in [(3, 25), (64, 30), (70, 11), (149, 47), (100, 9)] {
+            lengths[index] = length;
+        }
+        let planner = split_planner(lengths.clone(), 9);
+        for epoch in 0..3 {
+            let plan = planner.plan(epoch);
+            let mut covered: Vec<Vec<(u32, u32)>> = vec![Vec::new(); lengths.len()];
+            for block in plan.blocks() {
+                for piece in block.pieces() {
+                    covered[piece.index as usize].push((piece.offset, piece.length));
+                }
+            }
+            for (index, mut pieces) in covered.into_iter().enumerate() {
+                pieces.sort_unstable();
+                let mut next = 0;
+                for (offset, length) in pieces {
+                    assert_eq!(offset, next, "sequence {index} in epoch {epoch}");
+                    assert!(length > 0 && length <= 9);
+                    next += length;
+                }
+                assert_eq!(next, lengths[index], "sequence {index} in epoch {epoch}");
+            }
+        }
+    }
+}

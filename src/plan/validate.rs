@@ -1,0 +1,196 @@
+//! What `Planner::new` checks and gathers from the lengths, so that planning an epoch cannot
+//! fail and need not look at every length again.
+//!
+//! The checks and the gathering share one pass over the lengths (a dataset may hold millions):
+//! the totals the checks need are the counts the packers need. Errors name the argument, its
+//! value and what was expected, and come in a fixed order, so the first problem of an input is
+//! the one reported.
+
+use super::identities::packed_part;
+use crate::error::{Error, Result};
+use crate::options::{Options, Oversize};
+use crate::stats::{self, LowerBound};
+
+/// Everything the planner keeps about valid lengths besides the lengths (see `Planner`'s fields).
+#[derive(Debug)]
+pub(super) struct Gathered {
+    pub(super) counts: Vec<u32>,
+    pub(super) class_starts: Vec<u32>,
+    pub(super) oversized: Vec<u32>,
+    pub(super) packing_bound: u64,
+    pub(super) split_pieces: u64,
+    pub(super) steps: u64,
+    pub(super) pieces: u64,
+    pub(super) lower_bound: LowerBound,
+}
+
+/// Checks the lengths and options: an empty dataset, a zero length, a total over 32 bits,
+/// sequences longer than `t_max` (unless split), or fewer pieces than ranks are refused.
+pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
+    options.validate()?;
+    if lengths.is_empty() {
+        return Err(Error::invalid(
+            "lengths",
+            "an empty list",
+            "at least one sequence",
+        ));
+    }
+    if lengths.len() as u64 > u64::from(u32::MAX) {
+        return Err(Error::invalid(
+            "lengths",
+            format!("{} sequences", lengths.len()),
+            format!("at most {} sequences (plans use 32-bit indices)", u32::MAX),
+        ));
+    }
+    let t_max = options.t_max;
+    // One pass over the lengths gathers everything the checks and the packers need.
+    let mut counts = vec![0u32; t_max as usize + 1];
+    let (mut steps, mut longest) = (0u64, 0u32);
+    let mut oversized = Vec::new();
+    for (index, &length) in (0u32..).zip(lengths) {
+        steps += u64::from(length);
+        longest = longest.max(length);
+        if length > t_max {
+            oversized.push(index);
+        }
+        counts[packed_part(length, t_max) as usize] += 1;
+    }
+    if counts[0] > 0 {
+        // Zero-length sequences, or oversized ones that divide into full chunks exactly.
+        let first = lengths.iter().position(|&length| length == 0);
+        if let Some(first) = first {
+            let zeros = lengths.iter().filter(|&&length| length == 0).count();
+            return Err(Error::invalid(
+                format!("lengths[{first}]"),
+                0,
+                format!("every sequence to have at least 1 step ({zeros} have 0)"),
+            ));
+        }
+        // Chunks with no tail leave nothing to pack.
+        counts[0] = 0;
+    }
+    if steps > u64::from(u32::MAX) {
+        return Err(Error::invalid(
+            "sum of lengths",
+            steps,
+            format!(
+                "at most {} steps per epoch (plans use 32-bit offsets)",
+                u32::MAX
+            ),
+        ));
+    }
+    if !oversized.is_empty() && options.oversize == Oversize::Reject {
+        return Err(Error::invalid(
+            "t_max",
+            t_max,
+            format!(
+                "at least the longest sequence ({longest} steps): {} sequences are longer \
+                 than t_max; raise t_max or choose split mode to cut them into chunks",
+                oversized.len()
+            ),
+        ));
+    }
+    let full_chunks: u64 = oversized
+        .iter()
+        .map(|&index| u64::from(lengths[index as usize] / t_max))
+        .sum();
+    let tails = oversized
+        .iter()
+        .filter(|&&index| lengths[index as usize] % t_max > 0)
+        .count() as u64;
+    let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+    let pieces = full_chunks + packed_parts;
+    if pieces < u64::from(options.world_size) {
+        return Err(Error::invalid(
+            "world_size",
+            options.world_size,
+            format!(
+                "at most {pieces}: the lengths fill only {pieces} blocks even with one piece \
+                 per block, fewer blocks than ranks"
+            ),
+        ));
+    }
+
+    let mut class_starts = vec![0u32; t_max as usize + 2];
+    for length in 1..=t_max as usize {
+        class_starts[length + 1] = class_starts[length] + counts[length];
+    }
+
+    let packing_bound = stats::packing_bound(&counts);
+    let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, options);
+    Ok(Gathered {
+        counts,
+        class_starts,
+        oversized,
+        split_pieces: full_chunks + tails,
+        packing_bound,
+        steps,
+        pieces,
+        lower_bound,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_options(t_max: u32) -> Options {
+        let mut options = Options::new(t_max);
+        options.oversize = Oversize::Split;
+        options
+    }
+
+    #[test]
+    fn counts_packed_parts_and_starts_each_length_class_after_the_shorter_ones() {
+        let gathered = gather(&[3, 1, 3, 5, 4], &Options::new(5)).unwrap();
+        assert_eq!(gathered.counts, [0, 1, 0, 2, 1, 1]);
+        // class_starts[len]: sequences with a packed part shorter than len.
+        assert_eq!(gathered.class_starts, [0, 0, 1, 1, 3, 4, 5]);
+        assert!(gathered.oversized.is_empty());
+        assert_eq!((gathered.steps, gathered.pieces), (16, 5));
+        assert_eq!(gathered.split_pieces, 0);
+    }
+
+    #[test]
+    fn split_sequences_count_their_chunks_and_tails() {
+        // 25 = 2 chunks + tail 5; 30 = 3 chunks, no tail; 12 = 1 chunk + tail 2.
+        let gathered = gather(&[25, 4, 30, 12], &split_options(10)).unwrap();
+        assert_eq!(gathered.oversized, [0, 2, 3]);
+        // The tail-less sequence adds nothing to count 0.
+        assert_eq!(gathered.counts, [0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(gathered.split_pieces, 6 + 2);
+        // 6 full chunks and 3 packed parts.
+        assert_eq!(gathered.pieces, 9);
+        assert_eq!(gathered.steps, 71);
+        assert_eq!(*gathered.class_starts.last().unwrap(), 3);
+    }
+
+    #[test]
+    fn the_first_problem_of_an_input_is_the_one_named() {
+        // A zero length is named before the oversized sequence.
+        let err = gather(&[40, 0], &Options::new(10)).unwrap_err();
+        assert_eq!(err.argument, "lengths[1]");
+        // Bad options come before bad lengths.
+        let err = gather(&[], &Options::new(0)).unwrap_err();
+        assert_eq!(err.argument, "t_max");
+        // An exact multiple of t_max has no tail but is no zero-length sequence.
+        assert!(gather(&[20], &split_options(10)).is_ok());
+        let err = gather(&[20], &Options::new(10)).unwrap_err();
+        assert_eq!(err.argument, "t_max");
+    }
+
+    #[test]
+    fn ranks_may_not_outnumber_pieces() {
+        let mut options = split_options(10);
+        options.world_size = 4;
+        // 20 makes 2 chunks and 5 stays whole: 3 pieces for 4 ranks.
+        let err = gather(&[20, 5], &options).unwrap_err();
+        assert_eq!(
+            (err.argument.as_str(), err.value.as_str()),
+            ("world_size", "4")
+        );
+        assert!(err.expected.starts_with("at most 3:"), "{err}");
+        options.world_size = 3;
+        assert_eq!(gather(&[20, 5], &options).unwrap().pieces, 3);
+    }
+}
