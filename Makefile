@@ -35,11 +35,22 @@ $(abspath $(BUILD))/gloo/usr/include/gloo/context.h:
 		&& dpkg -x libgloo-dev_*.deb .
 	touch $@
 
+# GoogleTest for the C++ tests: the system's, or else Debian's libgtest-dev (static libraries and
+# a CMake package) unpacked under build/gtest, passed as GTest_ROOT (see tests/cpp/CMakeLists.txt).
+GTEST_ROOT := $(if $(wildcard /usr/include/gtest/gtest.h),/usr,$(abspath $(BUILD))/gtest/usr)
+
+$(abspath $(BUILD))/gtest/usr/include/gtest/gtest.h:
+	mkdir -p $(BUILD)/gtest
+	cd $(BUILD)/gtest && (apt-get download libgtest-dev || (apt-get update -qq && apt-get download libgtest-dev)) \
+		&& dpkg -x libgtest-dev_*.deb .
+	touch $@
+
 # CMake drives cargo for the Rust side; the build shares cargo's target/ with `make build`.
-$(BUILD)/build.ninja: $(VENV)/installed $(GLOO_INCLUDE)/gloo/context.h
+$(BUILD)/build.ninja: $(VENV)/installed $(GLOO_INCLUDE)/gloo/context.h $(GTEST_ROOT)/include/gtest/gtest.h
 	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
 		-DPython3_EXECUTABLE=$(abspath $(VPY)) -DBLOAD_CARGO_TARGET_DIR=$(abspath target) \
-		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL)) -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE)
+		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL)) -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) \
+		-DGTest_ROOT=$(GTEST_ROOT)
 
 # libbload.so, the C++ tests, and the installed package under build/install.
 plugin: $(BUILD)/build.ninja
