@@ -247,15 +247,28 @@ fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<(), Bridg
     })
 }
 
+/// Checks `table` as a batch `[blocks, t_max]`'s and writes one of its per-step tables.
+fn write_step_table<'t, T>(
+    call: &str,
+    (table, blocks, t_max): (&'t [i64], i64, i64),
+    out: &mut [T],
+    write: impl FnOnce(&BlockTable<'t>, &mut [T]) -> bload::Result<()>,
+) -> Result<(), BridgeError> {
+    guarded(call, || write(&BlockTable::new(table, blocks, t_max)?, out))
+}
+
 fn write_reset_mask(
     table: &[i64],
     blocks: i64,
     t_max: i64,
     out: &mut [bool],
 ) -> Result<(), BridgeError> {
-    guarded("reset_mask", || {
-        BlockTable::new(table, blocks, t_max)?.write_reset_mask(out)
-    })
+    write_step_table(
+        "reset_mask",
+        (table, blocks, t_max),
+        out,
+        BlockTable::write_reset_mask,
+    )
 }
 
 fn write_valid_mask(
@@ -264,9 +277,12 @@ fn write_valid_mask(
     t_max: i64,
     out: &mut [bool],
 ) -> Result<(), BridgeError> {
-    guarded("valid_mask", || {
-        BlockTable::new(table, blocks, t_max)?.write_valid_mask(out)
-    })
+    write_step_table(
+        "valid_mask",
+        (table, blocks, t_max),
+        out,
+        BlockTable::write_valid_mask,
+    )
 }
 
 fn write_segment_ids(
@@ -275,9 +291,12 @@ fn write_segment_ids(
     t_max: i64,
     out: &mut [i32],
 ) -> Result<(), BridgeError> {
-    guarded("segment_ids", || {
-        BlockTable::new(table, blocks, t_max)?.write_segment_ids(out)
-    })
+    write_step_table(
+        "segment_ids",
+        (table, blocks, t_max),
+        out,
+        BlockTable::write_segment_ids,
+    )
 }
 
 fn write_position_ids(
@@ -286,9 +305,12 @@ fn write_position_ids(
     t_max: i64,
     out: &mut [i64],
 ) -> Result<(), BridgeError> {
-    guarded("position_ids", || {
-        BlockTable::new(table, blocks, t_max)?.write_position_ids(out)
-    })
+    write_step_table(
+        "position_ids",
+        (table, blocks, t_max),
+        out,
+        BlockTable::write_position_ids,
+    )
 }
 
 fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<(), BridgeError> {
