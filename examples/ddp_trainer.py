@@ -1,6 +1,6 @@
 """Data-parallel training of the TorchScript PackedGRU on packed blocks, with
 torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the Python twin of
-examples/cpp/ddp_trainer.cpp. Run from the repository root after `make plugin`:
+examples/cpp/ddp_trainer/. Run from the repository root after `make plugin`:
 
     .venv/bin/python examples/ddp_trainer.py --world-size 2
 
@@ -9,6 +9,7 @@ rank it is given instead.
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -95,6 +96,20 @@ class Progress:
         print(("\r" + line) if self.tty else line, end="\n" if last or not self.tty else "", flush=True)
 
 
+@dataclasses.dataclass
+class EpochFigures:
+    """One rank's figures of one epoch."""
+
+    seconds: float  # the epoch
+    first_wait: float  # the wait for its first batch (which also starts the loader's workers)
+    wait_share: float  # the share of the rest of the epoch spent waiting for the loader
+    batches: int
+    frames: int  # steps of sequences
+    padding: int  # steps of padding
+    first_loss: float  # mean loss of the epoch's first tenth
+    last_loss: float  # and of its last tenth
+
+
 def ends_of(losses):
     """Mean loss of the first and last tenth."""
     tenth = max(len(losses) // 10, 1)
@@ -159,11 +174,14 @@ def train(rank, args, port):
             progress.update(len(losses), losses[-1], time.perf_counter() - start, frames)
             waiting = time.perf_counter()
         seconds = time.perf_counter() - start
-        epochs.append([seconds, waited / (seconds - first_wait), len(losses), frames, padding, *ends_of(losses), first_wait])
+        first_loss, last_loss = ends_of(losses)
+        epochs.append(EpochFigures(seconds=seconds, first_wait=first_wait, wait_share=waited / (seconds - first_wait),
+                                   batches=len(losses), frames=frames, padding=padding,
+                                   first_loss=first_loss, last_loss=last_loss))  # fmt: skip
 
-    # Every rank's figures, gathered: the batch counts must agree.
+    # Every rank's figures, gathered (as dicts of the fields): the batch counts must agree.
     gathered = [None] * world_size
-    dist.all_gather_object(gathered, epochs)
+    dist.all_gather_object(gathered, [dataclasses.asdict(figures) for figures in epochs])
     dist.destroy_process_group()
     if rank != 0:
         return
@@ -171,14 +189,15 @@ def train(rank, args, port):
               "world_size": world_size, "epochs": []}  # fmt: skip
     equal = True
     for epoch in range(args.epochs):
-        rows = [ranks[epoch] for ranks in gathered]
-        per_rank = [row[2] for row in rows]
+        ranks = [EpochFigures(**rank_epochs[epoch]) for rank_epochs in gathered]
+        per_rank = [figures.batches for figures in ranks]
         equal = equal and per_rank == [per_rank[0]] * world_size
-        seconds = max(row[0] for row in rows)
-        waited = max(row[1] for row in rows)
-        first_wait = max(row[7] for row in rows)
-        frames, padding = sum(row[3] for row in rows), sum(row[4] for row in rows)
-        first, last = (sum(row[k] for row in rows) / world_size for k in (5, 6))
+        seconds = max(figures.seconds for figures in ranks)
+        waited = max(figures.wait_share for figures in ranks)
+        first_wait = max(figures.first_wait for figures in ranks)
+        frames, padding = sum(figures.frames for figures in ranks), sum(figures.padding for figures in ranks)
+        first = sum(figures.first_loss for figures in ranks) / world_size
+        last = sum(figures.last_loss for figures in ranks) / world_size
         print(
             f"epoch {epoch}: {seconds:.2f} s on {world_size} ranks ({backend}, {args.policy}), batches per rank "
             f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / (frames + padding):.2f}% "

@@ -1,0 +1,104 @@
+// The command line: the usage text, and argv read into a Config, every value checked.
+#include "config.h"
+
+#include <torch/cuda.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <type_traits>
+
+namespace trainer {
+namespace {
+
+constexpr const char* kUsage = R"(usage: ddp_trainer [options]
+  --world-size W        ranks to run (default 2)
+  --rank R --port P     run one rank, with the launcher's TCPStore on 127.0.0.1:P (set by the
+                        launcher; without --rank this process launches every rank)
+  --lengths FILE        one sequence length per line (default: the Action-Genome-shaped set)
+  --sequences N         use only the first N sequences of the file (default: all)
+  --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
+  --loop bload|naive    packed blocks (default), or the naive per-sequence frame-by-frame loop
+  --policy NAME         best_fit (default), random_fill or pad_to_max
+  --t-max N             steps per block (default 94)
+  --blocks-per-batch B  blocks in each rank's batch (default 8)
+  --epochs E            (default 1)
+  --seed S              seed of the plans, the data and the model's weights (default 0)
+  --lr X                Adam's learning rate (default 0.01)
+  --workers N           DataLoader worker threads per rank (default 1)
+  --device cpu|cuda     (default: cuda where available)
+  --timeout S           seconds a collective may wait for the other ranks (default 300)
+  --json                rank 0 ends with one JSON line of the run's figures)";
+
+[[noreturn]] void bad_argument(const std::string& flag, const std::string& value,
+                               const std::string& expected) {
+  throw std::invalid_argument(flag + " = \"" + value + "\": expected " + expected);
+}
+
+// `value` read whole as a Number (an integer where Number is one) of at least `minimum`.
+template <typename Number>
+Number parse_number(const std::string& flag, const std::string& value, Number minimum) {
+  std::istringstream in(value);
+  Number number{};
+  in >> number;
+  if (value.empty() || in.fail() || !in.eof() || number < minimum) {
+    std::ostringstream expected;
+    expected << (std::is_integral_v<Number> ? "an integer" : "a number") << " of at least "
+             << minimum;
+    bad_argument(flag, value, expected.str());
+  }
+  return number;
+}
+
+}  // namespace
+
+Config parse(int argc, char** argv) {
+  Config config;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage << "\n";
+      std::exit(0);
+    }
+    if (flag == "--json") {
+      config.json = true;
+      continue;
+    }
+    if (i + 1 == argc) bad_argument(flag, "", "a value after it");
+    const std::string value = argv[++i];
+    if (flag == "--world-size") config.world_size = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--rank") config.rank = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--port") config.port = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--lengths") config.lengths = value;
+    else if (flag == "--sequences") config.sequences = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--model") config.model = value;
+    else if (flag == "--loop") config.loop = value;
+    else if (flag == "--policy") config.policy = value;
+    else if (flag == "--t-max") config.t_max = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--blocks-per-batch") config.blocks_per_batch = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--epochs") config.epochs = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--seed") config.seed = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--lr") config.lr = parse_number(flag, value, 0.0);
+    else if (flag == "--workers") config.workers = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--device") config.device = value;
+    else if (flag == "--timeout") config.timeout = parse_number<int64_t>(flag, value, 1);
+    else bad_argument("option", flag, "one of those --help lists");
+  }
+  if (config.policy != "best_fit" && config.policy != "random_fill" && config.policy != "pad_to_max")
+    bad_argument("--policy", config.policy, "best_fit, random_fill or pad_to_max");
+  if (config.loop != "bload" && config.loop != "naive")
+    bad_argument("--loop", config.loop, "bload or naive");
+  if (config.loop == "naive" && config.model != "cpp")
+    bad_argument("--model", config.model, "cpp with --loop naive (it steps the GRU cell itself)");
+  if (config.rank >= config.world_size)
+    bad_argument("--rank", std::to_string(config.rank),
+                 "less than --world-size " + std::to_string(config.world_size));
+  if (config.rank >= 0 && config.port == 0) bad_argument("--port", "", "the launcher's store port");
+  if (config.device.empty()) config.device = torch::cuda::is_available() ? "cuda" : "cpu";
+  if (config.device != "cpu" && config.device != "cuda")
+    bad_argument("--device", config.device, "cpu or cuda");
+  return config;
+}
+
+}  // namespace trainer

@@ -1,0 +1,94 @@
+// The process group: gloo (NCCL when training on CUDA and built with it), the gradients' average
+// in one all-reduce, all-gathers, and a barrier at the store.
+#include "group.h"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/stack.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
+#ifdef BLOAD_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+
+namespace trainer {
+
+struct Group::Connection {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+  int64_t collectives = 0;
+
+  void run(const c10::intrusive_ptr<c10d::Work>& work) {
+    ++collectives;
+    work->wait();
+  }
+};
+
+Group::Group(const Config& config, const c10::Device& device)
+    : connection_(std::make_unique<Connection>()), device_(device) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(config.port);
+  options.timeout = std::chrono::seconds(config.timeout);
+  auto& store = connection_->store;
+  store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  const auto timeout = std::chrono::milliseconds(config.timeout * 1000);
+  const int rank = static_cast<int>(config.rank), size = static_cast<int>(config.world_size);
+#ifdef BLOAD_WITH_NCCL
+  // NCCL wants a GPU of its own per rank; with fewer GPUs than ranks, gloo it is.
+  if (device.is_cuda() && torch::cuda::device_count() >= size) {
+    auto nccl = c10d::ProcessGroupNCCL::Options::create();
+    nccl->timeout = timeout;
+    connection_->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, nccl);
+    name_ = "nccl";
+    return;
+  }
+#endif
+  auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+  gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  connection_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
+  name_ = "gloo";
+}
+
+Group::~Group() = default;
+
+int64_t Group::collectives() const { return connection_->collectives; }
+
+void Group::average_gradients(const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> grads;
+  for (const auto& parameter : parameters) grads.push_back(parameter.grad().reshape(-1));
+  auto flat = at::cat(grads);
+  std::vector<at::Tensor> buffer{name_ == "gloo" ? flat.cpu() : flat};
+  connection_->run(connection_->backend->allreduce(buffer));
+  auto averaged = buffer[0].to(device_) / connection_->backend->getSize();
+  int64_t offset = 0;
+  for (const auto& parameter : parameters) {
+    const int64_t count = parameter.numel();
+    parameter.grad().copy_(averaged.slice(0, offset, offset + count).view_as(parameter));
+    offset += count;
+  }
+}
+
+at::Tensor Group::gather(const at::Tensor& mine) {
+  const auto input = name_ == "gloo" ? mine : mine.to(device_);
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int rank = 0; rank < connection_->backend->getSize(); ++rank)
+    all[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  connection_->run(connection_->backend->allgather(all, inputs));
+  return at::stack(all[0]).cpu();
+}
+
+void Group::store_barrier(const std::string& name) {
+  auto& store = *connection_->store;
+  const auto& backend = *connection_->backend;
+  store.set(name + "/" + std::to_string(backend.getRank()), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < backend.getSize(); ++rank)
+    keys.push_back(name + "/" + std::to_string(rank));
+  store.wait(keys);
+}
+
+}  // namespace trainer

@@ -1,0 +1,43 @@
+// The process group: one rank's view of the others (gloo, or NCCL on CUDA), gradients averaged
+// over the ranks, small all-gathers, and a barrier at the store.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace trainer {
+
+class Group {
+ public:
+  // Meets the other ranks at the launcher's store (config.port) and builds the backend.
+  Group(const Config& config, const c10::Device& device);
+  ~Group();
+
+  const std::string& name() const { return name_; }  // "gloo" or "nccl"
+  int64_t collectives() const;                      // run so far
+
+  // One all-reduce of every gradient, flattened into one buffer (gloo reduces on the host).
+  void average_gradients(const std::vector<at::Tensor>& parameters);
+
+  // Every rank's `mine` (a flat tensor of the same size on every rank), as rows
+  // [world_size, size] on the CPU.
+  at::Tensor gather(const at::Tensor& mine);
+
+  // Waits at the store until every rank has reached `name` (or the timeout passes).
+  void store_barrier(const std::string& name);
+
+ private:
+  struct Connection;  // c10d's store and backend (group.cpp)
+  std::unique_ptr<Connection> connection_;
+  c10::Device device_;
+  std::string name_;
+};
+
+}  // namespace trainer

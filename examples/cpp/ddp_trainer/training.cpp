@@ -1,0 +1,180 @@
+// The training loops: bload's packed loop and the naive per-sequence loop, the RunningSum data
+// set, and the model's loading. The one file of the trainer that includes <torch/torch.h>.
+#include "training.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <bload/bload.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "packed_gru.h"
+
+namespace trainer {
+
+namespace {
+
+constexpr int64_t kFeatures = 16, kHidden = 64, kOutputs = 1;
+
+// Sequence i: features x [T_i, 16] from a generator seeded by (seed, i), and the target
+// y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), a scaled running sum: the model has to carry
+// state along a sequence, and must start each sequence from a fresh state.
+class RunningSum : public torch::data::datasets::Dataset<RunningSum> {
+ public:
+  RunningSum(std::vector<int64_t> lengths, int64_t seed)
+      : lengths_(std::move(lengths)), seed_(seed) {}
+
+  torch::data::Example<> get(size_t index) override {
+    const int64_t steps = lengths_.at(index);
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_ * 1000003 + index);
+    auto features = at::randn({steps, kFeatures}, generator);
+    auto target = features.select(1, 0).cumsum(0) / torch::arange(1, steps + 1).sqrt();
+    return {features, target.unsqueeze(1)};
+  }
+
+  std::optional<size_t> size() const override { return lengths_.size(); }
+
+ private:
+  std::vector<int64_t> lengths_;
+  int64_t seed_;
+};
+
+}  // namespace
+
+// The model either way: the C++ module or a TorchScript one.
+class Model {
+ public:
+  PackedGRU native{nullptr};
+  torch::jit::Module script;
+
+  torch::Tensor forward(const torch::Tensor& data, const torch::Tensor& table) {
+    if (native) return native->forward(data, table);
+    return script.forward({data, table}).toTensor();
+  }
+
+  std::vector<torch::Tensor> parameters() {
+    if (native) return native->parameters();
+    std::vector<torch::Tensor> parameters;
+    for (const auto& parameter : script.parameters()) parameters.push_back(parameter);
+    return parameters;
+  }
+};
+
+std::shared_ptr<Model> load_model(const Config& config, const c10::Device& device) {
+  auto model = std::make_shared<Model>();
+  if (config.model == "cpp") {
+    torch::manual_seed(config.seed);  // the same initial weights on every rank
+    model->native = PackedGRU(kFeatures, kHidden, kOutputs);
+    model->native->to(device);
+  } else {
+    model->script = torch::jit::load(config.model, device);
+    model->script.train();
+  }
+  return model;
+}
+
+std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
+                                       Model& model, Group& group, const c10::Device& device) {
+  const auto options = bload::Options(config.t_max)
+                           .blocks_per_batch(config.blocks_per_batch)
+                           .world_size(config.world_size)
+                           .rank(config.rank)
+                           .seed(config.seed)
+                           .policy(config.policy)
+                           .pin_memory(device.is_cuda());
+  bload::BlockSampler sampler(lengths, options);
+  auto epochs = sampler.epoch_handle();
+  auto loader = torch::data::make_data_loader(
+      bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
+      torch::data::DataLoaderOptions().workers(config.workers));
+  auto parameters = model.parameters();
+  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
+
+  std::vector<EpochFigures> figures;
+  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+    epochs.set_epoch(epoch);
+    const auto total = static_cast<int64_t>(sampler.planner().plan(epoch).batches_per_rank());
+    Progress progress(config.rank == 0, total);
+    EpochFigures figure;
+    std::vector<double> losses;
+    const auto start = Clock::now();
+    auto waiting = Clock::now();
+    double waited = 0;
+    for (auto it = loader->begin(); it != loader->end(); waiting = Clock::now(), ++it) {
+      // begin() and ++it wait for the next batch; begin() also starts the workers.
+      (figure.batches == 0 ? figure.first_wait : waited) += seconds_since(waiting);
+      auto& batch = *it;
+      auto data = batch.data.to(device, /*non_blocking=*/true);
+      auto target = batch.target.to(device, true);
+      auto valid = batch.valid.to(device, true);
+      auto errors = (model.forward(data, batch.table.table) - target).pow(2).sum(-1);
+      auto loss = errors.masked_select(valid).mean();
+      optimizer.zero_grad();
+      loss.backward();
+      group.average_gradients(parameters);
+      optimizer.step();
+
+      const int64_t frames = batch.valid.sum().item<int64_t>();
+      figure.frames += frames;
+      figure.padding += batch.valid.numel() - frames;
+      losses.push_back(loss.item<double>());
+      ++figure.batches;
+      const double elapsed = seconds_since(start);
+      progress.update(figure.batches, losses.back(), figure.batches / elapsed,
+                      figure.frames / elapsed);
+    }
+    figure.seconds = seconds_since(start);
+    figure.wait_share = waited / (figure.seconds - figure.first_wait);
+    std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
+    figures.push_back(figure);
+  }
+  return figures;
+}
+
+// The sequences are dealt out to the ranks in turn (as DistributedSampler does, equal counts per
+// rank), each stepped through frame by frame with an all-reduce per frame. Ranks with fewer frames
+// reach the end of the epoch first and wait there, while the others wait in an all-reduce that no
+// other rank will join.
+std::vector<EpochFigures> train_naive(const Config& config, const std::vector<int64_t>& lengths,
+                                      Model& model, Group& group, const c10::Device& device) {
+  RunningSum dataset(lengths, config.seed);
+  auto parameters = model.parameters();
+  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
+  auto& gru = *model.native;
+  const int64_t per_rank = (static_cast<int64_t>(lengths.size()) + config.world_size - 1) /
+                           config.world_size;
+  std::vector<EpochFigures> figures;
+  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+    EpochFigures figure;
+    std::vector<double> losses;
+    const auto start = Clock::now();
+    for (int64_t k = 0; k < per_rank; ++k) {
+      // DistributedSampler pads the last round with sequences from the start.
+      const auto index = static_cast<size_t>((k * config.world_size + config.rank) %
+                                             static_cast<int64_t>(lengths.size()));
+      auto example = dataset.get(index);
+      auto state = torch::zeros({1, kHidden}, device);
+      for (int64_t step = 0; step < lengths[index]; ++step) {
+        state = gru.cell(example.data[step].unsqueeze(0).to(device), state.detach());
+        auto loss = (gru.head(state) - example.target[step].to(device)).pow(2).mean();
+        optimizer.zero_grad();
+        loss.backward();
+        group.average_gradients(parameters);
+        optimizer.step();
+        losses.push_back(loss.item<double>());
+        ++figure.frames;
+      }
+      ++figure.batches;
+    }
+    group.store_barrier("epoch_" + std::to_string(epoch));
+    figure.seconds = seconds_since(start);
+    std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
+    figures.push_back(figure);
+  }
+  return figures;
+}
+
+}  // namespace trainer

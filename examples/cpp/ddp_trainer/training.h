@@ -1,0 +1,32 @@
+// The training loops: bload's packed loop and the naive per-sequence loop, on the RunningSum data
+// set, and the model they train (the C++ PackedGRU or a TorchScript one).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config.h"
+#include "group.h"
+#include "report.h"
+
+namespace trainer {
+
+class Model;  // the C++ module or a TorchScript one (training.cpp)
+
+// config.model on `device`: the C++ module with the same initial weights on every rank (from
+// config.seed), or the TorchScript file.
+std::shared_ptr<Model> load_model(const Config& config, const c10::Device& device);
+
+// bload's loop: every rank runs the same number of identically shaped batches. A figure per epoch.
+std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
+                                       Model& model, Group& group, const c10::Device& device);
+
+// The loop DDP users write first (the C++ module only): each rank steps frame by frame through its
+// own sequences, with an all-reduce per frame, and falls out of step with the others.
+std::vector<EpochFigures> train_naive(const Config& config, const std::vector<int64_t>& lengths,
+                                      Model& model, Group& group, const c10::Device& device);
+
+}  // namespace trainer
