@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import packed_gru  # noqa: E402
-from python_loader import BlockBatchSampler, PackBlocks, read_lengths  # noqa: E402
+from python_loader import SEQUENCE, BlockBatchSampler, PackBlocks, read_lengths  # noqa: E402
 
 ROOT = packed_gru.ROOT
 
@@ -42,7 +42,7 @@ class RunningSum(torch.utils.data.Dataset):
         return len(self.lengths)
 
     def __getitem__(self, row):
-        index = row[3]  # the row's sequence column
+        index = row[SEQUENCE]
         steps = self.lengths[index]
         self.generator.manual_seed(self.seed * 1000003 + index)
         features = torch.randn(steps, packed_gru.FEATURES, generator=self.generator)

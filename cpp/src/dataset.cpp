@@ -9,7 +9,7 @@ namespace bload {
 namespace {
 
 // [blocks, t_max, ...] like `like`'s steps, pinned when asked and possible.
-at::Tensor packed_output(const BlockTable& request, const at::Tensor& like, bool pin_memory) {
+at::Tensor packed_output(const BatchRequest& request, const at::Tensor& like, bool pin_memory) {
   std::vector<int64_t> shape{request.blocks, request.t_max};
   auto steps = like.sizes().slice(1);
   shape.insert(shape.end(), steps.begin(), steps.end());
@@ -22,7 +22,7 @@ at::Tensor packed_output(const BlockTable& request, const at::Tensor& like, bool
   return at::empty(shape, like.options().pinned_memory(pin));
 }
 
-at::Tensor pack_or_pad(const BlockTable& request, const std::vector<at::Tensor>& sequences,
+at::Tensor pack_or_pad(const BatchRequest& request, const std::vector<at::Tensor>& sequences,
                        double padding, bool pin_memory) {
   TORCH_CHECK(!sequences.empty(), "pack_batch: expected at least one example");
   auto out = packed_output(request, sequences[0], pin_memory);
@@ -36,7 +36,7 @@ at::Tensor pack_or_pad(const BlockTable& request, const std::vector<at::Tensor>&
 
 }  // namespace
 
-PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>& data,
+PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor>& data,
                        const std::vector<at::Tensor>& target, const Options& options) {
   const auto& table = request.table;
   PackedBatch batch;
@@ -48,7 +48,7 @@ PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>&
   batch.position_ids = position_ids(table, request.blocks, request.t_max);
   batch.cu_seqlens = cu_seqlens(table);
   batch.indices = table.select(1, kSequence).clone();
-  batch.table = request;
+  batch.table = table;
   return batch;
 }
 

@@ -77,12 +77,12 @@ int64_t EpochPlan::batches_per_rank() const {
   return static_cast<int64_t>(impl_->plan->batches_per_rank());
 }
 
-BlockTable EpochPlan::batch(int64_t rank, int64_t index) const {
+BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   auto cells = rethrowing([&] { return impl_->plan->batch_table(rank, index); });
   const auto rows = static_cast<int64_t>(cells.size()) / kTableColumns;
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
-  return BlockTable{table, impl_->options.blocks_per_batch(), impl_->options.t_max()};
+  return BatchRequest{table, impl_->options.blocks_per_batch(), impl_->options.t_max()};
 }
 
 PlanStats EpochPlan::stats() const { return impl_->plan->stats(); }

@@ -60,7 +60,7 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
   position_ = 0;
 }
 
-std::optional<BlockTable> BlockSampler::next(size_t /*batch_size*/) {
+std::optional<BatchRequest> BlockSampler::next(size_t /*batch_size*/) {
   const auto& current = plan();
   if (position_ >= current.batches_per_rank()) {
     return std::nullopt;

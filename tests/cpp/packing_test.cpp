@@ -15,7 +15,7 @@ TEST(BlockDataset, PacksAHandComputedBatch) {
   // Block 0: sequence 0 (3 steps), sequence 1 (2 steps), 1 step of padding.
   // Block 1: steps 2..5 of sequence 2 (6 steps, split), 2 steps of padding.
   const std::vector<int64_t> lengths{3, 2, 6};
-  bload::BlockTable request{
+  bload::BatchRequest request{
       torch::tensor({0, 0, 3, 0, 0, 3, 0, 3, 2, 1, 0, 2, 1, 0, 4, 2, 2, 6}, torch::kLong)
           .view({3, 6}),
       2, 6};

@@ -125,7 +125,7 @@ TEST(BlockSampler, EpochHandleReachesTheLoaderCopy) {
       torch::data::DataLoaderOptions());
   auto tables_of_next_epoch = [&] {
     std::vector<at::Tensor> tables;
-    for (auto& batch : *loader) tables.push_back(batch.table.table);
+    for (auto& batch : *loader) tables.push_back(batch.table);
     return tables;
   };
   auto epoch0 = tables_of_next_epoch();
@@ -183,7 +183,7 @@ TEST(BlockSampler, ResumesThroughADataLoader) {
       bload::BlockDataset(SyntheticSequences(lengths), options), std::move(resumed),
       torch::data::DataLoaderOptions());
   std::vector<at::Tensor> rest_of_epoch;
-  for (auto& batch : *loader) rest_of_epoch.push_back(batch.table.table);
+  for (auto& batch : *loader) rest_of_epoch.push_back(batch.table);
   std::vector<at::Tensor> expected;
   while (auto request = original.next()) expected.push_back(request->table);
   EXPECT_FALSE(expected.empty());

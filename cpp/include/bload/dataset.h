@@ -27,23 +27,23 @@ struct PackedBatch {
   at::Tensor position_ids;  // int64: step index inside the sequence, 0 on padding
   at::Tensor cu_seqlens;    // int32 [pieces + 1]: flash-attention's varlen offsets
   at::Tensor indices;       // int64 [pieces]: dataset index of every piece
-  BlockTable table;
+  at::Tensor table;         // int64 [pieces, kTableColumns]: the block table, on the CPU
 };
 
 // Packs one request from the examples of its pieces, one per table row, in row order. When the
 // table has no row (a batch of empty blocks, possible only when a dataset has fewer pieces than
 // blocks), `data` and `target` hold one example that only gives the trailing shape and dtype.
-BLOAD_API PackedBatch pack_batch(const BlockTable& request, const std::vector<at::Tensor>& data,
+BLOAD_API PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor>& data,
                                  const std::vector<at::Tensor>& target, const Options& options);
 
 template <typename Inner>
 class BlockDataset
-    : public torch::data::datasets::BatchDataset<BlockDataset<Inner>, PackedBatch, BlockTable> {
+    : public torch::data::datasets::BatchDataset<BlockDataset<Inner>, PackedBatch, BatchRequest> {
  public:
   BlockDataset(Inner inner, Options options)
       : inner_(std::move(inner)), options_(std::move(options)) {}
 
-  PackedBatch get_batch(BlockTable request) override {
+  PackedBatch get_batch(BatchRequest request) override {
     const int64_t rows = request.table.size(0);
     // A table with no row still loads one example, for the output's trailing shape and dtype.
     const int64_t examples = std::max<int64_t>(rows, 1);

@@ -90,10 +90,10 @@ inline constexpr int64_t kSequenceLength = column(TableColumn::SequenceLength);
 // SequenceLength is the last column (checked where the bridge is compiled).
 inline constexpr int64_t kTableColumns = kSequenceLength + 1;
 
-// One batch of one rank: `blocks` blocks of `t_max` steps and the pieces filling them. This is
-// the batch request BlockSampler hands to BlockDataset.
-struct BlockTable {
-  at::Tensor table;  // int64 [pieces, kTableColumns], on the CPU
+// One batch of one rank, as BlockSampler hands it to BlockDataset: `blocks` blocks of `t_max`
+// steps, and the block table of the pieces filling them.
+struct BatchRequest {
+  at::Tensor table;  // the block table: int64 [pieces, kTableColumns], on the CPU
   int64_t blocks = 0;
   int64_t t_max = 0;
 
@@ -109,7 +109,7 @@ class BLOAD_API EpochPlan {
   // Batches every rank runs this epoch, the same on every rank.
   int64_t batches_per_rank() const;
   // Batch `index` of `rank`.
-  BlockTable batch(int64_t rank, int64_t index) const;
+  BatchRequest batch(int64_t rank, int64_t index) const;
   PlanStats stats() const;
   // Every count of stats() by name, in the core's order (for dicts and reports).
   std::vector<std::pair<std::string, int64_t>> counts() const;

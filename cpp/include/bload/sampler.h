@@ -36,7 +36,7 @@ class BLOAD_API EpochHandle {
   std::shared_ptr<State> state_;
 };
 
-class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BlockTable> {
+class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchRequest> {
  public:
   BlockSampler(const std::vector<int64_t>& lengths, const Options& options);
   BlockSampler(Planner planner, int64_t rank);
@@ -48,7 +48,7 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BlockTable>
   // This rank's next batch of the epoch (`batch_size` is ignored: a batch is always
   // blocks_per_batch blocks), or nullopt at the end of the epoch. Before any reset(), the
   // first epoch starts by itself.
-  std::optional<BlockTable> next(size_t batch_size = 0) override;
+  std::optional<BatchRequest> next(size_t batch_size = 0) override;
 
   // The position in the epoch, so that after load() the next batch is the one that would have
   // come next. load() checks the archive was saved with the same lengths and options.

@@ -134,7 +134,6 @@ bool report(const Config& config, const std::string& backend, const std::string&
     std::ostringstream per_rank;
     for (size_t rank = 0; rank < summary.batches_per_rank.size(); ++rank)
       per_rank << (rank ? ", " : "") << summary.batches_per_rank[rank];
-    // Frames and padding go out as doubles, as they always have (6 significant digits).
     const auto frames = static_cast<double>(summary.frames);
     const auto padding = static_cast<double>(summary.padding);
     std::printf(
@@ -148,7 +147,7 @@ bool report(const Config& config, const std::string& backend, const std::string&
     json << (epoch ? ", " : "") << "{\"seconds\": " << summary.seconds
          << ", \"first_batch_seconds\": " << summary.first_wait
          << ", \"loader_wait_share\": " << summary.wait_share << ", \"batches_per_rank\": ["
-         << per_rank.str() << "], \"frames\": " << frames << ", \"padding\": " << padding
+         << per_rank.str() << "], \"frames\": " << summary.frames << ", \"padding\": " << summary.padding
          << ", \"first_loss\": " << summary.first_loss << ", \"last_loss\": " << summary.last_loss
          << "}";
   }

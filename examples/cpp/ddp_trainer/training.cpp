@@ -110,7 +110,7 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       auto data = batch.data.to(device, /*non_blocking=*/true);
       auto target = batch.target.to(device, true);
       auto valid = batch.valid.to(device, true);
-      auto errors = (model.forward(data, batch.table.table) - target).pow(2).sum(-1);
+      auto errors = (model.forward(data, batch.table) - target).pow(2).sum(-1);
       auto loss = errors.masked_select(valid).mean();
       optimizer.zero_grad();
       loss.backward();
