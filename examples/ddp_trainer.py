@@ -182,6 +182,9 @@ def train(rank, args, port):
     # Every rank's figures, gathered (as dicts of the fields): the batch counts must agree.
     gathered = [None] * world_size
     dist.all_gather_object(gathered, [dataclasses.asdict(figures) for figures in epochs])
+    # Every rank done with the group before any tears it down: rank 0 hosts the store, and a
+    # rank still using it while rank 0 exits has aborted the process at exit.
+    dist.barrier()
     dist.destroy_process_group()
     if rank != 0:
         return
