@@ -10,7 +10,6 @@
 //! `[blocks, t_max]`, row-major.
 
 use crate::error::{Error, Result};
-use crate::plan::Batch;
 
 /// Columns of a block table row, in order. The C++ API (through the bridge's shared enum), the
 /// Python package and `bload::tch` all index rows by these.
@@ -360,38 +359,7 @@ pub struct StepTables {
     pub indices: Vec<i64>,
 }
 
-impl Batch<'_> {
-    /// The batch's block table: one row per piece, in block then piece order (see [`Column`]).
-    pub fn table(&self) -> Vec<TableRow> {
-        let lengths = self.lengths();
-        let mut rows = Vec::new();
-        for (block, pieces) in (0..).zip(self.blocks()) {
-            rows.extend(pieces.pieces().map(|piece| {
-                let mut row = [0; Column::COUNT];
-                row[Column::Block as usize] = block;
-                row[Column::BlockOffset as usize] = i64::from(piece.block_offset);
-                row[Column::Length as usize] = i64::from(piece.length);
-                row[Column::Sequence as usize] = i64::from(piece.index);
-                row[Column::Offset as usize] = i64::from(piece.offset);
-                row[Column::SequenceLength as usize] = i64::from(lengths[piece.index as usize]);
-                row
-            }));
-        }
-        rows
-    }
-
-    /// The batch's per-step tables, written from its block table by [`BlockTable`].
-    pub fn tables(&self) -> StepTables {
-        let cells = self.table().concat();
-        let blocks = self.blocks().len();
-        BlockTable {
-            cells: &cells,
-            blocks,
-            t_max: self.t_max() as usize,
-        }
-        .step_tables()
-    }
-}
+mod batch;
 
 #[cfg(test)]
 mod tests;

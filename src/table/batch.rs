@@ -1,0 +1,38 @@
+//! A planned batch's block table, and its per-step tables written from it by [`BlockTable`]:
+//! the core's own batches go through the same implementation as tables that arrive from outside.
+
+use super::{BlockTable, Column, StepTables, TableRow};
+use crate::plan::Batch;
+
+impl Batch<'_> {
+    /// The batch's block table: one row per piece, in block then piece order (see [`Column`]).
+    pub fn table(&self) -> Vec<TableRow> {
+        let lengths = self.lengths();
+        let mut rows = Vec::new();
+        for (block, pieces) in (0..).zip(self.blocks()) {
+            rows.extend(pieces.pieces().map(|piece| {
+                let mut row = [0; Column::COUNT];
+                row[Column::Block as usize] = block;
+                row[Column::BlockOffset as usize] = i64::from(piece.block_offset);
+                row[Column::Length as usize] = i64::from(piece.length);
+                row[Column::Sequence as usize] = i64::from(piece.index);
+                row[Column::Offset as usize] = i64::from(piece.offset);
+                row[Column::SequenceLength as usize] = i64::from(lengths[piece.index as usize]);
+                row
+            }));
+        }
+        rows
+    }
+
+    /// The batch's per-step tables, written from its block table by [`BlockTable`].
+    pub fn tables(&self) -> StepTables {
+        let cells = self.table().concat();
+        let blocks = self.blocks().len();
+        BlockTable {
+            cells: &cells,
+            blocks,
+            t_max: self.t_max() as usize,
+        }
+        .step_tables()
+    }
+}
