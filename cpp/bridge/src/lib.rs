@@ -247,70 +247,28 @@ fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<(), Bridg
     })
 }
 
-/// Checks `table` as a batch `[blocks, t_max]`'s and writes one of its per-step tables.
-fn write_step_table<'t, T>(
-    call: &str,
-    (table, blocks, t_max): (&'t [i64], i64, i64),
-    out: &mut [T],
-    write: impl FnOnce(&BlockTable<'t>, &mut [T]) -> bload::Result<()>,
-) -> Result<(), BridgeError> {
-    guarded(call, || write(&BlockTable::new(table, blocks, t_max)?, out))
+// The per-step table writers C++ calls: each checks the table as a batch `[blocks, t_max]`'s,
+// then writes one table into the caller's buffer.
+macro_rules! step_table_writers {
+    ($($name:ident: $element:ty => $write:path;)*) => {$(
+        fn $name(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            out: &mut [$element],
+        ) -> Result<(), BridgeError> {
+            guarded(stringify!($name), || {
+                $write(&BlockTable::new(table, blocks, t_max)?, out)
+            })
+        }
+    )*};
 }
 
-fn write_reset_mask(
-    table: &[i64],
-    blocks: i64,
-    t_max: i64,
-    out: &mut [bool],
-) -> Result<(), BridgeError> {
-    write_step_table(
-        "reset_mask",
-        (table, blocks, t_max),
-        out,
-        BlockTable::write_reset_mask,
-    )
-}
-
-fn write_valid_mask(
-    table: &[i64],
-    blocks: i64,
-    t_max: i64,
-    out: &mut [bool],
-) -> Result<(), BridgeError> {
-    write_step_table(
-        "valid_mask",
-        (table, blocks, t_max),
-        out,
-        BlockTable::write_valid_mask,
-    )
-}
-
-fn write_segment_ids(
-    table: &[i64],
-    blocks: i64,
-    t_max: i64,
-    out: &mut [i32],
-) -> Result<(), BridgeError> {
-    write_step_table(
-        "segment_ids",
-        (table, blocks, t_max),
-        out,
-        BlockTable::write_segment_ids,
-    )
-}
-
-fn write_position_ids(
-    table: &[i64],
-    blocks: i64,
-    t_max: i64,
-    out: &mut [i64],
-) -> Result<(), BridgeError> {
-    write_step_table(
-        "position_ids",
-        (table, blocks, t_max),
-        out,
-        BlockTable::write_position_ids,
-    )
+step_table_writers! {
+    write_reset_mask: bool => BlockTable::write_reset_mask;
+    write_valid_mask: bool => BlockTable::write_valid_mask;
+    write_segment_ids: i32 => BlockTable::write_segment_ids;
+    write_position_ids: i64 => BlockTable::write_position_ids;
 }
 
 fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<(), BridgeError> {
