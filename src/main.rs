@@ -10,6 +10,7 @@
 /// The command line's parts (in `src/cli/`; the library's modules are its neighbours in `src/`).
 mod cli {
     pub mod args;
+    pub mod plan_json;
 }
 
 use bload::stats::{mix, truncate};
@@ -183,34 +184,10 @@ fn plan(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     let planner = Planner::new(lengths, args.options.clone())?;
     let plan = planner.plan(args.epoch);
     let batches = plan.rank_batches(rank)?;
-    let o = plan.options();
     if args.json {
-        let batches: Vec<_> = batches
-            .map(|batch| {
-                let blocks: Vec<_> = batch
-                    .blocks()
-                    .map(|block| {
-                        let pieces: Vec<_> = block.pieces().collect();
-                        json!({"padding": block.padding(), "pieces": pieces})
-                    })
-                    .collect();
-                json!({ "blocks": blocks })
-            })
-            .collect();
-        let document = json!({
-            "rank": rank,
-            "epoch": plan.epoch(),
-            "world_size": o.world_size,
-            "blocks_per_batch": o.blocks_per_batch,
-            "t_max": o.t_max,
-            "policy": o.policy,
-            "plan_hash": format!("{:#018x}", plan.hash()),
-            "stats": plan.stats(),
-            "batches": batches,
-        });
-        writeln!(out, "{document}")?;
-        return Ok(());
+        return Ok(cli::plan_json::write(out, &plan, rank, batches)?);
     }
+    let o = plan.options();
     let s = plan.stats();
     writeln!(
         out,
