@@ -200,3 +200,33 @@ fn values_out_of_bounds_are_told_the_real_bounds() {
         assert_eq!(err, format!("bload: error: {message}\n"), "{line}");
     }
 }
+
+#[test]
+fn more_blocks_per_global_batch_than_pieces_are_refused_at_once() {
+    // 2^28 blocks per batch for 3 sequences: refused before a block is planned (it took minutes
+    // and gigabytes when every block was planned first).
+    let three = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("three.lengths");
+    std::fs::write(&three, "3\n4\n5\n").unwrap();
+    let out = bload_args(&[
+        "plan",
+        "--lengths",
+        three.to_str().unwrap(),
+        "--t-max",
+        "7",
+        "--world-size",
+        "2",
+        "--blocks-per-batch",
+        "268435456",
+        "--rank",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with(
+            "bload: error: world_size * blocks_per_batch = 536870912 (2 x 268435456): \
+             expected at most 3: each block of a global batch needs a piece"
+        ),
+        "{err}"
+    );
+}

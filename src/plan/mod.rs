@@ -54,7 +54,7 @@ pub struct Planner {
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
     /// an empty dataset, a zero length, a total over 32 bits, sequences longer than `t_max` (unless
-    /// split), or fewer pieces than ranks.
+    /// split), or fewer pieces than the `world_size * blocks_per_batch` blocks of a global batch.
     pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
         let gathered = validate::gather(&lengths, &options)?;
         Ok(Planner {
@@ -205,16 +205,16 @@ mod tests {
 
     #[test]
     fn stats_count_rounding_and_empty_blocks() {
-        // Three full blocks for a global batch of 4: one empty block of rounding padding.
-        let plan = Planner::new(vec![10, 10, 10], options(10, 2, 2))
+        // Five full blocks for global batches of 4: three empty blocks of rounding padding.
+        let plan = Planner::new(vec![10; 5], options(10, 2, 2))
             .unwrap()
             .plan(0);
         let stats = plan.stats();
-        assert_eq!((stats.blocks, stats.padding), (4, 10));
-        assert_eq!((stats.rounding_blocks, stats.rounding_padding), (1, 10));
-        assert_eq!(stats.empty_blocks, 1);
-        assert_eq!(plan.num_blocks(), 4);
-        assert_eq!(plan.blocks().filter(|block| block.is_empty()).count(), 1);
+        assert_eq!((stats.blocks, stats.padding), (8, 30));
+        assert_eq!((stats.rounding_blocks, stats.rounding_padding), (3, 30));
+        assert_eq!(stats.empty_blocks, 3);
+        assert_eq!(plan.num_blocks(), 8);
+        assert_eq!(plan.blocks().filter(|block| block.is_empty()).count(), 3);
     }
 
     #[test]
