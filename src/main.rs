@@ -82,6 +82,17 @@ fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
     }
 }
 
+/// A copy of the lengths, for one more planner (which takes them by value); a lack of memory for
+/// it is an error like any other.
+fn copy_of(lengths: &[u32]) -> Result<Vec<u32>, Error> {
+    let mut copy = Vec::new();
+    copy.try_reserve_exact(lengths.len()).map_err(|_| {
+        Error::out_of_memory("a copy of the lengths", lengths.len(), size_of::<u32>())
+    })?;
+    copy.extend_from_slice(lengths);
+    Ok(copy)
+}
+
 /// Runs `method` and records its wall time in its `plan_ms`.
 fn timed(method: impl FnOnce() -> Result<MethodStats, Error>) -> Result<MethodStats, Error> {
     let start = Instant::now();
@@ -108,8 +119,8 @@ fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             ..args.options.clone()
         };
         let row = timed(|| {
-            let planner = Planner::new(lengths.clone(), options)?;
-            let plan = planner.plan(args.epoch);
+            let planner = Planner::new(copy_of(&lengths)?, options)?;
+            let plan = planner.plan(args.epoch)?;
             bound = Some(planner.lower_bound());
             let s = plan.stats();
             Ok(MethodStats {
@@ -182,7 +193,7 @@ fn plan(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         .ok_or_else(|| Failure::Usage("--rank R is required".into()))?;
     let lengths = read_lengths(&args.lengths)?;
     let planner = Planner::new(lengths, args.options.clone())?;
-    let plan = planner.plan(args.epoch);
+    let plan = planner.plan(args.epoch)?;
     let batches = plan.rank_batches(rank)?;
     if args.json {
         return Ok(cli::plan_json::write(out, &plan, rank, batches)?);

@@ -83,7 +83,10 @@ fn fewer_pieces_than_the_blocks_of_a_global_batch() {
 fn rank_and_batch_out_of_range() {
     let mut options = Options::new(10);
     options.world_size = 2;
-    let plan = Planner::new(vec![5, 5, 5, 5], options).unwrap().plan(0);
+    let plan = Planner::new(vec![5, 5, 5, 5], options)
+        .unwrap()
+        .plan(0)
+        .unwrap();
     let err = plan.batch(2, 0).unwrap_err();
     assert_eq!((err.argument.as_str(), err.value.as_str()), ("rank", "2"));
     assert!(err.expected.contains("below world_size (2)"));

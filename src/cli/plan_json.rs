@@ -126,7 +126,7 @@ mod tests {
         let mut options = Options::new(94);
         options.world_size = 3;
         options.blocks_per_batch = 4;
-        let plan = Planner::new(lengths, options).unwrap().plan(2);
+        let plan = Planner::new(lengths, options).unwrap().plan(2).unwrap();
         for rank in 0..3 {
             let text = streamed(&plan, rank);
             assert_eq!(text, whole_document(&plan, rank), "rank {rank}");
@@ -142,7 +142,10 @@ mod tests {
         options.world_size = 2;
         options.oversize = Oversize::Split;
         options.policy = Policy::PadToMax;
-        let plan = Planner::new(vec![25, 3, 30], options).unwrap().plan(0);
+        let plan = Planner::new(vec![25, 3, 30], options)
+            .unwrap()
+            .plan(0)
+            .unwrap();
         assert_eq!(plan.stats().empty_blocks, 1);
         let texts: Vec<String> = (0..2).map(|rank| streamed(&plan, rank)).collect();
         for (rank, text) in (0..).zip(&texts) {

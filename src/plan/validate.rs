@@ -7,6 +7,7 @@
 //! the one reported.
 
 use super::identities::packed_part;
+use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::{Error, Result};
 use crate::options::{Options, Oversize};
 use crate::stats::{self, LowerBound};
@@ -17,6 +18,7 @@ pub(super) struct Gathered {
     pub(super) counts: Vec<u32>,
     pub(super) class_starts: Vec<u32>,
     pub(super) oversized: Vec<u32>,
+    pub(super) full_chunks: u64,
     pub(super) packing_bound: u64,
     pub(super) split_pieces: u64,
     pub(super) steps: u64,
@@ -45,14 +47,21 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
     }
     let t_max = options.t_max;
     // One pass over the lengths gathers everything the checks and the packers need.
-    let mut counts = vec![0u32; t_max as usize + 1];
+    let mut counts = try_vec(
+        "the count of sequences of each length",
+        t_max as usize + 1,
+        0u32,
+    )?;
     let (mut steps, mut longest) = (0u64, 0u32);
-    let mut oversized = Vec::new();
-    for (index, &length) in (0u32..).zip(lengths) {
+    // Sequences longer than t_max, their full chunks, and those with a tail after them.
+    let (mut oversized_count, mut full_chunks, mut tails) = (0u32, 0u64, 0u64);
+    for &length in lengths {
         steps += u64::from(length);
         longest = longest.max(length);
         if length > t_max {
-            oversized.push(index);
+            oversized_count += 1;
+            full_chunks += u64::from(length / t_max);
+            tails += u64::from(length % t_max > 0);
         }
         counts[packed_part(length, t_max) as usize] += 1;
     }
@@ -80,40 +89,43 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
             ),
         ));
     }
-    if !oversized.is_empty() && options.oversize == Oversize::Reject {
+    if oversized_count > 0 && options.oversize == Oversize::Reject {
         return Err(Error::invalid(
             "t_max",
             t_max,
             format!(
-                "at least the longest sequence ({longest} steps): {} sequences are longer \
-                 than t_max; raise t_max or choose split mode to cut them into chunks",
-                oversized.len()
+                "at least the longest sequence ({longest} steps): {oversized_count} sequences \
+                 are longer than t_max; raise t_max or choose split mode to cut them into chunks"
             ),
         ));
     }
-    let full_chunks: u64 = oversized
-        .iter()
-        .map(|&index| u64::from(lengths[index as usize] / t_max))
-        .sum();
-    let tails = oversized
-        .iter()
-        .filter(|&&index| lengths[index as usize] % t_max > 0)
-        .count() as u64;
     let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
     let pieces = full_chunks + packed_parts;
     check_blocks_per_global_batch(pieces, options)?;
 
-    let mut class_starts = vec![0u32; t_max as usize + 2];
+    // Counted first, so that the list is allocated at its size.
+    let mut oversized = try_with_capacity("the sequences to split", oversized_count as usize)?;
+    if oversized_count > 0 {
+        let indices = (0u32..).zip(lengths).filter(|&(_, &length)| length > t_max);
+        oversized.extend(indices.map(|(index, _)| index));
+    }
+
+    let mut class_starts = try_vec(
+        "the start of each length in sorted order",
+        t_max as usize + 2,
+        0u32,
+    )?;
     for length in 1..=t_max as usize {
         class_starts[length + 1] = class_starts[length] + counts[length];
     }
 
-    let packing_bound = stats::packing_bound(&counts);
+    let packing_bound = stats::packing_bound(&counts)?;
     let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, options);
     Ok(Gathered {
         counts,
         class_starts,
         oversized,
+        full_chunks,
         split_pieces: full_chunks + tails,
         packing_bound,
         steps,
