@@ -113,6 +113,8 @@ impl Planner {
             }
             Policy::PadToMax => pack::one_per_block(&self.counts)?,
         };
+        // First, so that its scratch is gone before the blocks are allocated (a lower peak).
+        let piece_sequences = self.sequences_for(packing.lengths, epoch)?;
         // The packed blocks and a block per full chunk, rounded up to whole global batches: all
         // the blocks there will be, allocated at once.
         let packed_blocks = packing.ends.len() as u64 + self.full_chunks;
@@ -129,7 +131,7 @@ impl Planner {
             epoch,
             options: options.clone(),
             lengths: Arc::clone(&self.lengths),
-            piece_sequences: self.sequences_for(packing.lengths, epoch)?,
+            piece_sequences,
             split_pieces: Vec::new(),
             spans,
             stats: PlanStats::default(),
