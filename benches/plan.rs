@@ -122,7 +122,7 @@ fn bload_row(name: &str, lengths: &[u32], options: &Options) -> Row {
     let (plan, timing, peak_bytes) = measure(|| {
         let input = inputs.pop().expect("one input per run");
         let planner = Planner::new(input, options.clone()).expect("valid bench input");
-        planner.plan(0)
+        planner.plan(0).expect("memory for the bench plan")
     });
     Row {
         name: format!("bload best_fit {name}"),

@@ -16,7 +16,7 @@ fn main() -> Result<(), bload::Error> {
 
     let rank = 3;
     for epoch in 0..2 {
-        let plan = planner.plan(epoch); // the same on every rank: no communication
+        let plan = planner.plan(epoch)?; // the same on every rank: no communication
         println!(
             "epoch {epoch}: plan {:#018x}, {} batches per rank, {} padding steps (bound {})",
             plan.hash(), // ranks can all-gather this to check they agree

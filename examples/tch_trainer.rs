@@ -180,7 +180,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut optimizer = nn::Adam::default().build(&vs, args.lr)?;
 
     for epoch in 0..args.epochs {
-        let plan = planner.plan(epoch);
+        let plan = planner.plan(epoch)?;
         let total = plan.batches_per_rank();
         let (mut losses, mut frames, mut padding) = (Vec::new(), 0i64, 0i64);
         let start = Instant::now();

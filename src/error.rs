@@ -29,6 +29,27 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Memory for `what`, `len` elements of `size` bytes each, could not be allocated: the error
+    /// that takes the place of an abort, saying what was being built and how large.
+    pub fn out_of_memory(what: &str, len: usize, size: usize) -> Self {
+        let bytes = match len.checked_mul(size) {
+            Some(bytes) => format!("{bytes} bytes"),
+            None => format!("more than {} bytes", usize::MAX),
+        };
+        let value = if size == 1 {
+            bytes
+        } else {
+            format!("{len} elements of {size} bytes ({bytes})")
+        };
+        Error::invalid(
+            format!("memory for {what}"),
+            value,
+            "that much free memory; the allocation failed (out of memory)",
+        )
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

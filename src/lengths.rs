@@ -9,7 +9,9 @@
 //! - lines that are blank once the comment is removed are skipped (they hold no sequence);
 //! - anything else is an error naming the file and line; a file with no length is an error.
 
+use crate::alloc::{out_of_memory, try_with_capacity};
 use crate::error::{Error, Result};
+use std::io::ErrorKind;
 use std::path::Path;
 
 const EXPECTED: &str = "one sequence length per line, an integer from 1 to 4294967295";
@@ -18,7 +20,13 @@ const QUOTED_CHARS: usize = 40;
 
 /// Reads a lengths file (see the module doc for the format).
 pub fn read_lengths(path: &Path) -> Result<Vec<u32>> {
+    // std reads a file into memory with fallible allocations: too large a file is an error.
     let text = std::fs::read_to_string(path).map_err(|err| {
+        if err.kind() == ErrorKind::OutOfMemory {
+            let bytes = std::fs::metadata(path).map_or(0, |file| file.len());
+            let what = format!("the text of {}", path.display());
+            return out_of_memory::<u8>(&what, usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
         Error::invalid(
             "lengths file",
             path.display(),
@@ -30,7 +38,9 @@ pub fn read_lengths(path: &Path) -> Result<Vec<u32>> {
 
 /// Parses the text of a lengths file; `source` names it in errors.
 pub fn parse_lengths(text: &str, source: &str) -> Result<Vec<u32>> {
-    let mut lengths = Vec::with_capacity(text.len() / 3);
+    // A length a line at most: counting the lines sizes the lengths before any is read.
+    let lines = text.bytes().filter(|&byte| byte == b'\n').count() + 1;
+    let mut lengths = try_with_capacity(&format!("the lengths of {source}"), lines)?;
     for (number, line) in (1..).zip(text.lines()) {
         let field = line.split('#').next().unwrap_or_default().trim();
         if field.is_empty() {

@@ -9,7 +9,7 @@
 //! let mut options = Options::new(10);
 //! options.world_size = 2;
 //! let planner = Planner::new(vec![7, 3, 5, 5, 9, 1, 4, 6], options)?;
-//! let plan = planner.plan(0);
+//! let plan = planner.plan(0)?;
 //! // 40 steps fill 4 blocks of 10 exactly, 2 batches on each of 2 ranks.
 //! assert_eq!(plan.stats().padding, 0);
 //! for rank in 0..2 {
@@ -23,6 +23,7 @@
 //! This crate is the pure planner; it depends on no tensor library, except through the optional
 //! `tch` feature (the [`tch`] module: packed batches as `tch` tensors).
 
+mod alloc;
 mod error;
 mod lengths;
 mod options;

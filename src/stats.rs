@@ -1,6 +1,7 @@
 //! What a plan costs, the least any plan could cost, and what the paper's baselines cost on the
 //! same lengths.
 
+use crate::alloc::try_vec;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use serde::Serialize;
@@ -102,10 +103,10 @@ pub(crate) fn round_up(blocks: u64, multiple: u64) -> u64 {
 }
 
 /// The fewest blocks that items with `counts[len]` of each length `1..=t_max` fit in.
-pub(crate) fn packing_bound(counts: &[u32]) -> u64 {
+pub(crate) fn packing_bound(counts: &[u32]) -> Result<u64> {
     let t_max = counts.len() as u64 - 1;
     let steps: u64 = (0..).zip(counts).map(|(len, &c)| len * u64::from(c)).sum();
-    steps.div_ceil(t_max).max(martello_toth_l2(counts))
+    Ok(steps.div_ceil(t_max).max(martello_toth_l2(counts)?))
 }
 
 /// Lower bound for `full_chunks` blocks that are already full plus `packed_blocks` more.
@@ -129,11 +130,11 @@ pub(crate) fn lower_bound(
 /// threshold `a` in `1..=c/2`, items longer than `c - a` need a block each (J1); items in
 /// `(c/2, c - a]` need a block each too (J2), and items in `[a, c/2]` (J3) can only use the room
 /// J2's blocks leave, or new blocks.
-fn martello_toth_l2(counts: &[u32]) -> u64 {
+fn martello_toth_l2(counts: &[u32]) -> Result<u64> {
     let capacity = counts.len() - 1;
     // count_upto[w] and steps_upto[w]: items of length at most w, and their steps.
-    let mut count_upto = vec![0u64; capacity + 1];
-    let mut steps_upto = vec![0u64; capacity + 1];
+    let mut count_upto = try_vec("the items up to each length", capacity + 1, 0u64)?;
+    let mut steps_upto = try_vec("the steps up to each length", capacity + 1, 0u64)?;
     for w in 1..=capacity {
         count_upto[w] = count_upto[w - 1] + u64::from(counts[w]);
         steps_upto[w] = steps_upto[w - 1] + w as u64 * u64::from(counts[w]);
@@ -159,7 +160,7 @@ fn martello_toth_l2(counts: &[u32]) -> u64 {
             .div_ceil(capacity as u64);
         best = best.max(j1 + j2 + extra);
     }
-    best
+    Ok(best)
 }
 
 /// Cost of one of the paper's baselines, in the same units as a plan.
@@ -237,19 +238,22 @@ mod tests {
     #[test]
     fn l2_counts_items_that_cannot_share_a_block() {
         // Three items of 6 in blocks of 10: 18 steps fit 2 blocks by volume, but no two share.
-        assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 6], 10)), 3);
-        let packed = packing_bound(&counts_of(&[6, 6, 6], 10));
+        assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 6], 10)).unwrap(), 3);
+        let packed = packing_bound(&counts_of(&[6, 6, 6], 10)).unwrap();
         let bound = lower_bound(packed, 0, 18, &Options::new(10));
         assert_eq!((bound.blocks, bound.padding), (3, 12));
         // Items of 6 leave room 4 each; three 5s cannot use it, so they need 2 more blocks.
-        assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 5, 5, 5], 10)), 4);
+        assert_eq!(
+            martello_toth_l2(&counts_of(&[6, 6, 5, 5, 5], 10)).unwrap(),
+            4
+        );
     }
 
     #[test]
     fn lower_bound_rounds_up_to_the_global_batch() {
         let mut options = Options::new(10);
         options.world_size = 4;
-        let packed = packing_bound(&counts_of(&[10, 10, 10, 10, 10], 10));
+        let packed = packing_bound(&counts_of(&[10, 10, 10, 10, 10], 10)).unwrap();
         let bound = lower_bound(packed, 2, 70, &options);
         assert_eq!(bound.blocks_unrounded, 7);
         assert_eq!(bound.blocks, 8);

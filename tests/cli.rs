@@ -143,7 +143,9 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 
     let out = bload("plan --lengths AG --t-max 94 --world-size 2 --rank 2");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8(out.stderr).unwrap().contains("rank = 2"));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("--rank = \"2\": expected an integer from 0 to 1 (world_size - 1)"));
 
     let out = bload("stats --lengths AG --t-max 50");
     let err = String::from_utf8(out.stderr).unwrap();
@@ -166,4 +168,65 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         assert_eq!(out.status.code(), Some(2), "{line}");
         assert!(String::from_utf8(out.stderr).unwrap().contains("usage:"));
     }
+}
+
+#[test]
+fn values_out_of_bounds_are_told_the_real_bounds() {
+    for (line, message) in [
+        (
+            "stats --lengths AG --t-max 99999999",
+            "--t-max = \"99999999\": expected an integer from 1 to 16777216",
+        ),
+        (
+            "stats --lengths AG --t-max 94 --world-size 4294967296",
+            "--world-size = \"4294967296\": expected an integer from 1 to 4294967295",
+        ),
+        (
+            "stats --lengths AG --t-max 94 --seed -1",
+            "--seed = \"-1\": expected an integer from 0 to 18446744073709551615",
+        ),
+        (
+            "stats --lengths AG --t-max 94 --mix-to 0",
+            "--mix-to = \"0\": expected an integer from 1 to 4294967295",
+        ),
+        (
+            "plan --lengths AG --t-max 94 --rank 8 --world-size 8",
+            "--rank = \"8\": expected an integer from 0 to 7 (world_size - 1)",
+        ),
+    ] {
+        let out = bload(line);
+        assert_eq!(out.status.code(), Some(1), "{line}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err, format!("bload: error: {message}\n"), "{line}");
+    }
+}
+
+#[test]
+fn more_blocks_per_global_batch_than_pieces_are_refused_at_once() {
+    // 2^28 blocks per batch for 3 sequences: refused before a block is planned (it took minutes
+    // and gigabytes when every block was planned first).
+    let three = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("three.lengths");
+    std::fs::write(&three, "3\n4\n5\n").unwrap();
+    let out = bload_args(&[
+        "plan",
+        "--lengths",
+        three.to_str().unwrap(),
+        "--t-max",
+        "7",
+        "--world-size",
+        "2",
+        "--blocks-per-batch",
+        "268435456",
+        "--rank",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with(
+            "bload: error: world_size * blocks_per_batch = 536870912 (2 x 268435456): \
+             expected at most 3: each block of a global batch needs a piece"
+        ),
+        "{err}"
+    );
 }

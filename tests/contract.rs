@@ -167,20 +167,25 @@ fn check_lengths_and_options(
             if err.argument == "t_max" {
                 prop_assert!(options.oversize == Oversize::Reject && longest > options.t_max);
             } else {
-                prop_assert_eq!(err.argument.as_str(), "world_size", "{}", err);
+                let argument = if options.blocks_per_batch == 1 {
+                    "world_size"
+                } else {
+                    "world_size * blocks_per_batch"
+                };
+                prop_assert_eq!(err.argument.as_str(), argument, "{}", err);
                 let pieces: u64 = lengths
                     .iter()
                     .map(|&l| u64::from(l.div_ceil(options.t_max)))
                     .sum();
-                prop_assert!(pieces < u64::from(options.world_size));
+                prop_assert!(pieces < options.blocks_per_global_batch());
             }
             return Ok(());
         }
     };
-    let plan = planner.plan(epoch);
+    let plan = planner.plan(epoch).unwrap();
     check_plan(&plan, &planner);
     // A pure function of its inputs: planning again, or on a fresh planner, gives the same.
-    let again = Planner::new(lengths, options).unwrap().plan(epoch);
+    let again = Planner::new(lengths, options).unwrap().plan(epoch).unwrap();
     prop_assert_eq!(plan.hash(), again.hash());
     Ok(())
 }
@@ -192,7 +197,7 @@ fn more_pieces_than_blocks_fill_every_rounded_block() {
     options.world_size = 4;
     let lengths = vec![5, 5, 4, 6, 3, 7, 2, 8, 1, 9];
     let planner = Planner::new(lengths, options).unwrap();
-    let plan = planner.plan(0);
+    let plan = planner.plan(0).unwrap();
     check_plan(&plan, &planner);
     assert_eq!(plan.stats().blocks, 8);
     assert_eq!(plan.stats().rounding_blocks, 3);
@@ -200,16 +205,27 @@ fn more_pieces_than_blocks_fill_every_rounded_block() {
 }
 
 #[test]
-fn fewer_pieces_than_blocks_leaves_counted_empty_blocks() {
-    // Three sequences that cannot share a block, 2 ranks x 2 blocks: one block stays empty.
+fn fewer_pieces_than_a_global_batch_has_blocks_are_refused() {
+    // Three sequences, 2 ranks x 2 blocks: a block of every global batch would have no piece.
     let mut options = Options::new(10);
     options.world_size = 2;
     options.blocks_per_batch = 2;
-    let planner = Planner::new(vec![6, 7, 8], options).unwrap();
-    let plan = planner.plan(0);
+    let err = Planner::new(vec![6, 7, 8], options).unwrap_err();
+    assert_eq!(err.argument, "world_size * blocks_per_batch");
+}
+
+#[test]
+fn rounding_leaves_counted_empty_blocks_when_pieces_run_out() {
+    // Five sequences a block each (pad_to_max), 2 ranks x 2 blocks: 8 blocks, 3 of them empty.
+    let mut options = Options::new(10);
+    options.world_size = 2;
+    options.blocks_per_batch = 2;
+    options.policy = Policy::PadToMax;
+    let planner = Planner::new(vec![6, 7, 8, 2, 3], options).unwrap();
+    let plan = planner.plan(0).unwrap();
     check_plan(&plan, &planner);
-    assert_eq!(plan.stats().empty_blocks, 1);
-    assert_eq!(plan.stats().padding, 40 - 21);
+    assert_eq!(plan.stats().empty_blocks, 3);
+    assert_eq!(plan.stats().padding, 80 - 26);
 }
 
 #[test]
@@ -217,7 +233,7 @@ fn split_sequences_are_cut_into_t_max_chunks_and_a_tail() {
     let mut options = Options::new(10);
     options.oversize = Oversize::Split;
     let planner = Planner::new(vec![25, 3, 30], options).unwrap();
-    let plan = planner.plan(0);
+    let plan = planner.plan(0).unwrap();
     check_plan(&plan, &planner);
     let s = plan.stats();
     // 25 = 10 + 10 + 5; 30 = 10 + 10 + 10.

@@ -62,10 +62,16 @@ fn sequences_longer_than_t_max_say_how_many_and_the_longest() {
 }
 
 #[test]
-fn fewer_blocks_than_ranks() {
+fn fewer_pieces_than_the_blocks_of_a_global_batch() {
     let err = refusal(vec![3, 4], |o| o.world_size = 3);
-    assert_eq!(err.argument, "world_size");
-    assert!(err.expected.contains("fewer blocks than ranks"), "{err}");
+    assert_eq!(err.to_string(), "world_size = 3: expected at most 2: each block of a global batch needs a piece, and the lengths give only 2 (one per sequence, or per chunk of a split sequence); lower world_size");
+    let err = refusal(vec![3, 4, 5], |o| {
+        o.world_size = 2;
+        o.blocks_per_batch = 2;
+    });
+    assert_eq!(err.argument, "world_size * blocks_per_batch");
+    assert_eq!(err.value, "4 (2 x 2)");
+    assert!(err.expected.starts_with("at most 3:"), "{err}");
     // Splitting makes pieces enough: 25 steps become 3 pieces for 3 ranks.
     let mut options = Options::new(10);
     options.world_size = 3;
@@ -77,7 +83,10 @@ fn fewer_blocks_than_ranks() {
 fn rank_and_batch_out_of_range() {
     let mut options = Options::new(10);
     options.world_size = 2;
-    let plan = Planner::new(vec![5, 5, 5, 5], options).unwrap().plan(0);
+    let plan = Planner::new(vec![5, 5, 5, 5], options)
+        .unwrap()
+        .plan(0)
+        .unwrap();
     let err = plan.batch(2, 0).unwrap_err();
     assert_eq!((err.argument.as_str(), err.value.as_str()), ("rank", "2"));
     assert!(err.expected.contains("below world_size (2)"));

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 fn hash_of(lengths: Vec<u32>, options: Options, epoch: u64) -> String {
     format!(
         "{:#018x}",
-        Planner::new(lengths, options).unwrap().plan(epoch).hash()
+        Planner::new(lengths, options)
+            .unwrap()
+            .plan(epoch)
+            .unwrap()
+            .hash()
     )
 }
 

@@ -78,7 +78,7 @@ fn packed_batches_equal_the_plugins_bit_for_bit() {
     };
     let mut batches = 0;
     for epoch in 0..2u64 {
-        let plan = planner.plan(epoch);
+        let plan = planner.plan(epoch).unwrap();
         let theirs_per_rank = reference
             .method_is("batches_per_rank", &[IValue::Int(epoch as i64)])
             .unwrap();
@@ -136,7 +136,7 @@ fn torchscript_model_calling_bload_ops_loads_with_cmodule() {
     plugin();
     let model = CModule::load(path("BLOAD_MODEL", "build/packed_gru.pt")).unwrap();
     let planner = Planner::new(vec![30, 50, 12, 94, 7], Options::new(94)).unwrap();
-    let plan = planner.plan(0);
+    let plan = planner.plan(0).unwrap();
     let batch = plan.batch(0, 0).unwrap();
     let packed = pack_batch(&batch, &PackOptions::default(), |i| {
         let steps = [30, 50, 12, 94, 7][i];
@@ -153,7 +153,7 @@ fn torchscript_model_calling_bload_ops_loads_with_cmodule() {
 #[test]
 fn bad_sequences_and_loaders_are_errors_that_say_which() {
     let planner = Planner::new(vec![5, 3], Options::new(8)).unwrap();
-    let plan = planner.plan(0);
+    let plan = planner.plan(0).unwrap();
     let batch = plan.batch(0, 0).unwrap();
     let cpu = (Kind::Float, Device::Cpu);
 
@@ -215,25 +215,27 @@ fn plugin_loader_says_why_it_cannot_load() {
 
 #[test]
 fn a_batch_of_only_empty_blocks_is_all_padding() {
-    // Two sequences, two ranks of two blocks: two of the four blocks are empty, and for some
-    // seeds one rank gets both.
+    // Five sequences a block each (pad_to_max), two ranks of two blocks: three of the eight
+    // blocks are empty, and for some seeds one batch gets two of them.
     let cpu = (Kind::Float, Device::Cpu);
     let padding = PackOptions {
         data_padding: 7.0,
         target_padding: -1.0,
         device: Device::Cpu,
     };
-    let lengths = [4i64, 3];
+    let lengths = [4i64, 3, 5, 2, 6];
     let mut empty = 0;
     for seed in 0..20 {
         let mut options = Options::new(6);
         options.world_size = 2;
         options.blocks_per_batch = 2;
         options.seed = seed;
-        let planner = Planner::new(vec![4, 3], options).unwrap();
-        let plan = planner.plan(0);
-        for rank in 0..2 {
-            let batch = plan.batch(rank, 0).unwrap();
+        options.policy = Policy::PadToMax;
+        let planner = Planner::new(vec![4, 3, 5, 2, 6], options).unwrap();
+        let plan = planner.plan(0).unwrap();
+        assert_eq!(plan.stats().empty_blocks, 3);
+        for (rank, index) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            let batch = plan.batch(rank, index).unwrap();
             let load = |i: usize| {
                 Ok::<_, Error>((
                     Tensor::ones([lengths[i], 2], cpu),

@@ -11,7 +11,9 @@
 //! say speech at `t_max` 4096), best-fit decreasing, which weighs every length against all open
 //! blocks, may waste less: both run, and the one with fewer blocks is kept.
 
-use super::{best_fit_decreasing, LengthPool, Packing};
+use super::{best_fit_decreasing, item_count, most_blocks_closed_when_full, LengthPool, Packing};
+use crate::alloc::{try_vec, try_with_capacity};
+use crate::error::Result;
 
 /// Searches cost about (lengths below the room) x (room / 64) word operations; beyond this
 /// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
@@ -26,28 +28,30 @@ const SEARCH_WORK_PER_LENGTH: u64 = 64;
 const SEARCH_WORK_ALLOWANCE: u64 = 1 << 20;
 
 /// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have.
-pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Packing {
-    let filled = fill_blocks(counts, t_max);
+pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Result<Packing> {
+    let filled = fill_blocks(counts, t_max)?;
     if filled.ends.len() as u64 <= bound {
-        return filled;
+        return Ok(filled);
     }
-    let decreasing = best_fit_decreasing(counts, t_max);
-    if decreasing.ends.len() < filled.ends.len() {
+    let decreasing = best_fit_decreasing(counts, t_max)?;
+    Ok(if decreasing.ends.len() < filled.ends.len() {
         decreasing
     } else {
         filled
-    }
+    })
 }
 
 /// Opens each block with the longest remaining length and fills it as fully as the rest allow.
-fn fill_blocks(counts: &[u32], t_max: u32) -> Packing {
-    let mut pool = LengthPool::new(counts);
-    let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
-    let lengths: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
+    let mut pool = LengthPool::new(counts)?;
+    let mut packing = Packing::for_items(counts, most_blocks_closed_when_full(counts, t_max))?;
+    let lengths = item_count(counts) as u64;
     let mut subset_sum = SubsetSum::new(
         t_max,
         SEARCH_WORK_ALLOWANCE + SEARCH_WORK_PER_LENGTH * lengths,
-    );
+    )?;
+    // Scratch of one block at a time (its fill, a search's fill, the lengths in the block): a
+    // block's items, small next to the packing.
     let mut fill = Vec::new();
     let mut tail = Vec::new();
     let mut tally = Vec::new();
@@ -110,7 +114,7 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Packing {
         }
     }
     debug_assert!(pool.is_empty());
-    packing
+    Ok(packing)
 }
 
 /// How many more copies of `block` the pool can give; `tally` is left holding each length of the
@@ -146,14 +150,16 @@ struct SubsetSum {
 }
 
 impl SubsetSum {
-    fn new(t_max: u32, work: u64) -> Self {
-        let words = (t_max as usize + 1).div_ceil(64);
-        SubsetSum {
-            reachable: vec![0; words],
-            last_length: vec![0; t_max as usize + 1],
-            ceiling: (0..=t_max).collect(),
+    fn new(t_max: u32, work: u64) -> Result<Self> {
+        let sums = t_max as usize + 1;
+        let mut ceiling = try_with_capacity("the fullest fill of each room", sums)?;
+        ceiling.extend(0..=t_max);
+        Ok(SubsetSum {
+            reachable: try_vec("the reachable sums", sums.div_ceil(64), 0)?,
+            last_length: try_vec("the last length of each sum", sums, 0)?,
+            ceiling,
             work_left: work,
-        }
+        })
     }
 
     /// Takes from `pool` the multiset of lengths with the largest sum at most `room`, writes it
@@ -249,8 +255,8 @@ mod tests {
     #[test]
     fn subset_sum_finds_the_exact_fill_greedy_misses() {
         // Room 10 from {6, 5, 5}: greedy takes 6 and is stuck at 4 short; 5 + 5 is exact.
-        let mut pool = LengthPool::new(&counts_of(&[6, 5, 5], 10));
-        let mut search = SubsetSum::new(10, u64::MAX);
+        let mut pool = LengthPool::new(&counts_of(&[6, 5, 5], 10)).unwrap();
+        let mut search = SubsetSum::new(10, u64::MAX).unwrap();
         let mut fill = Vec::new();
         search.fullest_fill(&mut pool, 10, &mut fill);
         fill.sort_unstable();
@@ -262,13 +268,13 @@ mod tests {
     #[test]
     fn subset_sum_respects_counts_and_falls_short_when_it_must() {
         // Room 13 from {4, 4, 4} and {9}: 9 + 4 = 13 is exact; three 4s would only give 12.
-        let mut pool = LengthPool::new(&counts_of(&[4, 4, 4, 9], 13));
-        let mut search = SubsetSum::new(13, u64::MAX);
+        let mut pool = LengthPool::new(&counts_of(&[4, 4, 4, 9], 13)).unwrap();
+        let mut search = SubsetSum::new(13, u64::MAX).unwrap();
         let mut fill = Vec::new();
         search.fullest_fill(&mut pool, 13, &mut fill);
         assert_eq!(fill.iter().sum::<u32>(), 13);
         // Room 13 from {4, 4}: 8 is the best; the ceiling remembers it.
-        let mut pool = LengthPool::new(&counts_of(&[4, 4], 13));
+        let mut pool = LengthPool::new(&counts_of(&[4, 4], 13)).unwrap();
         search.fullest_fill(&mut pool, 13, &mut fill);
         assert_eq!(fill, vec![4, 4]);
         assert_eq!(search.ceiling[13], 8);
@@ -299,7 +305,7 @@ mod tests {
     #[test]
     fn every_block_fits_and_every_length_is_packed_once() {
         let lengths = [7, 3, 3, 9, 1, 10, 2, 5, 5, 6, 4, 8];
-        let packing = fill_blocks(&counts_of(&lengths, 10), 10);
+        let packing = fill_blocks(&counts_of(&lengths, 10), 10).unwrap();
         let mut packed: Vec<u32> = packing.lengths.clone();
         packed.sort_unstable();
         let mut expected = lengths.to_vec();

@@ -2,22 +2,36 @@
 //! open block with the least room that still takes it. Part of the `best_fit` policy (see
 //! `best_fit.rs`), for when filling one block at a time cannot reach the lower bound.
 
-use super::{LengthPool, Packing};
+use super::{item_count, LengthPool, Packing};
+use crate::alloc::{try_vec, try_with_capacity};
+use crate::error::Result;
 
-pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Packing {
+/// No block: the end of a stack of blocks.
+const NONE: u32 = u32::MAX;
+
+pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Result<Packing> {
+    // Every block opens with an item: there are at most as many blocks as items, and each
+    // per-block table is allocated at that size.
+    let items = item_count(counts);
     // Open blocks by fullness (steps used): `fullness.longest_at_most(t_max - len)` is the
     // fullest block that still takes `len`, i.e. the one with the least room that fits.
-    let mut fullness = LengthPool::new(&vec![0; t_max as usize + 1]);
-    let mut blocks_at: Vec<Vec<u32>> = vec![Vec::new(); t_max as usize + 1];
-    let mut used: Vec<u32> = Vec::new();
+    let mut fullness = LengthPool::empty(t_max as usize)?;
+    // The open blocks of each fullness, as stacks threaded through the blocks: `top[full]` is
+    // the last pushed (or NONE), `below[block]` the block pushed before `block`.
+    let mut top = try_vec("the open blocks of each fullness", t_max as usize + 1, NONE)?;
+    let mut below = try_vec("the stacks of open blocks", items, NONE)?;
+    let mut used: Vec<u32> = try_with_capacity("the steps used in each block", items)?;
     // (block, length) of every placement, in order.
-    let mut placed: Vec<(u32, u32)> = Vec::with_capacity(counts.iter().map(|&c| c as usize).sum());
+    let mut placed: Vec<(u32, u32)> = try_with_capacity("the placements", items)?;
     for length in (1..=t_max).rev() {
         for _ in 0..counts[length as usize] {
             let block = match fullness.longest_at_most(t_max - length) {
                 Some(full) => {
                     fullness.take(full);
-                    blocks_at[full as usize].pop().expect("counted block")
+                    let block = top[full as usize];
+                    debug_assert_ne!(block, NONE, "a block is counted at fullness {full}");
+                    top[full as usize] = below[block as usize];
+                    block
                 }
                 None => {
                     used.push(0);
@@ -29,14 +43,16 @@ pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Packing {
             placed.push((block, length));
             if full < t_max {
                 fullness.put_back(full);
-                blocks_at[full as usize].push(block);
+                below[block as usize] = top[full as usize];
+                top[full as usize] = block;
             }
         }
     }
     // Group the placements by block (a counting sort on the block number).
-    let mut next = Vec::with_capacity(used.len());
-    let mut ends = Vec::with_capacity(used.len());
-    let mut pieces_per_block = vec![0u32; used.len()];
+    let blocks = used.len();
+    let mut next = try_with_capacity("the next placement of each block", blocks)?;
+    let mut ends = try_with_capacity("the ends of the packed blocks", blocks)?;
+    let mut pieces_per_block = try_vec("the pieces of each block", blocks, 0u32)?;
     for &(block, _) in &placed {
         pieces_per_block[block as usize] += 1;
     }
@@ -46,12 +62,12 @@ pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Packing {
         total += pieces;
         ends.push(total);
     }
-    let mut lengths = vec![0; placed.len()];
+    let mut lengths = try_vec("the packed lengths", placed.len(), 0)?;
     for &(block, length) in &placed {
         lengths[next[block as usize] as usize] = length;
         next[block as usize] += 1;
     }
-    Packing { lengths, ends }
+    Ok(Packing { lengths, ends })
 }
 
 #[cfg(test)]
@@ -65,7 +81,7 @@ mod tests {
         for length in [7, 6, 4, 3] {
             counts[length] += 1;
         }
-        let packing = best_fit_decreasing(&counts, 10);
+        let packing = best_fit_decreasing(&counts, 10).unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
         assert_eq!(blocks, vec![&[7, 3][..], &[6, 4][..]]);
     }

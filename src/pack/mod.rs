@@ -10,6 +10,9 @@ pub(crate) use best_fit::best_fit;
 pub(crate) use decreasing::best_fit_decreasing;
 pub(crate) use random_fill::random_fill;
 
+use crate::alloc::{try_vec, try_with_capacity};
+use crate::error::Result;
+
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).
 #[derive(Debug, Default)]
 pub(crate) struct Packing {
@@ -18,14 +21,20 @@ pub(crate) struct Packing {
 }
 
 impl Packing {
-    fn with_capacity(items: usize) -> Self {
-        Packing {
-            lengths: Vec::with_capacity(items),
-            ends: Vec::new(),
-        }
+    /// Room for every item of `counts` in at most `blocks` blocks: sized up front, a packer
+    /// never reallocates.
+    fn for_items(counts: &[u32], blocks: usize) -> Result<Self> {
+        Ok(Packing {
+            lengths: try_with_capacity("the packed lengths", item_count(counts))?,
+            ends: try_with_capacity("the ends of the packed blocks", blocks)?,
+        })
     }
 
     fn close_block(&mut self) {
+        debug_assert!(
+            self.ends.len() < self.ends.capacity(),
+            "blocks sized up front"
+        );
         self.ends.push(self.lengths.len() as u32);
     }
 
@@ -38,16 +47,34 @@ impl Packing {
     }
 }
 
+/// Items of all lengths.
+fn item_count(counts: &[u32]) -> usize {
+    counts.iter().map(|&count| count as usize).sum()
+}
+
+/// The most blocks a packing of `counts` can have when it closes a block only once no remaining
+/// item fits in it (as `best_fit`'s fill and `random_fill` do). Then a block and the next hold
+/// more than `t_max` steps together (the next one's first item did not fit), so `m` blocks hold
+/// at least `floor(m / 2) * (t_max + 1)` steps; and no block is without an item.
+fn most_blocks_closed_when_full(counts: &[u32], t_max: u32) -> usize {
+    let steps: u64 = (0..)
+        .zip(counts)
+        .map(|(length, &count)| length * u64::from(count))
+        .sum();
+    let bound = 2 * (steps / (u64::from(t_max) + 1)) + 1;
+    usize::try_from(bound).map_or(usize::MAX, |bound| bound.min(item_count(counts)))
+}
+
 /// Every item in a block of its own (the `pad_to_max` baseline), longest first.
-pub(crate) fn one_per_block(counts: &[u32]) -> Packing {
-    let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
+pub(crate) fn one_per_block(counts: &[u32]) -> Result<Packing> {
+    let mut packing = Packing::for_items(counts, item_count(counts))?;
     for (length, &count) in (0..counts.len() as u32).zip(counts).rev() {
         for _ in 0..count {
             packing.lengths.push(length);
             packing.close_block();
         }
     }
-    packing
+    Ok(packing)
 }
 
 /// How many items of each length (1..=t_max) remain, with a two-level bitset of the non-empty
@@ -64,21 +91,26 @@ pub(crate) struct LengthPool {
 
 impl LengthPool {
     /// `counts[len]` items of each length; index 0 must be 0.
-    pub fn new(counts: &[u32]) -> Self {
+    pub fn new(counts: &[u32]) -> Result<Self> {
         debug_assert_eq!(counts[0], 0);
-        let words = counts.len().div_ceil(64);
-        let mut pool = LengthPool {
-            counts: vec![0; counts.len()],
-            nonempty: vec![0; words],
-            nonempty_words: vec![0; words.div_ceil(64)],
-            remaining: 0,
-        };
+        let mut pool = LengthPool::empty(counts.len() - 1)?;
         for (length, &count) in (0..).zip(counts) {
             if count > 0 {
                 pool.put_back_many(length, count);
             }
         }
-        pool
+        Ok(pool)
+    }
+
+    /// No item yet, of lengths up to `longest`.
+    pub fn empty(longest: usize) -> Result<Self> {
+        let words = (longest + 1).div_ceil(64);
+        Ok(LengthPool {
+            counts: try_vec("the pool of lengths", longest + 1, 0)?,
+            nonempty: try_vec("the pool's lengths in use", words, 0)?,
+            nonempty_words: try_vec("the pool's words in use", words.div_ceil(64), 0)?,
+            remaining: 0,
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -168,7 +200,7 @@ mod tests {
         counts[3] = 1;
         counts[64] = 2;
         counts[130] = 1;
-        let mut pool = LengthPool::new(&counts);
+        let mut pool = LengthPool::new(&counts).unwrap();
         assert_eq!(pool.longest_at_most(199), Some(130));
         assert_eq!(pool.longest_at_most(129), Some(64));
         assert_eq!(pool.longest_at_most(64), Some(64));

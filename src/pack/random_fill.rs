@@ -2,12 +2,14 @@
 //! fit until none does, then pads the rest. Every draw is uniform over the remaining sequences
 //! that fit, found through a Fenwick tree of counts per length.
 
-use super::Packing;
+use super::{most_blocks_closed_when_full, Packing};
+use crate::alloc::try_copy;
+use crate::error::Result;
 use crate::rng::PlanRng;
 
-pub(crate) fn random_fill(counts: &[u32], t_max: u32, rng: &mut PlanRng) -> Packing {
-    let mut tree = CountTree::new(counts);
-    let mut packing = Packing::with_capacity(counts.iter().map(|&c| c as usize).sum());
+pub(crate) fn random_fill(counts: &[u32], t_max: u32, rng: &mut PlanRng) -> Result<Packing> {
+    let mut tree = CountTree::new(counts)?;
+    let mut packing = Packing::for_items(counts, most_blocks_closed_when_full(counts, t_max))?;
     loop {
         let mut room = t_max;
         loop {
@@ -21,7 +23,7 @@ pub(crate) fn random_fill(counts: &[u32], t_max: u32, rng: &mut PlanRng) -> Pack
             room -= length;
         }
         if room == t_max {
-            return packing;
+            return Ok(packing);
         }
         packing.close_block();
     }
@@ -34,8 +36,8 @@ struct CountTree {
 }
 
 impl CountTree {
-    fn new(counts: &[u32]) -> Self {
-        let mut tree = counts.to_vec();
+    fn new(counts: &[u32]) -> Result<Self> {
+        let mut tree = try_copy("the tree of counts per length", counts)?;
         for index in 1..tree.len() {
             let parent = index + (index & index.wrapping_neg());
             if parent < tree.len() {
@@ -47,7 +49,7 @@ impl CountTree {
         } else {
             0
         };
-        CountTree { tree, top_power }
+        Ok(CountTree { tree, top_power })
     }
 
     fn count_at_most(&self, length: u32) -> u32 {
@@ -96,7 +98,7 @@ mod tests {
         counts[2] = 2;
         counts[5] = 1;
         counts[7] = 1;
-        let mut tree = CountTree::new(&counts);
+        let mut tree = CountTree::new(&counts).unwrap();
         assert_eq!(tree.count_at_most(1), 0);
         assert_eq!(tree.count_at_most(4), 2);
         assert_eq!(tree.count_at_most(8), 4);
@@ -114,7 +116,7 @@ mod tests {
             counts[length] += 1;
         }
         let mut rng = PlanRng::new(0, 0, Stream::RandomFill);
-        let packing = random_fill(&counts, 20, &mut rng);
+        let packing = random_fill(&counts, 20, &mut rng).unwrap();
         assert_eq!(packing.lengths.len(), 13);
         let blocks: Vec<&[u32]> = packing.blocks().collect();
         for (k, block) in blocks.iter().enumerate() {

@@ -204,7 +204,10 @@ mod tests {
         let mut options = Options::new(10);
         options.oversize = Oversize::Split;
         let lengths = vec![25, 3, 30, 7, 12, 20];
-        let plan = Planner::new(lengths.clone(), options).unwrap().plan(3);
+        let plan = Planner::new(lengths.clone(), options)
+            .unwrap()
+            .plan(3)
+            .unwrap();
         assert_eq!(plan.blocks().len(), plan.num_blocks());
         for block in plan.blocks() {
             let mut next_offset = 0;
@@ -230,7 +233,10 @@ mod tests {
     fn a_batch_reads_its_consecutive_blocks() {
         let mut options = Options::new(10);
         options.blocks_per_batch = 3;
-        let plan = Planner::new((1..=10).collect(), options).unwrap().plan(0);
+        let plan = Planner::new((1..=10).collect(), options)
+            .unwrap()
+            .plan(0)
+            .unwrap();
         let batch = Batch {
             plan: &plan,
             first_block: 3,

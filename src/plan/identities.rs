@@ -6,6 +6,8 @@
 //! of (lengths, options, epoch).
 
 use super::Planner;
+use crate::alloc::{try_copy, try_vec};
+use crate::error::Result;
 use crate::rng::{PlanRng, Stream};
 
 impl Planner {
@@ -14,13 +16,14 @@ impl Planner {
     /// sequence keeps in its block from epoch to epoch.
     ///
     /// Works in place: each packed length is replaced by the sequence that fills it.
-    pub(super) fn sequences_for(&self, mut slots: Vec<u32>, epoch: u64) -> Vec<u32> {
+    pub(super) fn sequences_for(&self, mut slots: Vec<u32>, epoch: u64) -> Result<Vec<u32>> {
         // Counting sort by packed length (ascending index within a length). Done per epoch
         // rather than kept: it costs about what copying a kept one would, and saves the memory.
         let t_max = self.options.t_max;
         let starts = &self.class_starts;
-        let mut members = vec![0u32; starts[t_max as usize + 1] as usize];
-        let mut next = starts.clone();
+        let packed = starts[t_max as usize + 1] as usize;
+        let mut members = try_vec("the sequences sorted by length", packed, 0u32)?;
+        let mut next = try_copy("the next sequence of each length", starts)?;
         for (index, &length) in (0u32..).zip(self.lengths.iter()) {
             let part = packed_part(length, t_max);
             if part > 0 {
@@ -34,13 +37,13 @@ impl Planner {
         for run in starts.windows(2) {
             rng.shuffle(&mut members[run[0] as usize..run[1] as usize]);
         }
-        let mut next = starts.clone();
+        next.copy_from_slice(starts);
         for slot in &mut slots {
             let length = *slot as usize;
             *slot = members[next[length] as usize];
             next[length] += 1;
         }
-        slots
+        Ok(slots)
     }
 }
 
@@ -92,7 +95,7 @@ mod tests {
         let lengths: Vec<u32> = (0..200).map(|i| 1 + (i * 7) % 23).collect();
         let planner = planner(lengths.clone());
         let slots = slots_of(&lengths);
-        let sequences = planner.sequences_for(slots.clone(), 4);
+        let sequences = planner.sequences_for(slots.clone(), 4).unwrap();
         assert_eq!(sequences.len(), slots.len());
         for (&slot, &index) in slots.iter().zip(&sequences) {
             assert_eq!(packed_part(lengths[index as usize], 10), slot);
@@ -114,9 +117,9 @@ mod tests {
         let lengths = vec![3; 64];
         let planner = planner(lengths.clone());
         let slots = slots_of(&lengths);
-        let epoch_0 = planner.sequences_for(slots.clone(), 0);
-        assert_eq!(planner.sequences_for(slots.clone(), 0), epoch_0);
-        assert_ne!(planner.sequences_for(slots, 1), epoch_0);
+        let epoch_0 = planner.sequences_for(slots.clone(), 0).unwrap();
+        assert_eq!(planner.sequences_for(slots.clone(), 0).unwrap(), epoch_0);
+        assert_ne!(planner.sequences_for(slots, 1).unwrap(), epoch_0);
     }
 
     #[test]
@@ -125,7 +128,7 @@ mod tests {
         let lengths = vec![5, 24, 5, 9, 5];
         let planner = planner(lengths);
         for epoch in 0..4 {
-            let sequences = planner.sequences_for(vec![9, 5, 4, 5, 5], epoch);
+            let sequences = planner.sequences_for(vec![9, 5, 4, 5, 5], epoch).unwrap();
             assert_eq!((sequences[0], sequences[2]), (3, 1));
             let mut fives = [sequences[1], sequences[3], sequences[4]];
             fives.sort_unstable();

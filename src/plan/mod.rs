@@ -3,7 +3,9 @@
 //! on its own and takes its shard, with no communication.
 //!
 //! [`Planner::new`] checks the lengths once and gathers what every epoch needs
-//! (`validate.rs`), so planning an epoch cannot fail. [`Planner::plan`] then packs lengths into
+//! (`validate.rs`), so planning an epoch can fail only for want of memory, which is an error too
+//! (every vector that grows with the input is sized up front, see `alloc.rs`). [`Planner::plan`]
+//! then packs lengths into
 //! blocks (`pack/`), gives each packed slot a sequence of its length (`identities.rs`), adds the
 //! chunks of split sequences (`split.rs`), and brings the blocks to whole global batches and
 //! shuffles them (`shard.rs`). The plan stores a piece as just its sequence; blocks expand into
@@ -18,6 +20,7 @@ mod validate;
 
 pub use block::{Batch, Block, Piece};
 
+use crate::alloc::try_with_capacity;
 use crate::error::Result;
 use crate::options::{Options, Policy};
 use crate::pack;
@@ -28,7 +31,7 @@ use split::SplitPiece;
 use std::sync::Arc;
 
 /// Plans epochs for fixed lengths and options. Construction checks everything, so planning an
-/// epoch cannot fail.
+/// epoch fails only where memory runs out.
 #[derive(Debug, Clone)]
 pub struct Planner {
     /// Shared with every plan, which reads piece lengths from it.
@@ -42,6 +45,8 @@ pub struct Planner {
     /// Sequences longer than `t_max` (split mode), ascending. Each gives `length / t_max` full
     /// chunks, a block each, and its tail (if any) is packed like any sequence.
     oversized: Vec<u32>,
+    /// The full chunks of all of them.
+    full_chunks: u64,
     /// The fewest blocks the packed parts fit in (full chunks aside).
     packing_bound: u64,
     /// Pieces the oversized sequences are cut into: their full chunks and their tails.
@@ -54,7 +59,8 @@ pub struct Planner {
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
     /// an empty dataset, a zero length, a total over 32 bits, sequences longer than `t_max` (unless
-    /// split), or fewer pieces than ranks.
+    /// split), or fewer pieces than the `world_size * blocks_per_batch` blocks of a global batch;
+    /// and no memory for the per-length tables.
     pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
         let gathered = validate::gather(&lengths, &options)?;
         Ok(Planner {
@@ -63,6 +69,7 @@ impl Planner {
             counts: gathered.counts,
             class_starts: gathered.class_starts,
             oversized: gathered.oversized,
+            full_chunks: gathered.full_chunks,
             split_pieces: gathered.split_pieces,
             packing_bound: gathered.packing_bound,
             steps: gathered.steps,
@@ -94,36 +101,44 @@ impl Planner {
         self.lower_bound
     }
 
-    /// The plan of `epoch`: the same on every rank and machine for the same inputs.
-    pub fn plan(&self, epoch: u64) -> EpochPlan {
+    /// The plan of `epoch`: the same on every rank and machine for the same inputs. The one
+    /// error is running out of memory for it, named with what was being built and its size.
+    pub fn plan(&self, epoch: u64) -> Result<EpochPlan> {
         let options = &self.options;
         let packing = match options.policy {
-            Policy::BestFit => pack::best_fit(&self.counts, options.t_max, self.packing_bound),
+            Policy::BestFit => pack::best_fit(&self.counts, options.t_max, self.packing_bound)?,
             Policy::RandomFill => {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
-                pack::random_fill(&self.counts, options.t_max, &mut rng)
+                pack::random_fill(&self.counts, options.t_max, &mut rng)?
             }
-            Policy::PadToMax => pack::one_per_block(&self.counts),
+            Policy::PadToMax => pack::one_per_block(&self.counts)?,
         };
+        // First, so that its scratch is gone before the blocks are allocated (a lower peak).
+        let piece_sequences = self.sequences_for(packing.lengths, epoch)?;
+        // The packed blocks and a block per full chunk, rounded up to whole global batches: all
+        // the blocks there will be, allocated at once.
+        let packed_blocks = packing.ends.len() as u64 + self.full_chunks;
+        let blocks = stats::round_up(packed_blocks, options.blocks_per_global_batch());
+        // (Past usize, as on a 32-bit machine, it is as out of reach as memory can be.)
+        let capacity = usize::try_from(blocks).unwrap_or(usize::MAX);
+        let mut spans = try_with_capacity("the plan's blocks", capacity)?;
+        let mut start = 0;
+        for &end in &packing.ends {
+            spans.push(Span { start, end });
+            start = end;
+        }
         let mut plan = EpochPlan {
             epoch,
             options: options.clone(),
             lengths: Arc::clone(&self.lengths),
-            piece_sequences: self.sequences_for(packing.lengths, epoch),
+            piece_sequences,
             split_pieces: Vec::new(),
-            spans: Vec::new(),
+            spans,
             stats: PlanStats::default(),
         };
-        let mut start = 0;
-        for &end in &packing.ends {
-            plan.spans.push(Span { start, end });
-            start = end;
-        }
-        self.add_split_pieces(&mut plan);
+        self.add_split_pieces(&mut plan)?;
 
-        let packed_blocks = plan.spans.len() as u64;
-        let blocks = stats::round_up(packed_blocks, options.blocks_per_global_batch());
-        let empty_blocks = split_blocks_to_reach(&mut plan.spans, blocks as usize);
+        let empty_blocks = split_blocks_to_reach(&mut plan.spans, capacity);
         PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut plan.spans);
 
         let t_max = u64::from(options.t_max);
@@ -144,7 +159,7 @@ impl Planner {
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
         };
-        plan
+        Ok(plan)
     }
 }
 
@@ -205,22 +220,26 @@ mod tests {
 
     #[test]
     fn stats_count_rounding_and_empty_blocks() {
-        // Three full blocks for a global batch of 4: one empty block of rounding padding.
-        let plan = Planner::new(vec![10, 10, 10], options(10, 2, 2))
+        // Five full blocks for global batches of 4: three empty blocks of rounding padding.
+        let plan = Planner::new(vec![10; 5], options(10, 2, 2))
             .unwrap()
-            .plan(0);
+            .plan(0)
+            .unwrap();
         let stats = plan.stats();
-        assert_eq!((stats.blocks, stats.padding), (4, 10));
-        assert_eq!((stats.rounding_blocks, stats.rounding_padding), (1, 10));
-        assert_eq!(stats.empty_blocks, 1);
-        assert_eq!(plan.num_blocks(), 4);
-        assert_eq!(plan.blocks().filter(|block| block.is_empty()).count(), 1);
+        assert_eq!((stats.blocks, stats.padding), (8, 30));
+        assert_eq!((stats.rounding_blocks, stats.rounding_padding), (3, 30));
+        assert_eq!(stats.empty_blocks, 3);
+        assert_eq!(plan.num_blocks(), 8);
+        assert_eq!(plan.blocks().filter(|block| block.is_empty()).count(), 3);
     }
 
     #[test]
     fn rounding_splits_blocks_before_adding_empty_ones() {
         // 4 + 6 fill one block exactly; a global batch of 2 takes it apart instead of padding.
-        let plan = Planner::new(vec![4, 6], options(10, 2, 1)).unwrap().plan(0);
+        let plan = Planner::new(vec![4, 6], options(10, 2, 1))
+            .unwrap()
+            .plan(0)
+            .unwrap();
         let stats = plan.stats();
         assert_eq!(
             (stats.blocks, stats.rounding_blocks, stats.empty_blocks),
@@ -236,7 +255,7 @@ mod tests {
         options.oversize = Oversize::Split;
         options.seed = 7;
         let planner = Planner::new(lengths.clone(), options).unwrap();
-        let plan = planner.plan(2);
+        let plan = planner.plan(2).unwrap();
         let stats = plan.stats();
         let steps: u64 = lengths.iter().map(|&length| u64::from(length)).sum();
         assert_eq!(stats.steps, steps);
@@ -253,7 +272,7 @@ mod tests {
         );
         assert_eq!(plan.epoch(), 2);
         // The same inputs give the same plan; another epoch another one.
-        assert_eq!(planner.plan(2).hash(), plan.hash());
-        assert_ne!(planner.plan(3).hash(), plan.hash());
+        assert_eq!(planner.plan(2).unwrap().hash(), plan.hash());
+        assert_ne!(planner.plan(3).unwrap().hash(), plan.hash());
     }
 }

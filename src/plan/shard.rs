@@ -145,7 +145,7 @@ mod tests {
         options.world_size = 2;
         options.blocks_per_batch = 3;
         let lengths = (0..40).map(|i| 1 + i % 10).collect();
-        Planner::new(lengths, options).unwrap().plan(5)
+        Planner::new(lengths, options).unwrap().plan(5).unwrap()
     }
 
     #[test]

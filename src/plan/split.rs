@@ -7,6 +7,8 @@
 
 use super::shard::Span;
 use super::{EpochPlan, Planner};
+use crate::alloc::{try_reserve, try_vec, try_with_capacity};
+use crate::error::Result;
 
 /// Where a piece of a split sequence lies in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,18 +21,23 @@ pub(super) struct SplitPiece {
 
 impl Planner {
     /// Split mode: records where each oversized sequence's packed tail starts and how long it
-    /// is, and adds its full chunks, a block each.
-    pub(super) fn add_split_pieces(&self, plan: &mut EpochPlan) {
+    /// is, and adds its full chunks, a block each (`plan.spans` has room for them).
+    pub(super) fn add_split_pieces(&self, plan: &mut EpochPlan) -> Result<()> {
         if self.oversized.is_empty() {
-            return;
+            return Ok(());
         }
         let t_max = self.options.t_max;
         // A bitset, not a look-up of every piece's length: that read would miss the cache for
         // every piece of a large dataset.
-        let mut is_oversized = vec![0u64; self.lengths.len().div_ceil(64)];
+        let words = self.lengths.len().div_ceil(64);
+        let mut is_oversized = try_vec("the sequences to split, as bits", words, 0u64)?;
         for &index in &self.oversized {
             is_oversized[index as usize / 64] |= 1 << (index % 64);
         }
+        let split_pieces = usize::try_from(self.split_pieces).unwrap_or(usize::MAX);
+        plan.split_pieces = try_with_capacity("the pieces of split sequences", split_pieces)?;
+        let full_chunks = usize::try_from(self.full_chunks).unwrap_or(usize::MAX);
+        try_reserve(&mut plan.piece_sequences, "the plan's pieces", full_chunks)?;
         for (position, &index) in (0u32..).zip(&plan.piece_sequences) {
             if is_oversized[index as usize / 64] >> (index % 64) & 1 == 1 {
                 let length = self.lengths[index as usize];
@@ -56,6 +63,7 @@ impl Planner {
                 });
             }
         }
+        Ok(())
     }
 }
 
@@ -100,7 +108,7 @@ mod tests {
         // Oversized: 0 (2 chunks and a tail of 5), 2 (3 chunks, no tail), 3 (2 chunks).
         let planner = split_planner(vec![25, 3, 30, 20], 10);
         let mut plan = packed_only(&planner, vec![1, 0]);
-        planner.add_split_pieces(&mut plan);
+        planner.add_split_pieces(&mut plan).unwrap();
         assert_eq!(plan.piece_sequences, [1, 0, 0, 0, 2, 2, 2, 3, 3]);
         assert_eq!(
             plan.split_pieces,
@@ -124,7 +132,7 @@ mod tests {
     fn nothing_is_added_without_oversized_sequences() {
         let planner = split_planner(vec![4, 10, 6], 10);
         let mut plan = packed_only(&planner, vec![2, 0, 1]);
-        planner.add_split_pieces(&mut plan);
+        planner.add_split_pieces(&mut plan).unwrap();
         assert_eq!(plan.piece_sequences, [2, 0, 1]);
         assert!(plan.split_pieces.is_empty());
         assert_eq!(plan.spans.len(), 1);
@@ -139,7 +147,7 @@ mod tests {
         }
         let planner = split_planner(lengths.clone(), 9);
         for epoch in 0..3 {
-            let plan = planner.plan(epoch);
+            let plan = planner.plan(epoch).unwrap();
             let mut covered: Vec<Vec<(u32, u32)>> = vec![Vec::new(); lengths.len()];
             for block in plan.blocks() {
                 for piece in block.pieces() {

@@ -7,6 +7,7 @@
 //! the one reported.
 
 use super::identities::packed_part;
+use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::{Error, Result};
 use crate::options::{Options, Oversize};
 use crate::stats::{self, LowerBound};
@@ -17,6 +18,7 @@ pub(super) struct Gathered {
     pub(super) counts: Vec<u32>,
     pub(super) class_starts: Vec<u32>,
     pub(super) oversized: Vec<u32>,
+    pub(super) full_chunks: u64,
     pub(super) packing_bound: u64,
     pub(super) split_pieces: u64,
     pub(super) steps: u64,
@@ -25,7 +27,8 @@ pub(super) struct Gathered {
 }
 
 /// Checks the lengths and options: an empty dataset, a zero length, a total over 32 bits,
-/// sequences longer than `t_max` (unless split), or fewer pieces than ranks are refused.
+/// sequences longer than `t_max` (unless split), or fewer pieces than the blocks of one global
+/// batch are refused.
 pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
     options.validate()?;
     if lengths.is_empty() {
@@ -44,14 +47,21 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
     }
     let t_max = options.t_max;
     // One pass over the lengths gathers everything the checks and the packers need.
-    let mut counts = vec![0u32; t_max as usize + 1];
+    let mut counts = try_vec(
+        "the count of sequences of each length",
+        t_max as usize + 1,
+        0u32,
+    )?;
     let (mut steps, mut longest) = (0u64, 0u32);
-    let mut oversized = Vec::new();
-    for (index, &length) in (0u32..).zip(lengths) {
+    // Sequences longer than t_max, their full chunks, and those with a tail after them.
+    let (mut oversized_count, mut full_chunks, mut tails) = (0u32, 0u64, 0u64);
+    for &length in lengths {
         steps += u64::from(length);
         longest = longest.max(length);
         if length > t_max {
-            oversized.push(index);
+            oversized_count += 1;
+            full_chunks += u64::from(length / t_max);
+            tails += u64::from(length % t_max > 0);
         }
         counts[packed_part(length, t_max) as usize] += 1;
     }
@@ -79,55 +89,81 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
             ),
         ));
     }
-    if !oversized.is_empty() && options.oversize == Oversize::Reject {
+    if oversized_count > 0 && options.oversize == Oversize::Reject {
         return Err(Error::invalid(
             "t_max",
             t_max,
             format!(
-                "at least the longest sequence ({longest} steps): {} sequences are longer \
-                 than t_max; raise t_max or choose split mode to cut them into chunks",
-                oversized.len()
+                "at least the longest sequence ({longest} steps): {oversized_count} sequences \
+                 are longer than t_max; raise t_max or choose split mode to cut them into chunks"
             ),
         ));
     }
-    let full_chunks: u64 = oversized
-        .iter()
-        .map(|&index| u64::from(lengths[index as usize] / t_max))
-        .sum();
-    let tails = oversized
-        .iter()
-        .filter(|&&index| lengths[index as usize] % t_max > 0)
-        .count() as u64;
     let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
     let pieces = full_chunks + packed_parts;
-    if pieces < u64::from(options.world_size) {
-        return Err(Error::invalid(
-            "world_size",
-            options.world_size,
-            format!(
-                "at most {pieces}: the lengths fill only {pieces} blocks even with one piece \
-                 per block, fewer blocks than ranks"
-            ),
-        ));
+    check_blocks_per_global_batch(pieces, options)?;
+
+    // Counted first, so that the list is allocated at its size.
+    let mut oversized = try_with_capacity("the sequences to split", oversized_count as usize)?;
+    if oversized_count > 0 {
+        let indices = (0u32..).zip(lengths).filter(|&(_, &length)| length > t_max);
+        oversized.extend(indices.map(|(index, _)| index));
     }
 
-    let mut class_starts = vec![0u32; t_max as usize + 2];
+    let mut class_starts = try_vec(
+        "the start of each length in sorted order",
+        t_max as usize + 2,
+        0u32,
+    )?;
     for length in 1..=t_max as usize {
         class_starts[length + 1] = class_starts[length] + counts[length];
     }
 
-    let packing_bound = stats::packing_bound(&counts);
+    let packing_bound = stats::packing_bound(&counts)?;
     let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, options);
     Ok(Gathered {
         counts,
         class_starts,
         oversized,
+        full_chunks,
         split_pieces: full_chunks + tails,
         packing_bound,
         steps,
         pieces,
         lower_bound,
     })
+}
+
+/// Every block of a global batch (`world_size * blocks_per_batch` blocks) needs a piece: with
+/// fewer pieces, whole batches would be padding, and an absurd `blocks_per_batch` would cost
+/// its blocks' memory and time before anyone noticed. Checked here, before a plan allocates
+/// its blocks.
+/// Rounding up to whole global batches may still leave some blocks empty (counted in
+/// `empty_blocks`), never a global batch of them.
+fn check_blocks_per_global_batch(pieces: u64, options: &Options) -> Result<()> {
+    let blocks = options.blocks_per_global_batch();
+    if pieces >= blocks {
+        return Ok(());
+    }
+    let (world_size, per_batch) = (options.world_size, options.blocks_per_batch);
+    // With one block per batch the product is the world size: name the option the user set.
+    let (argument, value, lower) = if per_batch == 1 {
+        ("world_size", world_size.to_string(), "world_size")
+    } else {
+        (
+            "world_size * blocks_per_batch",
+            format!("{blocks} ({world_size} x {per_batch})"),
+            "blocks_per_batch or world_size",
+        )
+    };
+    Err(Error::invalid(
+        argument,
+        value,
+        format!(
+            "at most {pieces}: each block of a global batch needs a piece, and the lengths give \
+             only {pieces} (one per sequence, or per chunk of a split sequence); lower {lower}"
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -177,6 +213,30 @@ mod tests {
         assert!(gather(&[20], &split_options(10)).is_ok());
         let err = gather(&[20], &Options::new(10)).unwrap_err();
         assert_eq!(err.argument, "t_max");
+    }
+
+    #[test]
+    fn the_blocks_of_a_global_batch_may_not_outnumber_pieces() {
+        // 3 pieces; 2 ranks x 2 blocks per batch need 4.
+        let mut options = Options::new(10);
+        options.world_size = 2;
+        options.blocks_per_batch = 2;
+        let err = gather(&[6, 7, 8], &options).unwrap_err();
+        assert_eq!(err.argument, "world_size * blocks_per_batch");
+        assert_eq!(err.value, "4 (2 x 2)");
+        assert!(err.expected.starts_with("at most 3: each block"), "{err}");
+        assert!(err
+            .expected
+            .ends_with("lower blocks_per_batch or world_size"));
+        // 2^28 blocks per batch for 3 pieces (batches of 7 * 2^28 steps pass the int32 check):
+        // refused before a plan allocates a block.
+        options.t_max = 7;
+        options.blocks_per_batch = 1 << 28;
+        let err = gather(&[6, 7, 5], &options).unwrap_err();
+        assert_eq!(err.value, "536870912 (2 x 268435456)");
+        options.blocks_per_batch = 1;
+        options.world_size = 3;
+        assert_eq!(gather(&[6, 7, 5], &options).unwrap().pieces, 3);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!
 //! let lengths = vec![5u32, 3, 8, 2];
 //! let planner = Planner::new(lengths.clone(), Options::new(8))?;
-//! let plan = planner.plan(0);
+//! let plan = planner.plan(0)?;
 //! let data: Vec<Tensor> = lengths.iter().map(|&n| Tensor::randn([n as i64, 4], (Kind::Float, tch::Device::Cpu))).collect();
 //! let target: Vec<Tensor> = lengths.iter().map(|&n| Tensor::zeros([n as i64], (Kind::Int64, tch::Device::Cpu))).collect();
 //! let batch = bload::tch::pack_batch_from(&plan.batch(0, 0)?, &data, &target, &bload::tch::PackOptions::default())?;

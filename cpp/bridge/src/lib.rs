@@ -119,6 +119,15 @@ fn infallible<T: Default>(call: &str, body: impl FnOnce() -> T) -> T {
     })
 }
 
+/// An empty vector with room for `len` elements, or the error that memory for them is lacking
+/// (an abort here would take the whole Python or C++ process with it).
+fn sized<T>(what: &str, len: usize) -> bload::Result<Vec<T>> {
+    let mut vec = Vec::new();
+    vec.try_reserve_exact(len)
+        .map_err(|_| Error::out_of_memory(what, len, std::mem::size_of::<T>()))?;
+    Ok(vec)
+}
+
 fn default_plan_options(t_max: i64) -> PlanOptions {
     let mut options = PlanOptions::from(&bload::Options::new(1));
     options.t_max = t_max;
@@ -138,7 +147,9 @@ fn policy_name(policy: Policy) -> Result<String, BridgeError> {
 fn read_lengths_file(path: &str) -> Result<Vec<i64>, BridgeError> {
     guarded("read_lengths_file", || {
         let lengths = bload::read_lengths(std::path::Path::new(path))?;
-        Ok(lengths.into_iter().map(i64::from).collect())
+        let mut wide = sized("the lengths as 64-bit integers", lengths.len())?;
+        wide.extend(lengths.into_iter().map(i64::from));
+        Ok(wide)
     })
 }
 
@@ -157,16 +168,14 @@ fn plan_options_from_json(text: &str) -> Result<PlanOptions, BridgeError> {
 fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, BridgeError> {
     guarded("new_planner", || {
         let options = bload::Options::try_from(options)?;
-        let lengths = lengths
-            .iter()
-            .enumerate()
-            .map(|(i, &length)| {
-                u32::try_from(length).map_err(|_| {
-                    let expected = format!("a length from 1 to {} steps", u32::MAX);
-                    Error::invalid(format!("lengths[{i}]"), length, expected)
-                })
-            })
-            .collect::<bload::Result<Vec<u32>>>()?;
+        let mut narrow = sized("the lengths as 32-bit integers", lengths.len())?;
+        for (i, &length) in lengths.iter().enumerate() {
+            narrow.push(u32::try_from(length).map_err(|_| {
+                let expected = format!("a length from 1 to {} steps", u32::MAX);
+                Error::invalid(format!("lengths[{i}]"), length, expected)
+            })?);
+        }
+        let lengths = narrow;
         Ok(Box::new(Planner(bload::Planner::new(lengths, options)?)))
     })
 }
@@ -184,7 +193,7 @@ impl Planner {
         guarded("plan_epoch", || {
             let epoch = u64::try_from(epoch)
                 .map_err(|_| Error::invalid("epoch", epoch, "an epoch of at least 0"))?;
-            Ok(Box::new(EpochPlan(self.0.plan(epoch))))
+            Ok(Box::new(EpochPlan(self.0.plan(epoch)?)))
         })
     }
 }

@@ -90,7 +90,7 @@ fn stats_cross_by_name() {
     let planner = new_planner(&[7, 3, 5, 5, 9, 1, 4, 6], &options(10)).unwrap();
     let plan = planner.plan_epoch(0).unwrap();
     let stats = plan.stats();
-    let core = planner.0.plan(0);
+    let core = planner.0.plan(0).unwrap();
     assert_eq!(stats.padding, core.stats().padding);
     assert_eq!(stats.lower_bound_blocks, core.stats().lower_bound.blocks);
     let counts = plan.stat_counts();

@@ -1,0 +1,73 @@
+//! Fallible allocations of the vectors that grow with the input (per sequence, per piece, per
+//! block, per length up to `t_max`).
+//!
+//! Rust aborts the process when an ordinary allocation fails; a dataset too large for the
+//! machine's memory must instead get an error that says what was being built and how large, so
+//! each such vector is sized up front, through these helpers, before anything is written to it.
+
+use crate::error::{Error, Result};
+use std::mem::size_of;
+
+/// `len` copies of `value`.
+pub(crate) fn try_vec<T: Clone>(what: &str, len: usize, value: T) -> Result<Vec<T>> {
+    let mut vec = try_with_capacity(what, len)?;
+    vec.resize(len, value);
+    Ok(vec)
+}
+
+/// An empty vector with room for exactly `capacity` elements.
+pub(crate) fn try_with_capacity<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
+    let mut vec = Vec::new();
+    try_reserve(&mut vec, what, capacity)?;
+    Ok(vec)
+}
+
+/// Room for exactly `additional` more elements in `vec`.
+pub(crate) fn try_reserve<T>(vec: &mut Vec<T>, what: &str, additional: usize) -> Result<()> {
+    vec.try_reserve_exact(additional)
+        .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))
+}
+
+/// A copy of `items`.
+pub(crate) fn try_copy<T: Copy>(what: &str, items: &[T]) -> Result<Vec<T>> {
+    let mut vec = try_with_capacity(what, items.len())?;
+    vec.extend_from_slice(items);
+    Ok(vec)
+}
+
+/// The error of a vector of `len` elements of `T` that could not be allocated.
+pub(crate) fn out_of_memory<T>(what: &str, len: usize) -> Error {
+    Error::out_of_memory(what, len, size_of::<T>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sized_vectors_hold_what_was_asked() {
+        assert_eq!(try_vec("x", 3, 7u8).unwrap(), [7, 7, 7]);
+        let vec: Vec<u64> = try_with_capacity("x", 5).unwrap();
+        assert!(vec.is_empty() && vec.capacity() >= 5);
+        assert_eq!(try_copy("x", &[1u32, 2]).unwrap(), [1, 2]);
+    }
+
+    #[test]
+    fn an_allocation_too_large_is_an_error_saying_how_large() {
+        // More bytes than any address space: refused by the allocator, not an abort.
+        let err = try_vec("the plan's spans", usize::MAX / 8, 0u64).unwrap_err();
+        assert_eq!(err.argument, "memory for the plan's spans");
+        let elements = usize::MAX / 8;
+        assert_eq!(
+            err.value,
+            format!("{elements} elements of 8 bytes ({} bytes)", elements * 8)
+        );
+        assert!(err.expected.contains("out of memory"), "{err}");
+        let mut vec = vec![1u32; 4];
+        let err = try_reserve(&mut vec, "x", usize::MAX).unwrap_err();
+        assert!(err.value.starts_with(&format!("{} elements", usize::MAX)));
+        let more = format!("(more than {} bytes)", usize::MAX);
+        assert!(err.value.ends_with(&more), "{err}");
+        assert_eq!(vec, [1, 1, 1, 1]);
+    }
+}

@@ -1,0 +1,222 @@
+//! The command line's words: flags, their values and the bounds each value must lie in.
+//!
+//! A value out of bounds is an error naming the flag, the value as typed and the real bounds, so
+//! that `--t-max 99999999` is told the largest block size rather than "a non-negative integer".
+
+use crate::Failure;
+use bload::{Error, Options, Oversize, MAX_T_MAX};
+use std::path::PathBuf;
+
+pub const USAGE: &str = "\
+usage:
+  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
+              [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]
+  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
+              [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max] [--json]
+
+FILE holds one sequence length per line (blank lines and # comments are skipped). --split cuts sequences longer than t_max into
+chunks instead of refusing them. --truncate-to and --mix-to default to the mean length.";
+
+/// Parsed command line, shared by both commands.
+pub struct Args {
+    pub lengths: PathBuf,
+    pub options: Options,
+    pub epoch: u64,
+    /// `plan` only: checked against the world size, whichever flag came first.
+    pub rank: Option<u32>,
+    pub truncate_to: Option<u32>,
+    pub mix_to: Option<u32>,
+    pub json: bool,
+}
+
+/// Bounds of the flags whose bounds do not depend on other flags.
+const T_MAX: (u64, u64) = (1, MAX_T_MAX as u64);
+const COUNT: (u64, u64) = (1, u32::MAX as u64);
+const ANY_U64: (u64, u64) = (0, u64::MAX);
+
+pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
+    let mut lengths = None;
+    let mut t_max = None;
+    let mut rank_text = None;
+    let mut args = Args {
+        lengths: PathBuf::new(),
+        options: Options::new(1),
+        epoch: 0,
+        rank: None,
+        truncate_to: None,
+        mix_to: None,
+        json: false,
+    };
+    let mut words = words.iter();
+    while let Some(flag) = words.next() {
+        let mut value = || {
+            words
+                .next()
+                .map(String::as_str)
+                .ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--lengths" => lengths = Some(PathBuf::from(value()?)),
+            "--t-max" => t_max = Some(number(flag, value()?, T_MAX)?),
+            "--world-size" => args.options.world_size = number(flag, value()?, COUNT)?,
+            // --batch-blocks: the name before every interface said blocks_per_batch.
+            "--blocks-per-batch" | "--batch-blocks" => {
+                args.options.blocks_per_batch = number(flag, value()?, COUNT)?
+            }
+            "--seed" => args.options.seed = number(flag, value()?, ANY_U64)?,
+            "--epoch" => args.epoch = number(flag, value()?, ANY_U64)?,
+            "--split" => args.options.oversize = Oversize::Split,
+            "--json" => args.json = true,
+            "--rank" if command == "plan" => rank_text = Some(value()?),
+            "--policy" if command == "plan" => {
+                // The core names the option `policy`; here the user typed the flag.
+                args.options.policy = value()?.parse().map_err(|mut err: Error| {
+                    err.argument = flag.clone();
+                    err
+                })?
+            }
+            "--truncate-to" if command == "stats" => {
+                args.truncate_to = Some(number(flag, value()?, COUNT)?)
+            }
+            "--mix-to" if command == "stats" => args.mix_to = Some(number(flag, value()?, COUNT)?),
+            _ => {
+                return Err(Failure::Usage(format!(
+                    "unknown option {flag:?} for {command}"
+                )))
+            }
+        }
+    }
+    args.lengths = lengths.ok_or_else(|| Failure::Usage("--lengths FILE is required".into()))?;
+    args.options.t_max = t_max.ok_or_else(|| Failure::Usage("--t-max N is required".into()))?;
+    if let Some(text) = rank_text {
+        // Only now is the world size known: --rank may come before --world-size.
+        let last = args.options.world_size.saturating_sub(1);
+        let rank = text.parse::<u32>().ok().filter(|&rank| rank <= last);
+        let expected = format!("an integer from 0 to {last} (world_size - 1)");
+        args.rank =
+            Some(rank.ok_or_else(|| Error::invalid("--rank", format!("{text:?}"), expected))?);
+    }
+    Ok(args)
+}
+
+/// The value of `flag`: an integer from `low` to `high` (which must fit in `T`).
+fn number<T: TryFrom<u64>>(flag: &str, text: &str, (low, high): (u64, u64)) -> Result<T, Failure> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|value| (low..=high).contains(value))
+        .and_then(|value| T::try_from(value).ok())
+        .ok_or_else(|| {
+            Failure::Input(Error::invalid(
+                flag,
+                format!("{text:?}"),
+                format!("an integer from {low} to {high}"),
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    fn error(command: &str, line: &str) -> Error {
+        match parse_args(command, &words(line)) {
+            Err(Failure::Input(err)) => err,
+            Err(_) => panic!("{line}: a usage error, not an input error"),
+            Ok(_) => panic!("{line}: accepted"),
+        }
+    }
+
+    #[test]
+    fn each_flag_names_its_real_bounds() {
+        for (line, flag, value, expected) in [
+            (
+                "--t-max 16777217",
+                "--t-max",
+                "16777217",
+                "from 1 to 16777216",
+            ),
+            ("--t-max 0", "--t-max", "0", "from 1 to 16777216"),
+            (
+                "--world-size 4294967296",
+                "--world-size",
+                "4294967296",
+                "from 1 to 4294967295",
+            ),
+            (
+                "--blocks-per-batch 0",
+                "--blocks-per-batch",
+                "0",
+                "from 1 to 4294967295",
+            ),
+            (
+                "--batch-blocks -1",
+                "--batch-blocks",
+                "-1",
+                "from 1 to 4294967295",
+            ),
+            (
+                "--seed 18446744073709551616",
+                "--seed",
+                "18446744073709551616",
+                "from 0 to 18446744073709551615",
+            ),
+            (
+                "--epoch 1.5",
+                "--epoch",
+                "1.5",
+                "from 0 to 18446744073709551615",
+            ),
+        ] {
+            let err = error("plan", &format!("--lengths x --t-max 9 {line}"));
+            assert_eq!(err.argument, flag, "{line}");
+            assert_eq!(err.value, format!("{value:?}"), "{line}");
+            assert_eq!(err.expected, format!("an integer {expected}"), "{line}");
+        }
+        for line in ["--truncate-to 0", "--mix-to 4294967296"] {
+            let err = error("stats", &format!("--lengths x --t-max 9 {line}"));
+            assert_eq!(err.expected, "an integer from 1 to 4294967295", "{line}");
+        }
+    }
+
+    #[test]
+    fn the_rank_is_bounded_by_the_world_size_given_before_or_after_it() {
+        for line in ["--rank 3 --world-size 3", "--world-size 3 --rank 3"] {
+            let err = error("plan", &format!("--lengths x --t-max 9 {line}"));
+            assert_eq!(
+                (err.argument.as_str(), err.value.as_str()),
+                ("--rank", "\"3\"")
+            );
+            assert_eq!(err.expected, "an integer from 0 to 2 (world_size - 1)");
+        }
+        let err = error("plan", "--lengths x --t-max 9 --rank 99999999999");
+        assert_eq!(err.expected, "an integer from 0 to 0 (world_size - 1)");
+        let args = parse_args(
+            "plan",
+            &words("--rank 2 --lengths x --t-max 9 --world-size 3"),
+        );
+        assert_eq!(args.ok().and_then(|args| args.rank), Some(2));
+    }
+
+    #[test]
+    fn extremes_in_bounds_are_accepted() {
+        let line = "--lengths x --t-max 16777216 --world-size 4294967295 --blocks-per-batch 1 \
+                    --seed 18446744073709551615 --epoch 18446744073709551615";
+        let args = parse_args("stats", &words(line)).ok().expect("in bounds");
+        assert_eq!(args.options.t_max, MAX_T_MAX);
+        assert_eq!(args.options.world_size, u32::MAX);
+        assert_eq!((args.options.seed, args.epoch), (u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn a_bad_policy_names_the_flag() {
+        let err = error("plan", "--lengths x --t-max 9 --policy tetris");
+        assert_eq!(
+            (err.argument.as_str(), err.value.as_str()),
+            ("--policy", "\"tetris\"")
+        );
+    }
+}
