@@ -28,7 +28,8 @@ pub struct PlanStats {
     pub rounding_blocks: u64,
     /// ... and the padding they add: `rounding_blocks * t_max`, the least the rounding can cost.
     pub rounding_padding: u64,
-    /// Blocks with no piece at all: only when there are fewer pieces than blocks.
+    /// Blocks with no piece at all: only when rounding up to whole global batches needs more
+    /// blocks than there are pieces.
     pub empty_blocks: u64,
     /// Share of computed steps that are real: `(steps - deleted) / (steps - deleted + padding)`.
     pub efficiency: f64,

@@ -163,7 +163,7 @@ where
         })
     };
     let (data, target) = if rows.is_empty() {
-        // A batch of empty blocks (fewer pieces than blocks): sequence 0 gives the shape and kind.
+        // A batch of empty blocks (left by rounding): sequence 0 gives the shape and kind.
         let (data, target) = loaded(0)?;
         let shape = |t: &Tensor| packed_shape(t, &tables);
         (

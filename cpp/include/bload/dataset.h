@@ -31,8 +31,9 @@ struct PackedBatch {
 };
 
 // Packs one request from the examples of its pieces, one per table row, in row order. When the
-// table has no row (a batch of empty blocks, possible only when a dataset has fewer pieces than
-// blocks), `data` and `target` hold one example that only gives the trailing shape and dtype.
+// table has no row (a batch of empty blocks: rounding the epoch up to whole global batches can
+// leave fewer empty blocks than a global batch holds, more pieces than blocks notwithstanding),
+// `data` and `target` hold one example that only gives the trailing shape and dtype.
 BLOAD_API PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor>& data,
                                  const std::vector<at::Tensor>& target, const Options& options);
 
