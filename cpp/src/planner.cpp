@@ -49,7 +49,7 @@ struct EpochPlan::Impl {
   Options options;
 };
 
-Planner::Planner(const std::vector<int64_t>& lengths, const Options& options) {
+Planner::Planner(c10::ArrayRef<int64_t> lengths, const Options& options) {
   auto planner = rethrowing([&] {
     return ffi::new_planner(rust::Slice<const int64_t>(lengths.data(), lengths.size()),
                             options.plan);
@@ -67,6 +67,11 @@ const Options& Planner::options() const { return impl_->options; }
 
 int64_t Planner::num_sequences() const {
   return static_cast<int64_t>(impl_->planner->lengths().size());
+}
+
+c10::ArrayRef<uint32_t> Planner::lengths() const {
+  const auto lengths = impl_->planner->lengths();
+  return c10::ArrayRef<uint32_t>(lengths.data(), lengths.size());
 }
 
 uint64_t Planner::lengths_hash() const { return impl_->planner->lengths_hash(); }

@@ -4,9 +4,11 @@
 //   for b in range(planner.batches_per_rank(epoch)):
 //       table = planner.batch(epoch, rank, b)   # int64 [pieces, 6], see TableColumn
 
+#include <ATen/ATen.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -16,15 +18,19 @@
 namespace bload {
 namespace {
 
-std::vector<int64_t> lengths_from_tensor(const at::Tensor& lengths) {
+// `lengths` as a contiguous int64 host tensor: the tensor itself when it is one (no copy: the
+// core reads it once and keeps 32 bits a sequence).
+at::Tensor lengths_on_host(const at::Tensor& lengths) {
   TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
                   !at::isComplexType(lengths.scalar_type()) &&
                   lengths.scalar_type() != at::kBool,
               "lengths: expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
-  auto host = lengths.to(at::kCPU, at::kLong).contiguous();
-  const int64_t* first = host.data_ptr<int64_t>();
-  return std::vector<int64_t>(first, first + host.numel());
+  return lengths.to(at::kCPU, at::kLong).contiguous();
+}
+
+c10::ArrayRef<int64_t> values(const at::Tensor& host) {
+  return c10::ArrayRef<int64_t>(host.const_data_ptr<int64_t>(), host.numel());
 }
 
 // The pickled state: the lengths, and the plan options as the core's JSON.
@@ -42,8 +48,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
                                    .split_oversized(split_oversized)) {}
 
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
-      : planner_(lengths_from_tensor(lengths), options),
-        lengths_(lengths.to(at::kCPU, at::kLong).clone()) {}
+      : planner_(values(lengths_on_host(lengths)), options) {}
 
   int64_t batches_per_rank(int64_t epoch) { return plan(epoch).batches_per_rank(); }
 
@@ -60,7 +65,11 @@ class ScriptPlanner : public torch::CustomClassHolder {
   int64_t plan_hash(int64_t epoch) { return static_cast<int64_t>(plan(epoch).hash()); }
 
   PlannerState state() const {
-    return {lengths_, plan_options_to_json(planner_.options())};
+    // The lengths back from the core's copy (none is kept here: 8 bytes a sequence saved).
+    const auto lengths = planner_.lengths();
+    auto tensor = at::empty({static_cast<int64_t>(lengths.size())}, at::kLong);
+    std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int64_t>());
+    return {tensor, plan_options_to_json(planner_.options())};
   }
 
   static c10::intrusive_ptr<ScriptPlanner> from_state(PlannerState state) {
@@ -79,7 +88,6 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   Planner planner_;
-  at::Tensor lengths_;
   std::mutex mutex_;
   std::optional<EpochPlan> last_;
 };

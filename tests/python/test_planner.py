@@ -111,6 +111,28 @@ class PackedGRU(torch.nn.Module):
         return torch.stack(outputs, 1)
 
 
+OUT_OF_MEMORY = """
+import resource, sys, torch
+torch.ops.load_library(sys.argv[1])
+lengths = torch.randint(1, 100, (50_000_000,), dtype=torch.int64)
+with open("/proc/self/status") as status:
+    used = next(int(line.split()[1]) for line in status if line.startswith("VmSize")) * 1024
+# 60 MB more than this process maps now: the core's 200 MB copy of the lengths cannot fit.
+resource.setrlimit(resource.RLIMIT_AS, (used + (60 << 20), resource.RLIM_INFINITY))
+try:
+    torch.classes.bload.Planner(lengths, 100)
+except RuntimeError as error:
+    print(str(error).splitlines()[0])
+"""
+
+
+def test_running_out_of_memory_raises_instead_of_aborting():
+    # 50M lengths under a memory cap: the interpreter used to abort inside the planner.
+    result = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(LIBRARY)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("memory for the lengths as 32-bit integers = 50000000 elements"), result.stdout
+
+
 def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
     torch.manual_seed(0)
     lengths = torch.randint(1, 24, (40,))

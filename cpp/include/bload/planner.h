@@ -128,11 +128,14 @@ class BLOAD_API EpochPlan {
 // the (immutable) planner.
 class BLOAD_API Planner {
  public:
-  Planner(const std::vector<int64_t>& lengths, const Options& options);
+  // `lengths` are read, not kept: the core holds its own compact copy (32 bits a sequence).
+  Planner(c10::ArrayRef<int64_t> lengths, const Options& options);
   // The plan of `epoch` (at least 0): the same on every rank and machine.
   EpochPlan plan(int64_t epoch) const;
   const Options& options() const;
   int64_t num_sequences() const;
+  // The lengths planned, as the core holds them (valid while this planner lives).
+  c10::ArrayRef<uint32_t> lengths() const;
   // Fingerprint of the lengths, to tell a saved state from another dataset's.
   uint64_t lengths_hash() const;
 
