@@ -216,6 +216,16 @@ def train(rank, args, port):
         sys.exit(4)
 
 
+def run_rank(rank, args, port):
+    """One rank's training; a failure (torch's errors are RuntimeErrors: a collective that timed
+    out, ranks that disagree on the plan) is one line naming the rank, and exit status 3."""
+    try:
+        train(rank, args, port)
+    except RuntimeError as error:
+        print(f"rank {rank}: stopped: {error}", file=sys.stderr, flush=True)
+        sys.exit(3)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -225,9 +235,12 @@ def free_port():
 def main():
     args = parse()
     if "RANK" in os.environ:
-        train(int(os.environ["RANK"]), args, None)
-    else:
-        torch.multiprocessing.spawn(train, args=(args, free_port()), nprocs=args.world_size)
+        run_rank(int(os.environ["RANK"]), args, None)
+        return
+    try:
+        torch.multiprocessing.spawn(run_rank, args=(args, free_port()), nprocs=args.world_size)
+    except torch.multiprocessing.ProcessExitedException as error:  # the rank said why
+        sys.exit(f"{error}: stopping the other ranks")
 
 
 if __name__ == "__main__":

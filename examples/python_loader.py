@@ -34,8 +34,18 @@ class BlockBatchSampler(torch.utils.data.Sampler):
         return self.planner.batches_per_rank(self.epoch)
 
     def __iter__(self):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            self.check_agreement()
         for index in range(len(self)):
             yield self.planner.batch(self.epoch, self.rank, index).tolist()
+
+    def check_agreement(self):
+        """Before the epoch's first batch, every rank checks that all plan this same epoch (the
+        lengths, every option, the epoch, the plan's hash): one all-gather, then a RuntimeError
+        on every rank naming what differs, e.g. "ranks disagree on seed: rank 0 has 0, ...". """
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, self.planner.agreement(self.epoch).tolist())
+        self.planner.check_agreement(self.epoch, torch.tensor(gathered))
 
 
 class Clips(torch.utils.data.Dataset):

@@ -69,6 +69,19 @@ def test_planner_stats_hash_and_pickle(action_genome_lengths):
     assert torch.equal(copy.batch(1, 7, 3), planner.batch(1, 7, 3))
 
 
+def test_planner_agreement_names_what_ranks_disagree_on(action_genome_lengths):
+    """The fingerprint the batch sampler all-gathers, and its check (the C++ tests cover every
+    field; the trainers' multi-process tests the gather)."""
+    lengths = torch.tensor(action_genome_lengths[:50])
+    mine, other = Planner(lengths, 94, world_size=2), Planner(lengths, 94, world_size=2, seed=3)
+    assert mine.agreement(1).dtype == torch.int64
+    mine.check_agreement(1, torch.stack([mine.agreement(1), Planner(lengths, 94, world_size=2).agreement(1)]))
+    with pytest.raises(RuntimeError, match="ranks disagree on seed: rank 0 has 0, rank 1 has 3"):
+        mine.check_agreement(1, torch.stack([mine.agreement(1), other.agreement(1)]))
+    with pytest.raises(RuntimeError, match="ranks disagree on epoch: rank 0 has 1, rank 1 has 2"):
+        mine.check_agreement(1, torch.stack([mine.agreement(1), mine.agreement(2)]))
+
+
 @pytest.mark.parametrize(
     "make, expected",
     [

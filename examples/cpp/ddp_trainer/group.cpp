@@ -5,6 +5,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/stack.h>
+#include <bload/agreement.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
@@ -19,6 +20,8 @@ namespace trainer {
 struct Group::Connection {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  // The backend as torch's ProcessGroup, the type bload::check_agreement takes.
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
   int64_t collectives = 0;
 
   void run(const c10::intrusive_ptr<c10d::Work>& work) {
@@ -43,13 +46,20 @@ Group::Group(const Config& config, const c10::Device& device)
     nccl->timeout = timeout;
     connection_->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, nccl);
     name_ = "nccl";
-    return;
   }
 #endif
-  auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
-  gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  connection_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
-  name_ = "gloo";
+  if (!connection_->backend) {
+    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    connection_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
+    name_ = "gloo";
+  }
+  auto& group = connection_->group;
+  group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  const bool gloo = name_ == "gloo";
+  const auto type = gloo ? c10d::ProcessGroup::GLOO : c10d::ProcessGroup::NCCL;
+  group->setBackend(gloo ? c10::kCPU : c10::kCUDA, type, connection_->backend);
+  group->setDefaultBackend(type);
 }
 
 Group::~Group() = default;
@@ -79,6 +89,11 @@ at::Tensor Group::gather(const at::Tensor& mine) {
   std::vector<at::Tensor> inputs{input};
   connection_->run(connection_->backend->allgather(all, inputs));
   return at::stack(all[0]).cpu();
+}
+
+void Group::check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner) {
+  ++connection_->collectives;
+  bload::check_agreement(*connection_->group, plan, planner);
 }
 
 void Group::store_barrier(const std::string& name) {

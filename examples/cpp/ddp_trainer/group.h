@@ -1,5 +1,5 @@
 // The process group: one rank's view of the others (gloo, or NCCL on CUDA), gradients averaged
-// over the ranks, small all-gathers, and a barrier at the store.
+// over the ranks, small all-gathers, the ranks' agreement on the plan, and a barrier at the store.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,6 +11,11 @@
 #include <vector>
 
 #include "config.h"
+
+namespace bload {
+class EpochPlan;
+class Planner;
+}  // namespace bload
 
 namespace trainer {
 
@@ -29,6 +34,10 @@ class Group {
   // Every rank's `mine` (a flat tensor of the same size on every rank), as rows
   // [world_size, size] on the CPU.
   at::Tensor gather(const at::Tensor& mine);
+
+  // Checks that every rank plans the same epoch (bload::check_agreement: one all-gather); a
+  // c10::Error naming what differs, on every rank, where they do not.
+  void check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner);
 
   // Waits at the store until every rank has reached `name` (or the timeout passes).
   void store_barrier(const std::string& name);

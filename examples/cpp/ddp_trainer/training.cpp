@@ -96,7 +96,10 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
   std::vector<EpochFigures> figures;
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
     epochs.set_epoch(epoch);
-    const auto total = static_cast<int64_t>(sampler.planner().plan(epoch).batches_per_rank());
+    const auto plan = sampler.planner().plan(epoch);
+    // Before the first batch: every rank plans this same epoch, or every rank stops here.
+    group.check_agreement(plan, sampler.planner());
+    const auto total = plan.batches_per_rank();
     Progress progress(config.rank == 0, total);
     EpochFigures figure;
     std::vector<double> losses;
