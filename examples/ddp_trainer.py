@@ -4,8 +4,12 @@ examples/cpp/ddp_trainer/. Run from the repository root after `make plugin`:
 
     .venv/bin/python examples/ddp_trainer.py --world-size 2
 
-It starts one process per rank itself; under torchrun (RANK and WORLD_SIZE set) it runs the
-rank it is given instead.
+It starts one process per rank itself; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT set; LOCAL_RANK picks the GPU) it runs the rank it is given instead, on one machine or
+several:
+
+    torchrun --nnodes N --node-rank I --nproc-per-node P --rdzv-endpoint HOST:PORT
+        --rdzv-backend c10d examples/ddp_trainer.py    (one command line, on each machine I)
 """
 
 import argparse
@@ -52,7 +56,7 @@ class RunningSum(torch.utils.data.Dataset):
 
 def parse():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--world-size", type=int, help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
     parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
     parser.add_argument("--sequences", type=int, default=0, help="use only the first N sequences")
     parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
@@ -67,7 +71,13 @@ def parse():
     parser.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
     parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
     args = parser.parse_args()
-    if args.world_size < 1:
+    if "RANK" in os.environ:  # torchrun's: it says the world size
+        world_size = os.environ.get("WORLD_SIZE", "")
+        if args.world_size is not None and str(args.world_size) != world_size:
+            parser.error(f"--world-size = {args.world_size}: expected WORLD_SIZE = {world_size!r} under torchrun (or no --world-size)")
+    elif args.world_size is None:
+        args.world_size = 2
+    elif args.world_size < 1:
         parser.error(f"--world-size = {args.world_size}: expected at least 1")
     return args
 
@@ -121,14 +131,15 @@ def train(rank, args, port):
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
     backend = "nccl" if args.device == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=args.timeout)
-    if port is None:  # under torchrun
+    if port is None:  # under torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (env://)
         dist.init_process_group(backend, timeout=timeout)
     else:
         dist.init_process_group(
             backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size, timeout=timeout
         )
     rank, world_size = dist.get_rank(), dist.get_world_size()
-    device = torch.device(args.device, rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))  # this rank's index on its machine: its GPU
+    device = torch.device(args.device, local_rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
 

@@ -2,50 +2,14 @@
 timeout (a hang is a failure): ranks started with different options stop with an error that
 names what differs, on every rank."""
 
-import os
-import socket
-import subprocess
 import sys
 
 import pytest
 import torch.distributed as dist
 
-from conftest import ROOT
+from ddp_support import CPP_TRAINER, PY_TRAINER, free_port, run_ranks, torchrun_env
 
-CPP_TRAINER = ROOT / "build" / "examples" / "cpp" / "ddp_trainer"
-PY_TRAINER = ROOT / "examples" / "ddp_trainer.py"
 SEQUENCES = 100  # the first 100 Action-Genome-shaped sequences: a batch or two per rank
-HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_ranks(commands, envs=None, timeout=HARD_TIMEOUT):
-    """Runs one process per command at once and waits for all: (returncode, stdout, stderr) each.
-    A process still running after `timeout` is killed, with the others, and fails the test."""
-    envs = envs or [None] * len(commands)
-    processes = [
-        subprocess.Popen([str(word) for word in command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for command, env in zip(commands, envs)
-    ]  # fmt: skip
-    try:
-        outputs = [p.communicate(timeout=timeout) for p in processes]
-        return [(p.returncode, *output) for p, output in zip(processes, outputs)]
-    except subprocess.TimeoutExpired:
-        for p in processes:
-            p.kill()
-        pytest.fail(f"a rank ran past {timeout} s: {[p.communicate() for p in processes]}")
-
-
-def torchrun_env(rank, world_size, port):
-    """The environment torchrun gives a rank (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
-    LOCAL_RANK), here for ranks started by hand on this machine."""
-    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))  # fmt: skip
 
 
 # One rank started with another seed, or another t_max: both still make a valid plan, so

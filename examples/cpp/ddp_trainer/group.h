@@ -21,7 +21,8 @@ namespace trainer {
 
 class Group {
  public:
-  // Meets the other ranks at the launcher's store (config.port) and builds the backend.
+  // Meets the other ranks at the store (config.master_addr:port; hosted here when
+  // config.store_server) and builds the backend.
   Group(const Config& config, const c10::Device& device);
   ~Group();
 
