@@ -126,6 +126,15 @@ def ends_of(losses):
     return sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
 
 
+def finite(value):
+    """`value` (dicts and lists of numbers) with every NaN or infinity as None: JSON has neither."""
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite(item) for item in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def train(rank, args, port):
     torch.set_num_threads(1)  # the ranks share this machine's cores
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
@@ -175,7 +184,9 @@ def train(rank, args, port):
             target = batch["target"].to(device, non_blocking=True)
             valid = batch["valid"].to(device, non_blocking=True)
             errors = (model(data, batch["table"]) - target).pow(2).sum(-1)
-            loss = errors[valid].mean()
+            # The mean over the batch's real steps. Rounding can leave a rank a batch of padding
+            # only: no step to average, a loss of 0 (and zero gradients) rather than 0/0.
+            loss = errors[valid].sum() / valid.sum().clamp(min=1)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
@@ -186,7 +197,8 @@ def train(rank, args, port):
             waiting = time.perf_counter()
         seconds = time.perf_counter() - start
         first_loss, last_loss = ends_of(losses)
-        epochs.append(EpochFigures(seconds=seconds, first_wait=first_wait, wait_share=waited / (seconds - first_wait),
+        after_first = seconds - first_wait
+        epochs.append(EpochFigures(seconds=seconds, first_wait=first_wait, wait_share=waited / after_first if after_first > 0 else 0.0,
                                    batches=len(losses), frames=frames, padding=padding,
                                    first_loss=first_loss, last_loss=last_loss))  # fmt: skip
 
@@ -214,7 +226,7 @@ def train(rank, args, port):
         last = sum(figures.last_loss for figures in ranks) / world_size
         print(
             f"epoch {epoch}: {seconds:.2f} s on {world_size} ranks ({backend}, {args.policy}), batches per rank "
-            f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / (frames + padding):.2f}% "
+            f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / max(frames + padding, 1):.2f}% "
             f"of steps, first batch after {first_wait:.2f} s, then loader wait {100 * waited:.2f}% of the steps, "
             f"loss {first:.4f} -> {last:.4f}"
         )
@@ -222,7 +234,7 @@ def train(rank, args, port):
                                  "batches_per_rank": per_rank,
                                  "frames": frames, "padding": padding, "first_loss": first, "last_loss": last})  # fmt: skip
     if args.json:
-        print(json.dumps(report), flush=True)
+        print(json.dumps(finite(report), allow_nan=False), flush=True)
     if not equal:
         sys.exit(4)
 

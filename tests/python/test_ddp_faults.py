@@ -1,13 +1,17 @@
 """Faults in DDP training, each a multi-process run of the trainers of examples/ with a hard
 timeout (a hang is a failure): ranks started with different options stop with an error that
-names what differs, on every rank."""
+names what differs, on every rank; a rank whose batch holds no piece trains on (loss 0, valid
+JSON)."""
 
+import json
+import math
 import sys
 
 import pytest
+import torch
 import torch.distributed as dist
 
-from ddp_support import CPP_TRAINER, PY_TRAINER, free_port, run_ranks, torchrun_env
+from ddp_support import CPP_TRAINER, PY_TRAINER, free_port, run, run_ranks, torchrun_env
 
 SEQUENCES = 100  # the first 100 Action-Genome-shaped sequences: a batch or two per rank
 
@@ -37,3 +41,31 @@ def test_python_trainer_ranks_that_disagree_stop_naming_the_field(other, expecte
     for rank, (returncode, _, stderr) in enumerate(results):
         assert returncode == 3, stderr[-2000:]
         assert f"rank {rank}: stopped: bload::check_agreement: {expected}" in stderr, stderr[-2000:]
+
+
+def strict_json(line):
+    """json.loads that refuses NaN and infinity, which Python's parser accepts and JSON lacks."""
+
+    def refuse(constant):
+        raise ValueError(f"{constant} in a JSON report: {line}")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("trainer", ["cpp", "python"])
+def test_a_batch_of_padding_only_trains_with_loss_zero(action_genome_lengths, trainer):
+    """Three sequences alone in their blocks on 2 ranks of one block a batch: 4 blocks, one empty,
+    so one rank's batch has no piece. Its loss is 0 (not 0/0): the epoch finishes, and the JSON
+    report holds numbers only."""
+    lengths = action_genome_lengths[:3]
+    planner = torch.classes.bload.Planner(torch.tensor(lengths), 94, world_size=2, policy="pad_to_max")
+    tables = [planner.batch(0, rank, index) for rank in range(2) for index in range(planner.batches_per_rank(0))]
+    assert min(len(table) for table in tables) == 0  # the precondition: a batch without a piece
+    options = ["--world-size", 2, "--sequences", 3, "--policy", "pad_to_max", "--blocks-per-batch", 1, "--timeout", 60, "--json"]
+    command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
+    result = run(command + options)
+    assert result.returncode == 0, result.stderr[-4000:]
+    epoch = strict_json(result.stdout.strip().splitlines()[-1])["epochs"][0]
+    assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * 2
+    assert epoch["frames"] == sum(lengths) and epoch["padding"] == planner.stats(0)["padding"]
+    assert all(math.isfinite(epoch[key]) for key in ("first_loss", "last_loss", "loader_wait_share"))
