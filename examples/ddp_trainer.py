@@ -4,8 +4,12 @@ examples/cpp/ddp_trainer/. Run from the repository root after `make plugin`:
 
     .venv/bin/python examples/ddp_trainer.py --world-size 2
 
-It starts one process per rank itself; under torchrun (RANK and WORLD_SIZE set) it runs the
-rank it is given instead.
+It starts one process per rank itself; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT set; LOCAL_RANK picks the GPU) it runs the rank it is given instead, on one machine or
+several:
+
+    torchrun --nnodes N --node-rank I --nproc-per-node P --rdzv-endpoint HOST:PORT
+        --rdzv-backend c10d examples/ddp_trainer.py    (one command line, on each machine I)
 """
 
 import argparse
@@ -52,7 +56,7 @@ class RunningSum(torch.utils.data.Dataset):
 
 def parse():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--world-size", type=int, help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
     parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
     parser.add_argument("--sequences", type=int, default=0, help="use only the first N sequences")
     parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
@@ -67,7 +71,13 @@ def parse():
     parser.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
     parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
     args = parser.parse_args()
-    if args.world_size < 1:
+    if "RANK" in os.environ:  # torchrun's: it says the world size
+        world_size = os.environ.get("WORLD_SIZE", "")
+        if args.world_size is not None and str(args.world_size) != world_size:
+            parser.error(f"--world-size = {args.world_size}: expected WORLD_SIZE = {world_size!r} under torchrun (or no --world-size)")
+    elif args.world_size is None:
+        args.world_size = 2
+    elif args.world_size < 1:
         parser.error(f"--world-size = {args.world_size}: expected at least 1")
     return args
 
@@ -116,19 +126,29 @@ def ends_of(losses):
     return sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
 
 
+def finite(value):
+    """`value` (dicts and lists of numbers) with every NaN or infinity as None: JSON has neither."""
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite(item) for item in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def train(rank, args, port):
     torch.set_num_threads(1)  # the ranks share this machine's cores
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
     backend = "nccl" if args.device == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=args.timeout)
-    if port is None:  # under torchrun
+    if port is None:  # under torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (env://)
         dist.init_process_group(backend, timeout=timeout)
     else:
         dist.init_process_group(
             backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size, timeout=timeout
         )
     rank, world_size = dist.get_rank(), dist.get_world_size()
-    device = torch.device(args.device, rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))  # this rank's index on its machine: its GPU
+    device = torch.device(args.device, local_rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
 
@@ -164,7 +184,9 @@ def train(rank, args, port):
             target = batch["target"].to(device, non_blocking=True)
             valid = batch["valid"].to(device, non_blocking=True)
             errors = (model(data, batch["table"]) - target).pow(2).sum(-1)
-            loss = errors[valid].mean()
+            # The mean over the batch's real steps. Rounding can leave a rank a batch of padding
+            # only: no step to average, a loss of 0 (and zero gradients) rather than 0/0.
+            loss = errors[valid].sum() / valid.sum().clamp(min=1)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
@@ -175,7 +197,8 @@ def train(rank, args, port):
             waiting = time.perf_counter()
         seconds = time.perf_counter() - start
         first_loss, last_loss = ends_of(losses)
-        epochs.append(EpochFigures(seconds=seconds, first_wait=first_wait, wait_share=waited / (seconds - first_wait),
+        after_first = seconds - first_wait
+        epochs.append(EpochFigures(seconds=seconds, first_wait=first_wait, wait_share=waited / after_first if after_first > 0 else 0.0,
                                    batches=len(losses), frames=frames, padding=padding,
                                    first_loss=first_loss, last_loss=last_loss))  # fmt: skip
 
@@ -203,7 +226,7 @@ def train(rank, args, port):
         last = sum(figures.last_loss for figures in ranks) / world_size
         print(
             f"epoch {epoch}: {seconds:.2f} s on {world_size} ranks ({backend}, {args.policy}), batches per rank "
-            f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / (frames + padding):.2f}% "
+            f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / max(frames + padding, 1):.2f}% "
             f"of steps, first batch after {first_wait:.2f} s, then loader wait {100 * waited:.2f}% of the steps, "
             f"loss {first:.4f} -> {last:.4f}"
         )
@@ -211,9 +234,19 @@ def train(rank, args, port):
                                  "batches_per_rank": per_rank,
                                  "frames": frames, "padding": padding, "first_loss": first, "last_loss": last})  # fmt: skip
     if args.json:
-        print(json.dumps(report), flush=True)
+        print(json.dumps(finite(report), allow_nan=False), flush=True)
     if not equal:
         sys.exit(4)
+
+
+def run_rank(rank, args, port):
+    """One rank's training; a failure (torch's errors are RuntimeErrors: a collective that timed
+    out, ranks that disagree on the plan) is one line naming the rank, and exit status 3."""
+    try:
+        train(rank, args, port)
+    except RuntimeError as error:
+        print(f"rank {rank}: stopped: {error}", file=sys.stderr, flush=True)
+        sys.exit(3)
 
 
 def free_port():
@@ -225,9 +258,12 @@ def free_port():
 def main():
     args = parse()
     if "RANK" in os.environ:
-        train(int(os.environ["RANK"]), args, None)
-    else:
-        torch.multiprocessing.spawn(train, args=(args, free_port()), nprocs=args.world_size)
+        run_rank(int(os.environ["RANK"]), args, None)
+        return
+    try:
+        torch.multiprocessing.spawn(run_rank, args=(args, free_port()), nprocs=args.world_size)
+    except torch.multiprocessing.ProcessExitedException as error:  # the rank said why
+        sys.exit(f"{error}: stopping the other ranks")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,13 @@ torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build
 
 T_MAX, BLOCKS, WORLD_SIZE = 94, 8, 2
 # Where a block table row keeps each value: the core's column layout, by name.
-SEQUENCE = torch.ops.bload.table_columns().index("sequence")
+COLUMNS = torch.ops.bload.table_columns()
+SEQUENCE, LENGTH = COLUMNS.index("sequence"), COLUMNS.index("length")
+# Rounding can leave a rank a batch with no piece (only empty blocks). Its data still needs one
+# example's trailing shape and dtype, as C++'s BlockDataset loads example 0 for it: the sampler
+# yields this row instead, of length 0 (never a piece's), which the dataset serves as any row
+# (sequence 0) and PackBlocks takes for the shape alone.
+SHAPE_DONOR = [0] * len(COLUMNS)
 
 
 def read_lengths(path):
@@ -34,8 +40,18 @@ class BlockBatchSampler(torch.utils.data.Sampler):
         return self.planner.batches_per_rank(self.epoch)
 
     def __iter__(self):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            self.check_agreement()
         for index in range(len(self)):
-            yield self.planner.batch(self.epoch, self.rank, index).tolist()
+            yield self.planner.batch(self.epoch, self.rank, index).tolist() or [SHAPE_DONOR]
+
+    def check_agreement(self):
+        """Before the epoch's first batch, every rank checks that all plan this same epoch (the
+        lengths, every option, the epoch, the plan's hash): one all-gather, then a RuntimeError
+        on every rank naming what differs, e.g. "ranks disagree on seed: rank 0 has 0, ...". """
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, self.planner.agreement(self.epoch).tolist())
+        self.planner.check_agreement(self.epoch, torch.tensor(gathered))
 
 
 class Clips(torch.utils.data.Dataset):
@@ -54,22 +70,33 @@ class Clips(torch.utils.data.Dataset):
 
 class PackBlocks:
     """A DataLoader collate_fn: the (table row, data [T_i, ...], target [T_i, ...]) items of one
-    batch, in table order, packed into [blocks, t_max, ...] with the masks a recurrent model needs."""
+    batch, in table order, packed into [blocks, t_max, ...] with the masks a recurrent model needs.
+    A batch with no piece (its one item a SHAPE_DONOR's) is padding only, with an empty table."""
 
     def __init__(self, blocks, t_max, data_padding=0.0, target_padding=-100):
         self.blocks, self.t_max = blocks, t_max
         self.data_padding, self.target_padding = data_padding, target_padding
 
     def __call__(self, items):
-        table = torch.tensor([row for row, _, _ in items])
+        if not items:
+            raise ValueError("items: an empty batch: expected a block table's rows (a batch with no piece "
+                             "brings BlockBatchSampler's SHAPE_DONOR row)")  # fmt: skip
+        pieces = [item for item in items if item[0][LENGTH] > 0]  # all but a SHAPE_DONOR
+        table = torch.tensor([row for row, _, _ in pieces], dtype=torch.int64).reshape(len(pieces), len(COLUMNS))
         shape = (table, self.blocks, self.t_max)
         return {
             "table": table,
-            "data": torch.ops.bload.pack([x for _, x, _ in items], *shape, self.data_padding),
-            "target": torch.ops.bload.pack([y for _, _, y in items], *shape, self.target_padding),
+            "data": self.pack([x for _, x, _ in pieces or items], table, self.data_padding),
+            "target": self.pack([y for _, _, y in pieces or items], table, self.target_padding),
             "reset": torch.ops.bload.reset_mask(*shape),
             "valid": torch.ops.bload.valid_mask(*shape),
         }
+
+    def pack(self, sequences, table, padding):
+        if len(table) == 0:  # padding only, shaped and typed like the shape donor's steps
+            like = sequences[0]
+            return torch.full((self.blocks, self.t_max, *like.shape[1:]), padding, dtype=like.dtype)
+        return torch.ops.bload.pack(sequences, table, self.blocks, self.t_max, padding)
 
 
 def main():

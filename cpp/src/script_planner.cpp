@@ -13,6 +13,7 @@
 #include <optional>
 #include <tuple>
 
+#include "bload/agreement.h"
 #include "bload/planner.h"
 
 namespace bload {
@@ -64,6 +65,12 @@ class ScriptPlanner : public torch::CustomClassHolder {
 
   int64_t plan_hash(int64_t epoch) { return static_cast<int64_t>(plan(epoch).hash()); }
 
+  at::Tensor agreement(int64_t epoch) { return agreement_values(plan(epoch), planner_); }
+
+  void check_agreement(int64_t epoch, const at::Tensor& gathered) {
+    bload::check_agreement(gathered, plan(epoch), planner_);
+  }
+
   PlannerState state() const {
     // The lengths back from the core's copy (none is kept here: 8 bytes a sequence saved).
     const auto lengths = planner_.lengths();
@@ -109,6 +116,12 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def("stats", &ScriptPlanner::stats, "What the plan of `epoch` costs, as counts")
       .def("plan_hash", &ScriptPlanner::plan_hash,
            "Fingerprint of the plan of `epoch`: equal on ranks that planned the same")
+      .def("agreement", &ScriptPlanner::agreement,
+           "What every rank must hold alike to train `epoch` (lengths, options, epoch, plan "
+           "hash): an int64 tensor, for an all-gather before the epoch's first batch")
+      .def("check_agreement", &ScriptPlanner::check_agreement,
+           "Raises, naming each field and every rank's value, when the rows of `gathered` "
+           "(every rank's agreement(epoch), int64 [ranks, fields]) differ")
       .def_pickle(
           [](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
           [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });

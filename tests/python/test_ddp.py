@@ -3,6 +3,7 @@ the naive per-sequence loop hangs where bload's finishes, and the gradients of p
 those of the sequences run one at a time. Every run has a hard timeout, so a hang is a failure."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,25 +11,12 @@ import pytest
 import torch
 
 from conftest import COLUMN, ROOT
+from ddp_support import CPP_TRAINER, PY_TRAINER, TORCHRUN, free_port, report_of, run, run_ranks
 
 sys.path.insert(0, str(ROOT / "examples"))
 import packed_gru  # noqa: E402
 
-CPP_TRAINER = ROOT / "build" / "examples" / "cpp" / "ddp_trainer"
-PY_TRAINER = ROOT / "examples" / "ddp_trainer.py"
 SEQUENCES = 400  # the first 400 Action-Genome-shaped sequences: a few batches per rank
-HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
-
-
-
-def run(command, timeout=HARD_TIMEOUT):
-    """Runs a trainer; subprocess.TimeoutExpired (a failure) if it outlives `timeout`."""
-    return subprocess.run([str(word) for word in command], capture_output=True, text=True, timeout=timeout)
-
-
-def report_of(result):
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +63,55 @@ def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_mo
     report = report_of(run(command + ["--model", script_model, "--json"]))
     assert report["backend"] == "gloo" and report["world_size"] == world_size
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
+
+
+def torchrun_nodes(nodes, trainer):
+    """`nodes` torchrun processes of one rank each, meeting through c10d rendezvous on loopback
+    (as machines would at --rdzv-endpoint HOST:PORT): every node's (returncode, stdout, stderr)."""
+    command = [TORCHRUN, "--nnodes", nodes, "--nproc-per-node", 1, "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", f"127.0.0.1:{free_port()}", *trainer]  # fmt: skip
+    return run_ranks([command] * nodes)
+
+
+def the_report(results):
+    """The one JSON report of a run of several processes (rank 0's), all of which succeeded."""
+    for returncode, stdout, stderr in results:
+        assert returncode == 0, stdout[-2000:] + stderr[-4000:]
+    reports = [json.loads(line) for _, stdout, _ in results for line in stdout.splitlines() if line.startswith("{")]
+    assert len(reports) == 1, reports
+    return reports[0]
+
+
+def test_cpp_trainer_under_torchrun_on_two_nodes(action_genome_lengths):
+    """RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, the store torchrun's agent
+    hosts: two single-rank nodes train one epoch as the launcher's two ranks do."""
+    trainer = ["--no-python", CPP_TRAINER, "--sequences", SEQUENCES, "--timeout", 60, "--json"]
+    report = the_report(torchrun_nodes(2, trainer))
+    assert report["world_size"] == 2
+    check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], 2)
+
+
+def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, script_model):
+    trainer = [PY_TRAINER, "--sequences", SEQUENCES, "--timeout", 60, "--model", script_model, "--json"]
+    report = the_report(torchrun_nodes(2, trainer))
+    assert report["world_size"] == 2
+    check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], 2)
+
+
+@pytest.mark.parametrize(
+    "env, flags, expected",
+    [
+        ({"RANK": "0"}, [], 'WORLD_SIZE = "": expected set where RANK is'),
+        ({"RANK": "x", "WORLD_SIZE": "2"}, [], 'RANK = "x": expected an integer of at least 0'),
+        ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, [], 'RANK = "2": expected less than the world size 2'),
+        ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"}, [], 'MASTER_PORT = "70000": expected a port from 1 to 65535'),
+        ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, ["--world-size", 3], '--world-size = "3": expected WORLD_SIZE = 2 under torchrun'),
+    ],
+)
+def test_cpp_trainer_names_a_bad_torchrun_environment(env, flags, expected):
+    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    result = subprocess.run([str(CPP_TRAINER), *map(str, flags)], env={**clean, **env}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and expected in result.stderr, result.stderr
 
 
 def test_naive_per_sequence_loop_hangs_where_bload_finishes(action_genome_lengths):

@@ -11,7 +11,7 @@ import torch
 from conftest import COLUMN, LIBRARY, ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
-from python_loader import BlockBatchSampler, PackBlocks  # noqa: E402  (the batch sampler README shows)
+from python_loader import SHAPE_DONOR, BlockBatchSampler, PackBlocks  # noqa: E402  (the batch sampler README shows)
 
 Planner = torch.classes.bload.Planner
 
@@ -57,6 +57,28 @@ def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_geno
     assert torch.equal(seen, torch.tensor(lengths))
 
 
+def test_a_batch_with_no_piece_is_padding_only():
+    """Three sequences alone in their blocks (pad_to_max) on 2 ranks, a block per batch: rounding
+    to 4 blocks leaves rank 0 a batch of one empty block. It comes through the DataLoader as
+    padding only, with an int64 table of no row and data and target of the sequences' kind."""
+    planner = Planner(torch.tensor([5, 7, 3]), 8, world_size=2, policy="pad_to_max")
+    sampler = BlockBatchSampler(planner, 0)
+    assert list(sampler)[0] == [SHAPE_DONOR]  # the precondition: a batch without a piece
+    loader = torch.utils.data.DataLoader(
+        Sequences([5, 7, 3]), batch_sampler=sampler, collate_fn=PackBlocks(1, 8, data_padding=-1.0)
+    )
+    empty, full = list(loader)
+    assert empty["table"].dtype == torch.int64 and empty["table"].shape == (0, len(COLUMN))
+    assert torch.equal(empty["data"], torch.full((1, 8, 1), -1.0))
+    assert torch.equal(empty["target"], torch.full((1, 8), -100))
+    assert not empty["valid"].any() and not empty["reset"].any()
+    # The batch beside it, with a piece, is packed as ever.
+    assert full["table"].shape == (1, len(COLUMN)) and int(full["valid"].sum()) == full["table"][0, COLUMN["length"]]
+    assert full["data"].dtype == empty["data"].dtype and full["target"].dtype == empty["target"].dtype
+    with pytest.raises(ValueError, match="items: an empty batch"):
+        PackBlocks(1, 8)([])
+
+
 def test_planner_stats_hash_and_pickle(action_genome_lengths):
     planner = Planner(torch.tensor(action_genome_lengths), 94, world_size=8)
     stats = planner.stats(0)
@@ -67,6 +89,19 @@ def test_planner_stats_hash_and_pickle(action_genome_lengths):
     copy = pickle.loads(pickle.dumps(planner))
     assert copy.plan_hash(1) == planner.plan_hash(1)
     assert torch.equal(copy.batch(1, 7, 3), planner.batch(1, 7, 3))
+
+
+def test_planner_agreement_names_what_ranks_disagree_on(action_genome_lengths):
+    """The fingerprint the batch sampler all-gathers, and its check (the C++ tests cover every
+    field; the trainers' multi-process tests the gather)."""
+    lengths = torch.tensor(action_genome_lengths[:50])
+    mine, other = Planner(lengths, 94, world_size=2), Planner(lengths, 94, world_size=2, seed=3)
+    assert mine.agreement(1).dtype == torch.int64
+    mine.check_agreement(1, torch.stack([mine.agreement(1), Planner(lengths, 94, world_size=2).agreement(1)]))
+    with pytest.raises(RuntimeError, match="ranks disagree on seed: rank 0 has 0, rank 1 has 3"):
+        mine.check_agreement(1, torch.stack([mine.agreement(1), other.agreement(1)]))
+    with pytest.raises(RuntimeError, match="ranks disagree on epoch: rank 0 has 1, rank 1 has 2"):
+        mine.check_agreement(1, torch.stack([mine.agreement(1), mine.agreement(2)]))
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 #pragma once
-// Everything bload offers C++ trainers: planning, the sampler, the dataset adaptor and the ops.
+// Everything bload offers C++ trainers: planning, the sampler, the dataset adaptor, the ops and
+// the ranks' agreement check.
+#include "bload/agreement.h"
 #include "bload/dataset.h"
 #include "bload/ops.h"
 #include "bload/planner.h"

@@ -15,7 +15,11 @@ namespace {
 constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --world-size W        ranks to run (default 2)
   --rank R --port P     run one rank, with the launcher's TCPStore on 127.0.0.1:P (set by the
-                        launcher; without --rank this process launches every rank)
+                        launcher; without --rank this process launches every rank, unless
+                        torchrun's RANK is set: then it is that rank of WORLD_SIZE, meeting the
+                        others at MASTER_ADDR:MASTER_PORT, e.g.
+                        torchrun --nnodes N --node-rank I --nproc-per-node P
+                          --rdzv-endpoint HOST:PORT --no-python ddp_trainer [options])
   --lengths FILE        one sequence length per line (default: the Action-Genome-shaped set)
   --sequences N         use only the first N sequences of the file (default: all)
   --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
@@ -51,10 +55,40 @@ Number parse_number(const std::string& flag, const std::string& value, Number mi
   return number;
 }
 
+// Environment variable `name`, required: torchrun sets them all.
+std::string required(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr)
+    bad_argument(name, "", "set where RANK is (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+  return value;
+}
+
+// torchrun's environment: this process is rank RANK of WORLD_SIZE, and the ranks meet at the
+// TCPStore on MASTER_ADDR:MASTER_PORT. Rank 0 hosts it, unless torchrun's agent already does
+// (TORCHELASTIC_USE_AGENT_STORE, as torch.distributed reads it).
+void from_torchrun(Config& config, bool world_size_given) {
+  config.torchrun = true;
+  config.rank = parse_number<int64_t>("RANK", required("RANK"), 0);
+  const auto world_size = parse_number<int64_t>("WORLD_SIZE", required("WORLD_SIZE"), 1);
+  if (world_size_given && world_size != config.world_size)
+    bad_argument("--world-size", std::to_string(config.world_size),
+                 "WORLD_SIZE = " + std::to_string(world_size) + " under torchrun (or no --world-size)");
+  config.world_size = world_size;
+  config.master_addr = required("MASTER_ADDR");
+  config.port = parse_number<int64_t>("MASTER_PORT", required("MASTER_PORT"), 1);
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  config.local_rank = local_rank ? parse_number<int64_t>("LOCAL_RANK", local_rank, 0) : config.rank;
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  config.store_server = config.rank == 0 && !(agent_store && std::string(agent_store) == "True");
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  config.restart = restart ? parse_number<int64_t>("TORCHELASTIC_RESTART_COUNT", restart, 0) : 0;
+}
+
 }  // namespace
 
 Config parse(int argc, char** argv) {
   Config config;
+  bool world_size_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -67,7 +101,10 @@ Config parse(int argc, char** argv) {
     }
     if (i + 1 == argc) bad_argument(flag, "", "a value after it");
     const std::string value = argv[++i];
-    if (flag == "--world-size") config.world_size = parse_number<int64_t>(flag, value, 1);
+    if (flag == "--world-size") {
+      config.world_size = parse_number<int64_t>(flag, value, 1);
+      world_size_given = true;
+    }
     else if (flag == "--rank") config.rank = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--port") config.port = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--lengths") config.lengths = value;
@@ -91,10 +128,18 @@ Config parse(int argc, char** argv) {
     bad_argument("--loop", config.loop, "bload or naive");
   if (config.loop == "naive" && config.model != "cpp")
     bad_argument("--model", config.model, "cpp with --loop naive (it steps the GRU cell itself)");
+  if (config.rank >= 0) {
+    config.local_rank = config.rank;  // the launcher's ranks share one machine
+    if (config.port == 0) bad_argument("--port", "", "the launcher's store port");
+  } else if (std::getenv("RANK")) {
+    from_torchrun(config, world_size_given);
+  }
   if (config.rank >= config.world_size)
-    bad_argument("--rank", std::to_string(config.rank),
-                 "less than --world-size " + std::to_string(config.world_size));
-  if (config.rank >= 0 && config.port == 0) bad_argument("--port", "", "the launcher's store port");
+    bad_argument(config.torchrun ? "RANK" : "--rank", std::to_string(config.rank),
+                 "less than the world size " + std::to_string(config.world_size));
+  if (config.port > 65535)
+    bad_argument(config.torchrun ? "MASTER_PORT" : "--port", std::to_string(config.port),
+                 "a port from 1 to 65535");
   if (config.device.empty()) config.device = torch::cuda::is_available() ? "cuda" : "cpu";
   if (config.device != "cpu" && config.device != "cuda")
     bad_argument("--device", config.device, "cpu or cuda");

@@ -9,7 +9,14 @@ namespace trainer {
 struct Config {
   int64_t world_size = 2;
   int64_t rank = -1;  // -1: this process is the launcher
+  // Where the ranks meet: a TCPStore at master_addr:port, the launcher's on 127.0.0.1 (--port),
+  // or torchrun's MASTER_ADDR:MASTER_PORT, which this process hosts when store_server.
+  std::string master_addr = "127.0.0.1";
   int64_t port = 0;
+  bool store_server = false;
+  bool torchrun = false;   // the rank, world size and store came from torchrun's environment
+  int64_t local_rank = 0;  // this rank's index on its machine: its GPU
+  int64_t restart = 0;     // torchrun's TORCHELASTIC_RESTART_COUNT: keys of a restart are its own
   std::string lengths = BLOAD_DEFAULT_LENGTHS;
   int64_t sequences = 0;
   std::string model = "cpp";
@@ -26,8 +33,9 @@ struct Config {
   bool json = false;
 };
 
-// The options of argv, checked (std::invalid_argument names a bad one); --help prints the usage
-// and exits.
+// The options of argv, checked (std::invalid_argument names a bad one), and without --rank
+// torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK) when RANK is
+// set; --help prints the usage and exits.
 Config parse(int argc, char** argv);
 
 }  // namespace trainer

@@ -5,6 +5,8 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/stack.h>
+#include <bload/agreement.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
@@ -13,12 +15,16 @@
 #endif
 
 #include <chrono>
+#include <cstdlib>
+#include <sstream>
 
 namespace trainer {
 
 struct Group::Connection {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  // The backend as torch's ProcessGroup, the type bload::check_agreement takes.
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
   int64_t collectives = 0;
 
   void run(const c10::intrusive_ptr<c10d::Work>& work) {
@@ -27,13 +33,35 @@ struct Group::Connection {
   }
 };
 
+namespace {
+
+// gloo's network device: loopback for the launcher's ranks (one machine); under torchrun, as
+// torch.distributed chooses: GLOO_SOCKET_IFNAME's interfaces, or the address of this host's name.
+std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices(const Config& config) {
+  if (!config.torchrun) return {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  const char* interfaces = std::getenv("GLOO_SOCKET_IFNAME");
+  std::istringstream names(interfaces ? interfaces : "");
+  for (std::string name; std::getline(names, name, ',');)
+    if (!name.empty()) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  if (devices.empty()) devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return devices;
+}
+
+}  // namespace
+
 Group::Group(const Config& config, const c10::Device& device)
     : connection_(std::make_unique<Connection>()), device_(device) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(config.port);
+  options.isServer = config.store_server;
+  options.waitWorkers = false;
   options.timeout = std::chrono::seconds(config.timeout);
+  // torchrun's store outlives a restart of the ranks: each attempt keeps to keys of its own.
   auto& store = connection_->store;
-  store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  store = c10::make_intrusive<c10d::PrefixStore>(
+      "bload_trainer/" + std::to_string(config.restart),
+      c10::make_intrusive<c10d::TCPStore>(config.master_addr, options));
   const auto timeout = std::chrono::milliseconds(config.timeout * 1000);
   const int rank = static_cast<int>(config.rank), size = static_cast<int>(config.world_size);
 #ifdef BLOAD_WITH_NCCL
@@ -43,13 +71,20 @@ Group::Group(const Config& config, const c10::Device& device)
     nccl->timeout = timeout;
     connection_->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, nccl);
     name_ = "nccl";
-    return;
   }
 #endif
-  auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
-  gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  connection_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
-  name_ = "gloo";
+  if (!connection_->backend) {
+    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo->devices = gloo_devices(config);
+    connection_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
+    name_ = "gloo";
+  }
+  auto& group = connection_->group;
+  group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  const bool gloo = name_ == "gloo";
+  const auto type = gloo ? c10d::ProcessGroup::GLOO : c10d::ProcessGroup::NCCL;
+  group->setBackend(gloo ? c10::kCPU : c10::kCUDA, type, connection_->backend);
+  group->setDefaultBackend(type);
 }
 
 Group::~Group() = default;
@@ -79,6 +114,11 @@ at::Tensor Group::gather(const at::Tensor& mine) {
   std::vector<at::Tensor> inputs{input};
   connection_->run(connection_->backend->allgather(all, inputs));
   return at::stack(all[0]).cpu();
+}
+
+void Group::check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner) {
+  ++connection_->collectives;
+  bload::check_agreement(*connection_->group, plan, planner);
 }
 
 void Group::store_barrier(const std::string& name) {

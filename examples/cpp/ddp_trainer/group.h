@@ -1,5 +1,5 @@
 // The process group: one rank's view of the others (gloo, or NCCL on CUDA), gradients averaged
-// over the ranks, small all-gathers, and a barrier at the store.
+// over the ranks, small all-gathers, the ranks' agreement on the plan, and a barrier at the store.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,11 +12,17 @@
 
 #include "config.h"
 
+namespace bload {
+class EpochPlan;
+class Planner;
+}  // namespace bload
+
 namespace trainer {
 
 class Group {
  public:
-  // Meets the other ranks at the launcher's store (config.port) and builds the backend.
+  // Meets the other ranks at the store (config.master_addr:port; hosted here when
+  // config.store_server) and builds the backend.
   Group(const Config& config, const c10::Device& device);
   ~Group();
 
@@ -29,6 +35,10 @@ class Group {
   // Every rank's `mine` (a flat tensor of the same size on every rank), as rows
   // [world_size, size] on the CPU.
   at::Tensor gather(const at::Tensor& mine);
+
+  // Checks that every rank plans the same epoch (bload::check_agreement: one all-gather); a
+  // c10::Error naming what differs, on every rank, where they do not.
+  void check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner);
 
   // Waits at the store until every rank has reached `name` (or the timeout passes).
   void store_barrier(const std::string& name);

@@ -5,7 +5,9 @@
 //   ddp_trainer [--world-size 2] [--model cpp|FILE.pt] [--policy best_fit] [--epochs 1] ...
 //
 // Without --rank it is the launcher (launcher.cpp): it starts a c10d TCPStore, runs one process
-// per rank (this same binary with --rank and --port) and waits for them. Each rank builds a gloo
+// per rank (this same binary with --rank and --port) and waits for them; under torchrun (RANK
+// set) it is the one rank torchrun says, meeting the others at MASTER_ADDR:MASTER_PORT. Each
+// rank builds a gloo
 // process group (group.cpp; NCCL when training on CUDA and built with it), a bload::BlockSampler
 // and BlockDataset, and all-reduces the gradients after every batch (training.cpp). `--loop naive`
 // runs instead the per-sequence loop that DDP users write first (each rank steps frame by frame
@@ -41,7 +43,7 @@ int run_rank(const Config& config) {
   c10::Device device(config.device == "cuda" ? c10::kCUDA : c10::kCPU);
 #ifdef BLOAD_WITH_NCCL
   if (device.is_cuda()) {
-    const auto index = static_cast<c10::DeviceIndex>(config.rank % torch::cuda::device_count());
+    const auto index = static_cast<c10::DeviceIndex>(config.local_rank % torch::cuda::device_count());
     c10::cuda::set_device(index);
     device = c10::Device(c10::kCUDA, index);
   }

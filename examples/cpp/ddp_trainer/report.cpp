@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <type_traits>
@@ -94,6 +95,14 @@ EpochSummary summarize(const std::vector<std::vector<EpochFigures>>& ranks, size
   return summary;
 }
 
+// A JSON number: JSON has no NaN or infinity, so a figure that is not finite is null.
+std::string json_number(double value) {
+  if (!std::isfinite(value)) return "null";
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
 }  // namespace
 
 at::Tensor pack(const std::vector<EpochFigures>& epochs) {
@@ -144,12 +153,13 @@ bool report(const Config& config, const std::string& backend, const std::string&
         backend.c_str(), config.policy.c_str(), per_rank.str().c_str(),
         equal ? " (equal)" : " (NOT EQUAL)", 100 * padding / std::max(frames + padding, 1.0),
         summary.first_wait, 100 * summary.wait_share, summary.first_loss, summary.last_loss);
-    json << (epoch ? ", " : "") << "{\"seconds\": " << summary.seconds
-         << ", \"first_batch_seconds\": " << summary.first_wait
-         << ", \"loader_wait_share\": " << summary.wait_share << ", \"batches_per_rank\": ["
-         << per_rank.str() << "], \"frames\": " << summary.frames << ", \"padding\": " << summary.padding
-         << ", \"first_loss\": " << summary.first_loss << ", \"last_loss\": " << summary.last_loss
-         << "}";
+    json << (epoch ? ", " : "") << "{\"seconds\": " << json_number(summary.seconds)
+         << ", \"first_batch_seconds\": " << json_number(summary.first_wait)
+         << ", \"loader_wait_share\": " << json_number(summary.wait_share)
+         << ", \"batches_per_rank\": [" << per_rank.str() << "], \"frames\": " << summary.frames
+         << ", \"padding\": " << summary.padding
+         << ", \"first_loss\": " << json_number(summary.first_loss)
+         << ", \"last_loss\": " << json_number(summary.last_loss) << "}";
   }
   json << "]}";
   if (config.json) std::printf("%s\n", json.str().c_str());

@@ -96,7 +96,10 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
   std::vector<EpochFigures> figures;
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
     epochs.set_epoch(epoch);
-    const auto total = static_cast<int64_t>(sampler.planner().plan(epoch).batches_per_rank());
+    const auto plan = sampler.planner().plan(epoch);
+    // Before the first batch: every rank plans this same epoch, or every rank stops here.
+    group.check_agreement(plan, sampler.planner());
+    const auto total = plan.batches_per_rank();
     Progress progress(config.rank == 0, total);
     EpochFigures figure;
     std::vector<double> losses;
@@ -111,7 +114,9 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       auto target = batch.target.to(device, true);
       auto valid = batch.valid.to(device, true);
       auto errors = (model.forward(data, batch.table) - target).pow(2).sum(-1);
-      auto loss = errors.masked_select(valid).mean();
+      // The mean over the batch's real steps. Rounding can leave a rank a batch of padding only:
+      // no step to average, a loss of 0 (and zero gradients) rather than 0/0.
+      auto loss = errors.masked_select(valid).sum() / valid.sum().clamp_min(1);
       optimizer.zero_grad();
       loss.backward();
       group.average_gradients(parameters);
@@ -127,7 +132,8 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
                       figure.frames / elapsed);
     }
     figure.seconds = seconds_since(start);
-    figure.wait_share = waited / (figure.seconds - figure.first_wait);
+    const double after_first = figure.seconds - figure.first_wait;
+    figure.wait_share = after_first > 0 ? waited / after_first : 0;
     std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
     figures.push_back(figure);
   }

@@ -1,0 +1,126 @@
+// Agreement between DDP ranks: the fingerprint of an epoch's plan, the check of every rank's
+// fingerprint, and the one all-gather that collects them.
+#include "bload/agreement.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <cstdio>
+#include <sstream>
+#include <utility>
+
+namespace bload {
+namespace {
+
+// The values of `name` as messages show them: hashes in hex, the policy by name, flags as
+// booleans. Another rank's value may be anything, so a policy index this library does not know
+// is shown as a number.
+std::string shown(const std::string& name, int64_t value) {
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_hash") == 0) {
+    char hex[19];
+    std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(value));
+    return hex;
+  }
+  if (name == "policy" && value >= 0 && value <= 255) {
+    try {
+      return Options().policy(static_cast<Policy>(value)).policy();
+    } catch (const c10::Error&) {
+      return "policy index " + std::to_string(value);
+    }
+  }
+  if (name == "split_oversized" && (value == 0 || value == 1)) return value ? "true" : "false";
+  return std::to_string(value);
+}
+
+// "rank 1 has 7" or "ranks 0, 2 have 5", for every distinct value in column `field`, in order of
+// first appearance.
+std::string values_by_rank(const at::Tensor& gathered, int64_t field, const std::string& name) {
+  const auto cells = gathered.accessor<int64_t, 2>();
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> groups;
+  for (int64_t rank = 0; rank < gathered.size(0); ++rank) {
+    const int64_t value = cells[rank][field];
+    auto group = groups.begin();
+    while (group != groups.end() && group->first != value) ++group;
+    if (group == groups.end()) group = groups.insert(groups.end(), {value, {}});
+    group->second.push_back(rank);
+  }
+  std::ostringstream out;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& [value, ranks] = groups[g];
+    out << (g ? ", " : "") << (ranks.size() == 1 ? "rank " : "ranks ");
+    for (size_t r = 0; r < ranks.size(); ++r) out << (r ? ", " : "") << ranks[r];
+    out << (ranks.size() == 1 ? " has " : " have ") << shown(name, value);
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planner& planner) {
+  std::vector<AgreementField> fields{
+      {"sequences", planner.num_sequences()},
+      {"lengths_hash", static_cast<int64_t>(planner.lengths_hash())},
+  };
+  // Every option a plan depends on, from the one list of them (a new option joins by itself).
+  for (const auto& [name, value] : plan_options_by_name(planner.options())) {
+    if (value.isInt()) {
+      fields.push_back({name, value.toInt()});
+    } else if (value.isBool()) {
+      fields.push_back({name, value.toBool() ? 1 : 0});
+    } else {
+      TORCH_CHECK(name == "policy", "bload::agreement_fields: option ", name, " holds a ",
+                  value.tagKind(), ": expected an int or bool (only the policy is named)");
+      fields.push_back({name, static_cast<int64_t>(planner.options().plan.policy)});
+    }
+  }
+  fields.push_back({"epoch", plan.epoch()});
+  fields.push_back({"plan_hash", static_cast<int64_t>(plan.hash())});
+  return fields;
+}
+
+at::Tensor agreement_values(const EpochPlan& plan, const Planner& planner) {
+  const auto fields = agreement_fields(plan, planner);
+  auto values = at::empty({static_cast<int64_t>(fields.size())}, at::kLong);
+  for (size_t i = 0; i < fields.size(); ++i) values[static_cast<int64_t>(i)] = fields[i].value;
+  return values;
+}
+
+void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Planner& planner) {
+  const auto fields = agreement_fields(plan, planner);
+  const auto count = static_cast<int64_t>(fields.size());
+  TORCH_CHECK(gathered.dim() == 2 && gathered.scalar_type() == at::kLong &&
+                  gathered.size(0) >= 1 && gathered.size(1) == count,
+              "gathered: expected an int64 tensor [ranks, ", count,
+              "] of every rank's agreement_values, got a ", gathered.scalar_type(), " tensor ",
+              gathered.sizes());
+  const auto rows = gathered.cpu().contiguous();
+  const auto first = rows.select(0, 0);
+  std::ostringstream disagreements;
+  bool inputs_differ = false;
+  for (int64_t field = 0; field < count; ++field) {
+    if (rows.select(1, field).eq(first[field]).all().item<bool>()) continue;
+    const auto& name = fields[static_cast<size_t>(field)].name;
+    // A plan's hash follows from the fields before it: named only when they all agree.
+    if (name == "plan_hash" && inputs_differ) continue;
+    disagreements << (inputs_differ ? "; " : "") << "ranks disagree on " << name;
+    if (name == "plan_hash") disagreements << " although they agree on its inputs";
+    disagreements << ": " << values_by_rank(rows, field, name);
+    inputs_differ = true;
+  }
+  const auto message = disagreements.str();
+  TORCH_CHECK(message.empty(), "bload::check_agreement: ", message,
+              " (every rank must plan the same epoch: give them the same lengths and options)");
+}
+
+void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner) {
+  const c10::Device device = group.hasBackendForDeviceType(c10::kCPU) ? c10::Device(c10::kCPU)
+                                                                      : c10::Device(c10::kCUDA);
+  const auto mine = agreement_values(plan, planner).to(device);
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int rank = 0; rank < group.getSize(); ++rank) all[0].push_back(at::empty_like(mine));
+  std::vector<at::Tensor> inputs{mine};
+  group.allgather(all, inputs)->wait();
+  check_agreement(at::stack(all[0]).cpu(), plan, planner);
+}
+
+}  // namespace bload

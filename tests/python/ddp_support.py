@@ -1,0 +1,57 @@
+"""What the multi-process tests of the DDP trainers share: the trainers, runs with a hard timeout
+(a hang is a failure), and the environment torchrun gives a rank."""
+
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+CPP_TRAINER = ROOT / "build" / "examples" / "cpp" / "ddp_trainer"
+PY_TRAINER = ROOT / "examples" / "ddp_trainer.py"
+TORCHRUN = ROOT / ".venv" / "bin" / "torchrun"
+HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
+
+
+def run(command, timeout=HARD_TIMEOUT):
+    """Runs a trainer; subprocess.TimeoutExpired (a failure) if it outlives `timeout`."""
+    return subprocess.run([str(word) for word in command], capture_output=True, text=True, timeout=timeout)
+
+
+def report_of(result):
+    """The JSON line a trainer's --json ends with, from a run that succeeded."""
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_ranks(commands, envs=None, timeout=HARD_TIMEOUT):
+    """Runs one process per command at once and waits for all: (returncode, stdout, stderr) each.
+    A process still running after `timeout` is killed, with the others, and fails the test."""
+    envs = envs or [None] * len(commands)
+    processes = [
+        subprocess.Popen([str(word) for word in command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for command, env in zip(commands, envs)
+    ]  # fmt: skip
+    try:
+        outputs = [p.communicate(timeout=timeout) for p in processes]
+    except subprocess.TimeoutExpired:
+        for p in processes:
+            p.kill()
+        pytest.fail(f"a rank ran past {timeout} s: {[p.communicate() for p in processes]}")
+    return [(p.returncode, *output) for p, output in zip(processes, outputs)]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_env(rank, world_size, port):
+    """The environment torchrun gives a rank (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
+    LOCAL_RANK), here for ranks started by hand on this machine; rank 0 hosts the store."""
+    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))  # fmt: skip
