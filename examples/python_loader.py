@@ -27,23 +27,59 @@ def read_lengths(path):
     return torch.ops.bload.read_lengths(path).tolist()
 
 
+class BlockBatch(list):
+    """One batch of one rank: its block table rows. A DataLoader given the sampler as
+    batch_sampler= hands the dataset one row at a time; given it as sampler=, it would hand the
+    dataset whole batches, which `table_row` refuses."""
+
+
+def table_row(index):
+    """The block table row a DataLoader hands the dataset, checked: a dataset calls it first."""
+    if isinstance(index, BlockBatch):
+        raise TypeError(
+            "the dataset was handed a whole bload batch: pass BlockBatchSampler to the DataLoader "
+            "as batch_sampler=, not sampler= (a bload batch is always blocks_per_batch blocks: set "
+            "blocks_per_batch in the Planner, not the DataLoader's batch_size)"
+        )
+    return index
+
+
 class BlockBatchSampler(torch.utils.data.Sampler):
-    """One rank's batches of an epoch: each a block table, as a list of rows."""
+    """One rank's batches of an epoch, each a BlockBatch of block table rows, for a DataLoader's
+    batch_sampler=.
+
+    state_dict() and load_state_dict() save and restore the place in the epoch, also onto another
+    world size (a planner for it): the rest of the epoch is then the blocks not yet served, dealt
+    to the new ranks. `position` counts the batches handed to the DataLoader, which with workers
+    fetches some ahead of the training loop: to resume after the batches trained, save those
+    (`state | {"position": trained}`)."""
 
     def __init__(self, planner, rank):
-        self.planner, self.rank, self.epoch = planner, rank, 0
+        self.planner, self.rank = planner, rank
+        self._start(0)
 
     def set_epoch(self, epoch):
-        self.epoch = epoch
+        """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
+        load_state_dict), from where it is."""
+        if epoch != self.epoch or self._served():
+            self._start(epoch)
 
     def __len__(self):
-        return self.planner.batches_per_rank(self.epoch)
+        """Batches the next iteration yields: the rest of the epoch, or all of it once served."""
+        if self._served():
+            return self.planner.batches_per_rank(self.epoch)
+        return self.plan.batches_per_rank() - self.position
 
     def __iter__(self):
+        if self._served():  # an epoch served to its end is served again, from its start
+            self._start(self.epoch)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             self.check_agreement()
-        for index in range(len(self)):
-            yield self.planner.batch(self.epoch, self.rank, index).tolist() or [SHAPE_DONOR]
+        while self.position < self.plan.batches_per_rank():
+            # A batch of empty blocks still loads one example: its shape and dtype make the padding.
+            batch = BlockBatch(self.plan.batch(self.rank, self.position).tolist() or [SHAPE_DONOR])
+            self.position += 1
+            yield batch
 
     def check_agreement(self):
         """Before the epoch's first batch, every rank checks that all plan this same epoch (the
@@ -52,6 +88,40 @@ class BlockBatchSampler(torch.utils.data.Sampler):
         gathered = [None] * torch.distributed.get_world_size()
         torch.distributed.all_gather_object(gathered, self.planner.agreement(self.epoch).tolist())
         self.planner.check_agreement(self.epoch, torch.tensor(gathered))
+
+    def _start(self, epoch):
+        self.epoch, self.plan, self.position = epoch, self.planner.plan(epoch), 0
+
+    def _served(self):
+        return self.position == self.plan.batches_per_rank()
+
+    def state_dict(self):
+        """epoch, position (batches served), world_size, and where the epoch's blocks come from:
+        the plan for planned_world_size ranks from first_block on (this world size's from 0,
+        unless the epoch was resumed from another)."""
+        at = self.plan.position(self.position)
+        return {
+            "epoch": at["epoch"],
+            "position": at["batches"],
+            "world_size": at["world_size"],
+            "planned_world_size": at["planned_world_size"],
+            "first_block": at["first_block"],
+        }
+
+    def load_state_dict(self, state):
+        """Goes on from `state`, saved by state_dict() with the same lengths and options and any
+        world size (planned_world_size and first_block default to a plan of the saved world
+        size's own). A bad state is a RuntimeError naming the field and its bounds."""
+        world_size = state["world_size"]
+        position = {
+            "epoch": state["epoch"],
+            "batches": state["position"],
+            "world_size": world_size,
+            "planned_world_size": state.get("planned_world_size", world_size),
+            "first_block": state.get("first_block", 0),
+        }
+        self.plan, self.position = self.planner.resume(position)
+        self.epoch = state["epoch"]
 
 
 class Clips(torch.utils.data.Dataset):
@@ -63,7 +133,8 @@ class Clips(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.lengths)
 
-    def __getitem__(self, row):  # a block table row
+    def __getitem__(self, index):
+        row = table_row(index)
         steps = self.lengths[row[SEQUENCE]]
         return row, torch.randn(steps, 16), torch.randint(0, 10, (steps,))
 

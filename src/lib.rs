@@ -38,7 +38,7 @@ pub mod tch;
 pub use error::{Error, Result};
 pub use lengths::{parse_lengths, read_lengths};
 pub use options::{Options, Oversize, Policy, MAX_T_MAX};
-pub use plan::{Batch, Block, EpochPlan, Piece, Planner};
+pub use plan::{stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed};
 pub use stats::{LowerBound, MethodStats, PlanStats};
 pub use table::{
     check_batch_shape, write_cu_seqlens, BlockTable, Column, StepTables, TableRow, MAX_BATCH_STEPS,

@@ -63,6 +63,13 @@ EpochPlan Planner::plan(int64_t epoch) const {
       EpochPlan::Impl{std::move(plan), impl_->options}));
 }
 
+Resumed Planner::resume(const EpochPosition& at) const {
+  auto resumed = rethrowing([&] { return impl_->planner->resume_epoch(at); });
+  auto plan = std::make_shared<const EpochPlan::Impl>(
+      EpochPlan::Impl{std::move(resumed.plan), impl_->options});
+  return Resumed{EpochPlan(std::move(plan)), resumed.batches};
+}
+
 const Options& Planner::options() const { return impl_->options; }
 
 int64_t Planner::num_sequences() const {
@@ -101,6 +108,10 @@ std::vector<std::pair<std::string, int64_t>> EpochPlan::counts() const {
 }
 
 uint64_t EpochPlan::hash() const { return impl_->plan->plan_hash(); }
+
+EpochPosition EpochPlan::position(int64_t batches) const {
+  return rethrowing([&] { return impl_->plan->position(batches); });
+}
 
 std::vector<int64_t> read_lengths(const std::string& path) {
   auto lengths = rethrowing([&] { return ffi::read_lengths_file(path); });

@@ -1,7 +1,7 @@
-#include "bload/sampler.h"
+// bload::BlockSampler: epochs, the epoch handle and the batches of one rank (save and load are
+// in sampler_archive.cpp).
 
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
+#include "bload/sampler.h"
 
 #include <mutex>
 
@@ -16,7 +16,8 @@ struct EpochHandle::State {
 EpochHandle::EpochHandle() : state_(std::make_shared<State>()) {}
 
 void EpochHandle::set_epoch(int64_t epoch) {
-  TORCH_CHECK(epoch >= 0, "epoch = ", epoch, ": expected an epoch of at least 0");
+  TORCH_CHECK(epoch >= 0 && epoch <= kMaxEpoch, "epoch = ", epoch, ": expected an epoch from 0 to ",
+              kMaxEpoch, " (the sampler goes on to the epoch after it)");
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->requested = epoch;
 }
@@ -49,10 +50,12 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
   int64_t epoch = next_epoch_;
   {
     std::lock_guard<std::mutex> lock(handle_.state_->mutex);
-    if (handle_.state_->requested) {
-      epoch = *handle_.state_->requested;
-      handle_.state_->requested.reset();
-    }
+    if (handle_.state_->requested) epoch = *handle_.state_->requested;
+    // Only after epoch kMaxEpoch, as set_epoch and load() refuse anything later.
+    TORCH_CHECK(epoch <= kMaxEpoch, "bload::BlockSampler::reset: epoch = ", epoch,
+                ": expected an epoch from 0 to ", kMaxEpoch, "; epoch ", kMaxEpoch,
+                " was the last, as the sampler goes on to the epoch after each");
+    handle_.state_->requested.reset();
     handle_.state_->current = epoch;
   }
   plan_ = planner_.plan(epoch);
@@ -60,7 +63,13 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
   position_ = 0;
 }
 
-std::optional<BatchRequest> BlockSampler::next(size_t /*batch_size*/) {
+std::optional<BatchRequest> BlockSampler::next(size_t batch_size) {
+  const int64_t blocks = planner_.options().blocks_per_batch();
+  TORCH_CHECK(batch_size == 1 || static_cast<int64_t>(batch_size) == blocks,
+              "bload::BlockSampler: batch_size = ", batch_size,
+              ": expected 1 (the DataLoader's default) or blocks_per_batch = ", blocks,
+              ": a bload batch is always blocks_per_batch blocks; set blocks_per_batch in "
+              "bload::Options, not the DataLoader's batch_size");
   const auto& current = plan();
   if (position_ >= current.batches_per_rank()) {
     return std::nullopt;
@@ -80,74 +89,8 @@ int64_t BlockSampler::batches_per_rank() { return plan().batches_per_rank(); }
 
 int64_t BlockSampler::epoch() const { return plan_ ? plan_->epoch() : -1; }
 
-// Archive keys. The version changes whenever the meaning of the state does.
-namespace {
-constexpr int64_t kArchiveVersion = 1;
-constexpr const char* kPrefix = "bload_sampler.";
-
-// Every option a plan depends on, and the lengths' fingerprint, as (name, value) pairs.
-std::vector<std::pair<std::string, c10::IValue>> plan_identity(const Planner& planner) {
-  std::vector<std::pair<std::string, c10::IValue>> identity{
-      {"sequences", planner.num_sequences()},
-      {"lengths_hash", static_cast<int64_t>(planner.lengths_hash())},
-  };
-  for (auto& option : plan_options_by_name(planner.options())) identity.push_back(std::move(option));
-  return identity;
-}
-
-c10::IValue read_entry(torch::serialize::InputArchive& archive, const std::string& name) {
-  c10::IValue value;
-  bool found = false;
-  try {
-    found = archive.try_read(kPrefix + name, value);
-  } catch (const c10::Error&) {
-    found = false;
-  }
-  TORCH_CHECK(found, "bload::BlockSampler::load: the archive has no '", kPrefix, name,
-              "': expected an archive written by bload::BlockSampler::save");
-  return value;
-}
-
-int64_t read_int(torch::serialize::InputArchive& archive, const std::string& name) {
-  auto value = read_entry(archive, name);
-  TORCH_CHECK(value.isInt(), "bload::BlockSampler::load: '", kPrefix, name,
-              "' holds a ", value.tagKind(), ": expected an int (a corrupted archive?)");
-  return value.toInt();
-}
-}  // namespace
-
-void BlockSampler::save(torch::serialize::OutputArchive& archive) const {
-  archive.write(std::string(kPrefix) + "version", kArchiveVersion);
-  for (const auto& [name, value] : plan_identity(planner_)) {
-    archive.write(kPrefix + name, value);
-  }
-  archive.write(std::string(kPrefix) + "epoch", epoch());
-  archive.write(std::string(kPrefix) + "position", position_);
-  archive.write(std::string(kPrefix) + "next_epoch", next_epoch_);
-}
-
-void BlockSampler::load(torch::serialize::InputArchive& archive) {
-  const int64_t version = read_int(archive, "version");
-  TORCH_CHECK(version == kArchiveVersion, "bload::BlockSampler::load: archive version = ",
-              version, ": expected ", kArchiveVersion);
-  for (const auto& [name, expected] : plan_identity(planner_)) {
-    auto saved = read_entry(archive, name);
-    TORCH_CHECK(saved == expected, "bload::BlockSampler::load: ", name, " = ", saved,
-                " in the archive: expected ", expected,
-                " as this sampler has; the archive was saved with other lengths or options");
-  }
-  const int64_t epoch = read_int(archive, "epoch");
-  const int64_t position = read_int(archive, "position");
-  const int64_t next_epoch = read_int(archive, "next_epoch");
-  TORCH_CHECK(epoch >= -1 && next_epoch >= 0, "bload::BlockSampler::load: epoch = ", epoch,
-              ", next_epoch = ", next_epoch, ": expected epochs of at least 0 (a corrupted archive?)");
-  std::optional<EpochPlan> plan;
-  if (epoch >= 0) {
-    plan = planner_.plan(epoch);
-    TORCH_CHECK(position >= 0 && position <= plan->batches_per_rank(),
-                "bload::BlockSampler::load: position = ", position, ": expected 0 to ",
-                plan->batches_per_rank(), " batches of epoch ", epoch, " (a corrupted archive?)");
-  }
+void BlockSampler::restore(std::optional<EpochPlan> plan, int64_t position, int64_t next_epoch) {
+  const int64_t epoch = plan ? plan->epoch() : -1;
   plan_ = std::move(plan);
   position_ = position;
   next_epoch_ = next_epoch;

@@ -3,6 +3,10 @@
 //   planner = torch.classes.bload.Planner(lengths, t_max=94, world_size=2)
 //   for b in range(planner.batches_per_rank(epoch)):
 //       table = planner.batch(epoch, rank, b)   # int64 [pieces, 6], see TableColumn
+//
+// and torch.classes.bload.EpochPlan, one epoch's plan as planner.plan(epoch) returns it, or as
+// planner.resume(position) does to go on with an epoch part-way, on the same world size or
+// another; a position is a dict of the core's EpochPosition fields.
 
 #include <ATen/ATen.h>
 #include <torch/custom_class.h>
@@ -11,7 +15,10 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "bload/agreement.h"
 #include "bload/planner.h"
@@ -37,6 +44,62 @@ c10::ArrayRef<int64_t> values(const at::Tensor& host) {
 // The pickled state: the lengths, and the plan options as the core's JSON.
 using PlannerState = std::tuple<at::Tensor, std::string>;
 
+using PositionDict = c10::Dict<std::string, int64_t>;
+
+// The fields of an EpochPosition by name, the one list both directions read.
+std::vector<std::pair<const char*, int64_t EpochPosition::*>> position_fields() {
+  return {{"epoch", &EpochPosition::epoch},
+          {"planned_world_size", &EpochPosition::planned_world_size},
+          {"first_block", &EpochPosition::first_block},
+          {"world_size", &EpochPosition::world_size},
+          {"batches", &EpochPosition::batches}};
+}
+
+PositionDict dict_of(const EpochPosition& position) {
+  PositionDict dict;
+  for (const auto& [name, field] : position_fields()) dict.insert(name, position.*field);
+  return dict;
+}
+
+EpochPosition position_of(const PositionDict& dict) {
+  const auto fields = position_fields();
+  const char* expected =
+      "a dict of epoch, planned_world_size, first_block, world_size and batches, as "
+      "EpochPlan.position() returns";
+  EpochPosition position{};
+  for (const auto& [name, field] : fields) {
+    auto found = dict.find(name);
+    TORCH_CHECK(found != dict.end(), "position has no '", name, "': expected ", expected);
+    position.*field = found->value();
+  }
+  for (const auto& entry : dict) {
+    const bool known = std::any_of(fields.begin(), fields.end(),
+                                   [&](const auto& f) { return entry.key() == f.first; });
+    TORCH_CHECK(known, "position['", entry.key(), "']: expected ", expected);
+  }
+  return position;
+}
+
+// torch.classes.bload.EpochPlan: one epoch's plan (shared and immutable, like bload::EpochPlan).
+class ScriptEpochPlan : public torch::CustomClassHolder {
+ public:
+  explicit ScriptEpochPlan(EpochPlan plan) : plan_(std::move(plan)) {}
+
+  int64_t epoch() { return plan_.epoch(); }
+  int64_t batches_per_rank() { return plan_.batches_per_rank(); }
+  at::Tensor batch(int64_t rank, int64_t index) { return plan_.batch(rank, index).table; }
+  c10::Dict<std::string, int64_t> stats() {
+    c10::Dict<std::string, int64_t> dict;
+    for (const auto& [name, value] : plan_.counts()) dict.insert(name, value);
+    return dict;
+  }
+  int64_t plan_hash() { return static_cast<int64_t>(plan_.hash()); }
+  PositionDict position(int64_t batches) { return dict_of(plan_.position(batches)); }
+
+ private:
+  EpochPlan plan_;
+};
+
 class ScriptPlanner : public torch::CustomClassHolder {
  public:
   ScriptPlanner(at::Tensor lengths, int64_t t_max, int64_t blocks_per_batch, int64_t world_size,
@@ -51,24 +114,29 @@ class ScriptPlanner : public torch::CustomClassHolder {
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
       : planner_(values(lengths_on_host(lengths)), options) {}
 
-  int64_t batches_per_rank(int64_t epoch) { return plan(epoch).batches_per_rank(); }
+  int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
 
   at::Tensor batch(int64_t epoch, int64_t rank, int64_t index) {
-    return plan(epoch).batch(rank, index).table;
+    return cached(epoch).batch(rank, index).table;
   }
 
-  c10::Dict<std::string, int64_t> stats(int64_t epoch) {
-    c10::Dict<std::string, int64_t> dict;
-    for (const auto& [name, value] : plan(epoch).counts()) dict.insert(name, value);
-    return dict;
+  c10::Dict<std::string, int64_t> stats(int64_t epoch) { return plan(epoch)->stats(); }
+
+  int64_t plan_hash(int64_t epoch) { return static_cast<int64_t>(cached(epoch).hash()); }
+
+  c10::intrusive_ptr<ScriptEpochPlan> plan(int64_t epoch) {
+    return c10::make_intrusive<ScriptEpochPlan>(cached(epoch));
   }
 
-  int64_t plan_hash(int64_t epoch) { return static_cast<int64_t>(plan(epoch).hash()); }
+  std::tuple<c10::intrusive_ptr<ScriptEpochPlan>, int64_t> resume(PositionDict position) {
+    auto resumed = planner_.resume(position_of(position));
+    return {c10::make_intrusive<ScriptEpochPlan>(std::move(resumed.plan)), resumed.batches};
+  }
 
-  at::Tensor agreement(int64_t epoch) { return agreement_values(plan(epoch), planner_); }
+  at::Tensor agreement(int64_t epoch) { return agreement_values(cached(epoch), planner_); }
 
   void check_agreement(int64_t epoch, const at::Tensor& gathered) {
-    bload::check_agreement(gathered, plan(epoch), planner_);
+    bload::check_agreement(gathered, cached(epoch), planner_);
   }
 
   PlannerState state() const {
@@ -86,7 +154,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
 
  private:
   // The last epoch planned is kept: a sampler asks for every batch of an epoch in turn.
-  EpochPlan plan(int64_t epoch) {
+  EpochPlan cached(int64_t epoch) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!last_ || last_->epoch() != epoch) {
       last_ = planner_.plan(epoch);
@@ -102,6 +170,19 @@ class ScriptPlanner : public torch::CustomClassHolder {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(bload, m) {
+  m.class_<ScriptEpochPlan>("EpochPlan")
+      .def("epoch", &ScriptEpochPlan::epoch)
+      .def("batches_per_rank", &ScriptEpochPlan::batches_per_rank,
+           "Batches every rank runs in this plan")
+      .def("batch", &ScriptEpochPlan::batch,
+           "The block table of batch `index` of `rank`: int64 [pieces, 6]")
+      .def("stats", &ScriptEpochPlan::stats, "What the plan costs, as counts")
+      .def("plan_hash", &ScriptEpochPlan::plan_hash,
+           "Fingerprint of the plan: equal on ranks that planned the same")
+      .def("position", &ScriptEpochPlan::position,
+           "Where the ranks stand once each has served `batches` batches of this plan: a dict "
+           "of epoch, planned_world_size, first_block, world_size, batches, for "
+           "Planner.resume");
   m.class_<ScriptPlanner>("Planner")
       .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool>(),
            "Plans epochs of packed blocks for `lengths` (a 1-d integer tensor)",
@@ -122,6 +203,12 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def("check_agreement", &ScriptPlanner::check_agreement,
            "Raises, naming each field and every rank's value, when the rows of `gathered` "
            "(every rank's agreement(epoch), int64 [ranks, fields]) differ")
+      .def("plan", &ScriptPlanner::plan, "The plan of `epoch`, as a bload.EpochPlan")
+      .def("resume", &ScriptPlanner::resume,
+           "The rest of an epoch from `position` (EpochPlan.position's dict, saved with any "
+           "world size) for this planner's ranks: (the plan, the batches of it served). With "
+           "the saved world size, the same plan; with another, the blocks not yet served, "
+           "dealt to these ranks and padded with empty blocks, none of it served")
       .def_pickle(
           [](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
           [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });

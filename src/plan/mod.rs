@@ -10,15 +10,20 @@
 //! chunks of split sequences (`split.rs`), and brings the blocks to whole global batches and
 //! shuffles them (`shard.rs`). The plan stores a piece as just its sequence; blocks expand into
 //! [`Piece`]s as they are read (`block.rs`). Plans and lengths have stable hashes (`hash.rs`).
+//! [`Planner::resume`] goes on with an epoch part-way, on the same or another world size
+//! (`resume.rs`).
 
 mod block;
 mod hash;
 mod identities;
+mod resume;
 mod shard;
 mod split;
 mod validate;
 
 pub use block::{Batch, Block, Piece};
+pub use hash::stable_hash;
+pub use resume::{EpochPosition, Resumed};
 
 use crate::alloc::try_with_capacity;
 use crate::error::Result;
@@ -26,6 +31,7 @@ use crate::options::{Options, Policy};
 use crate::pack;
 use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, LowerBound, PlanStats};
+use resume::Origin;
 use shard::{split_blocks_to_reach, Span};
 use split::SplitPiece;
 use std::sync::Arc;
@@ -135,6 +141,7 @@ impl Planner {
             split_pieces: Vec::new(),
             spans,
             stats: PlanStats::default(),
+            origin: Origin::own(options.world_size),
         };
         self.add_split_pieces(&mut plan)?;
 
@@ -181,6 +188,8 @@ pub struct EpochPlan {
     split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
     stats: PlanStats,
+    /// Where its blocks come from: its own world size's plan, or another's it resumes.
+    origin: Origin,
 }
 
 impl EpochPlan {

@@ -71,6 +71,7 @@ impl Planner {
 mod tests {
     use super::*;
     use crate::options::{Options, Oversize};
+    use crate::plan::resume::Origin;
     use crate::stats::PlanStats;
     use std::sync::Arc;
 
@@ -92,6 +93,7 @@ mod tests {
             split_pieces: Vec::new(),
             spans: vec![Span { start: 0, end }],
             stats: PlanStats::default(),
+            origin: Origin::own(planner.options.world_size),
         }
     }
 

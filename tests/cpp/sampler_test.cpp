@@ -1,72 +1,20 @@
 // bload::BlockSampler: the DDP contract (equal batch counts, every step once), epochs, the epoch
-// handle, save/load and resuming, and the errors of bad arguments and archives.
+// handle, and the errors of bad arguments (save/load: sampler_archive_test.cpp).
 
 #include "test_support.h"
 
 #include <algorithm>
-#include <sstream>
+#include <limits>
 
 namespace {
 
 using bload_test::action_genome_lengths;
 using bload_test::contains;
+using bload_test::epoch_tables;
 using bload_test::error_of;
+using bload_test::expect_exactly_once;
+using bload_test::same_tables;
 using bload_test::SyntheticSequences;
-
-// Every batch table of one rank's epoch, from a sampler that is reset first.
-std::vector<at::Tensor> epoch_tables(bload::BlockSampler& sampler) {
-  sampler.reset();
-  std::vector<at::Tensor> tables;
-  while (auto request = sampler.next()) tables.push_back(request->table);
-  return tables;
-}
-
-// Checks that the pieces of every rank together cover each sequence's steps exactly once.
-void expect_exactly_once(const std::vector<int64_t>& lengths,
-                         const std::vector<std::vector<at::Tensor>>& tables_per_rank) {
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> pieces(lengths.size());
-  for (const auto& tables : tables_per_rank) {
-    for (const auto& table : tables) {
-      auto cells = table.accessor<int64_t, 2>();
-      for (int64_t row = 0; row < table.size(0); ++row) {
-        pieces.at(cells[row][bload::kSequence])
-            .emplace_back(cells[row][bload::kOffset], cells[row][bload::kLength]);
-      }
-    }
-  }
-  for (size_t sequence = 0; sequence < lengths.size(); ++sequence) {
-    auto& own = pieces[sequence];
-    std::sort(own.begin(), own.end());
-    int64_t covered = 0;
-    for (const auto& [offset, length] : own) {
-      EXPECT_EQ(offset, covered) << "sequence " << sequence;
-      covered += length;
-    }
-    EXPECT_EQ(covered, lengths[sequence]) << "sequence " << sequence;
-  }
-}
-
-bool same_tables(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!torch::equal(a[i], b[i])) return false;
-  return true;
-}
-
-std::string saved(const bload::BlockSampler& sampler) {
-  torch::serialize::OutputArchive archive;
-  sampler.save(archive);
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
-}
-
-void load(bload::BlockSampler& sampler, const std::string& bytes) {
-  torch::serialize::InputArchive archive;
-  std::istringstream stream(bytes);
-  archive.load_from(stream);
-  sampler.load(archive);
-}
 
 TEST(BlockSampler, RanksGetEqualBatchesAndEveryStepOnce) {
   const auto lengths = action_genome_lengths();
@@ -147,80 +95,68 @@ TEST(BlockSampler, EpochHandleReachesTheLoaderCopy) {
   EXPECT_EQ(handle.epoch(), 8);
 }
 
-TEST(BlockSampler, ResumesMidEpochAfterLoad) {
+TEST(BlockSampler, ABatchSizeOtherThanOneOrBlocksPerBatchIsAnError) {
   const auto lengths = action_genome_lengths();
-  const auto options = bload::Options(94).world_size(3).rank(2).blocks_per_batch(2);
-  bload::BlockSampler original(lengths, options);
-  epoch_tables(original);  // epoch 0
-  original.reset();        // epoch 1
-  for (int i = 0; i < 17; ++i) original.next();
-  const auto bytes = saved(original);
+  const auto options = bload::Options(94).blocks_per_batch(8);
+  const auto expected =
+      "bload::BlockSampler: batch_size = 64: expected 1 (the DataLoader's default) or "
+      "blocks_per_batch = 8: a bload batch is always blocks_per_batch blocks; set "
+      "blocks_per_batch in bload::Options, not the DataLoader's batch_size";
+  bload::BlockSampler sampler(lengths, options);
+  EXPECT_TRUE(contains(error_of([&] { sampler.next(64); }), expected));
+  EXPECT_TRUE(contains(error_of([&] { sampler.next(0); }), "batch_size = 0: expected 1"));
+  EXPECT_EQ(sampler.position(), 0);
+  EXPECT_EQ(sampler.next(1)->blocks, 8);
+  EXPECT_EQ(sampler.next(8)->blocks, 8);
 
-  bload::BlockSampler resumed(lengths, options);
-  load(resumed, bytes);
-  EXPECT_EQ(resumed.epoch(), 1);
-  EXPECT_EQ(resumed.position(), 17);
-  resumed.reset();  // as a DataLoader does before iterating: resumes, does not advance
-  while (auto expected = original.next()) {
-    auto got = resumed.next();
-    ASSERT_TRUE(got.has_value());
-    EXPECT_TRUE(torch::equal(got->table, expected->table));
+  // Through a DataLoader (which asks the sampler for requests from the thread iterating it, with
+  // or without workers): the error reaches the loop instead of an epoch of no batches.
+  const int64_t batches = bload::Planner(lengths, options).plan(0).batches_per_rank();
+  for (size_t workers : {0, 2}) {
+    SCOPED_TRACE("workers = " + std::to_string(workers));
+    auto count_batches = [&](size_t batch_size) {
+      auto loader = torch::data::make_data_loader(
+          bload::BlockDataset(SyntheticSequences(lengths), options),
+          bload::BlockSampler(lengths, options),
+          torch::data::DataLoaderOptions().batch_size(batch_size).drop_last(true).workers(workers));
+      int64_t count = 0;
+      for (auto& batch : *loader) count += batch.data.size(0) == 8 ? 1 : 0;
+      return count;
+    };
+    EXPECT_TRUE(contains(error_of([&] { count_batches(64); }), expected));
+    EXPECT_EQ(count_batches(8), batches);
+    EXPECT_EQ(count_batches(1), batches);
   }
-  EXPECT_FALSE(resumed.next().has_value());
-  EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch_tables(original)));  // epoch 2 on both
 }
 
-TEST(BlockSampler, ResumesThroughADataLoader) {
+TEST(BlockSampler, EpochsStopOneShortOfTheLargestInt64) {
   const auto lengths = action_genome_lengths();
-  const auto options = bload::Options(94).blocks_per_batch(16);
-  bload::BlockSampler original(lengths, options);
-  original.reset();
-  for (int i = 0; i < 5; ++i) original.next();
-  bload::BlockSampler resumed(lengths, options);
-  load(resumed, saved(original));
-
-  auto loader = torch::data::make_data_loader(
-      bload::BlockDataset(SyntheticSequences(lengths), options), std::move(resumed),
-      torch::data::DataLoaderOptions());
-  std::vector<at::Tensor> rest_of_epoch;
-  for (auto& batch : *loader) rest_of_epoch.push_back(batch.table);
-  std::vector<at::Tensor> expected;
-  while (auto request = original.next()) expected.push_back(request->table);
-  EXPECT_FALSE(expected.empty());
-  EXPECT_TRUE(same_tables(rest_of_epoch, expected));
-}
-
-TEST(BlockSampler, LoadRejectsOtherLengthsOptionsAndBadArchives) {
-  const auto lengths = action_genome_lengths();
-  const auto options = bload::Options(94).world_size(2);
-  bload::BlockSampler source(lengths, options);
-  source.next();
-  const auto bytes = saved(source);
-
-  bload::BlockSampler other_world(lengths, bload::Options(94).world_size(3));
-  EXPECT_TRUE(contains(error_of([&] { load(other_world, bytes); }),
-                       "world_size = 2 in the archive: expected 3"));
-  auto changed = lengths;
-  changed[10] += 1;
-  bload::BlockSampler other_lengths(changed, options);
-  EXPECT_TRUE(contains(error_of([&] { load(other_lengths, bytes); }), "lengths_hash = "));
-  bload::BlockSampler other_seed(lengths, bload::Options(options).seed(5));
-  EXPECT_TRUE(contains(error_of([&] { load(other_seed, bytes); }),
-                       "seed = 0 in the archive: expected 5"));
-
-  // An archive that holds something else.
-  torch::serialize::OutputArchive foreign;
-  foreign.write("weights", torch::ones({3}));
-  std::ostringstream foreign_bytes;
-  foreign.save_to(foreign_bytes);
-  bload::BlockSampler target(lengths, options);
-  EXPECT_TRUE(contains(error_of([&] { load(target, foreign_bytes.str()); }),
-                       "the archive has no 'bload_sampler.version'"));
-  // Bytes cut short are not an archive at all.
-  EXPECT_FALSE(error_of([&] { load(target, bytes.substr(0, bytes.size() / 2)); }).empty());
-  // A failed load leaves the sampler as it was.
-  EXPECT_EQ(target.epoch(), -1);
-  EXPECT_TRUE(target.next().has_value());
+  bload::BlockSampler sampler(lengths, bload::Options(94));
+  auto handle = sampler.epoch_handle();
+  constexpr int64_t kLargest = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(contains(error_of([&] { handle.set_epoch(kLargest); }),
+                       "epoch = 9223372036854775807: expected an epoch from 0 to "
+                       "9223372036854775806 (the sampler goes on to the epoch after it)"));
+  EXPECT_TRUE(
+      contains(error_of([&] { handle.set_epoch(-1); }), "epoch = -1: expected an epoch from 0"));
+  handle.set_epoch(bload::kMaxEpoch);
+  sampler.reset();
+  EXPECT_EQ(sampler.epoch(), bload::kMaxEpoch);
+  EXPECT_TRUE(sampler.next().has_value());
+  // Saved and loaded there, it goes no further either.
+  bload::BlockSampler loaded(lengths, bload::Options(94));
+  bload_test::load(loaded, bload_test::saved(sampler));
+  EXPECT_EQ(loaded.epoch(), bload::kMaxEpoch);
+  EXPECT_EQ(loaded.position(), 1);
+  const auto no_epoch_after =
+      "bload::BlockSampler::reset: epoch = 9223372036854775807: expected an epoch from 0 to "
+      "9223372036854775806";
+  EXPECT_TRUE(contains(error_of([&] { sampler.reset(); }), no_epoch_after));
+  EXPECT_EQ(sampler.epoch(), bload::kMaxEpoch);
+  loaded.reset();  // resumes the loaded epoch
+  EXPECT_TRUE(contains(error_of([&] { loaded.reset(); }), no_epoch_after));
+  EXPECT_EQ(loaded.epoch(), bload::kMaxEpoch);
+  EXPECT_EQ(handle.epoch(), bload::kMaxEpoch);
 }
 
 TEST(BlockSampler, RejectsBadArguments) {

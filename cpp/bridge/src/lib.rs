@@ -13,7 +13,7 @@ pub mod types;
 use bload::{BlockTable, Column, Error};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use types::ffi::{PlanOptions, PlanStats, Policy};
+use types::ffi::{EpochPosition, PlanOptions, PlanStats, Policy};
 
 #[cxx::bridge(namespace = "bload::ffi")]
 mod ffi {
@@ -23,6 +23,14 @@ mod ffi {
         type PlanOptions = crate::types::ffi::PlanOptions;
         type PlanStats = crate::types::ffi::PlanStats;
         type Policy = crate::types::ffi::Policy;
+        type EpochPosition = crate::types::ffi::EpochPosition;
+    }
+
+    /// An epoch to go on with (the core's `bload::Resumed`): the plan, and the batches of it
+    /// each rank has served.
+    struct Resumed {
+        plan: Box<EpochPlan>,
+        batches: i64,
     }
 
     /// One count of a plan's stats, by name (see `bload::PlanStats::counts`).
@@ -47,6 +55,8 @@ mod ffi {
         fn lengths(self: &Planner) -> &[u32];
         fn lengths_hash(self: &Planner) -> u64;
         fn plan_epoch(self: &Planner, epoch: i64) -> Result<Box<EpochPlan>>;
+        /// The rest of an epoch from a saved position, for this planner's world size.
+        fn resume_epoch(self: &Planner, at: &EpochPosition) -> Result<Resumed>;
 
         fn epoch(self: &EpochPlan) -> u64;
         fn batches_per_rank(self: &EpochPlan) -> usize;
@@ -55,6 +65,12 @@ mod ffi {
         fn stats(self: &EpochPlan) -> PlanStats;
         fn stat_counts(self: &EpochPlan) -> Vec<StatCount>;
         fn plan_hash(self: &EpochPlan) -> u64;
+        /// Where the ranks stand once each has served `batches` batches of the plan.
+        fn position(self: &EpochPlan, batches: i64) -> Result<EpochPosition>;
+
+        /// bload's one stable hash (FNV-1a over little-endian 64-bit words), for the sampler's
+        /// archive checksum.
+        fn stable_hash(words: &[u64]) -> u64;
 
         /// The block table's column names, in order.
         fn table_column_names() -> Vec<String>;
@@ -75,7 +91,7 @@ mod ffi {
     }
 }
 
-use ffi::StatCount;
+use ffi::{Resumed, StatCount};
 
 pub struct Planner(bload::Planner);
 pub struct EpochPlan(bload::EpochPlan);
@@ -196,6 +212,17 @@ impl Planner {
             Ok(Box::new(EpochPlan(self.0.plan(epoch)?)))
         })
     }
+
+    fn resume_epoch(&self, at: &EpochPosition) -> Result<Resumed, BridgeError> {
+        guarded("resume_epoch", || {
+            let resumed = self.0.resume(&at.try_into()?)?;
+            Ok(Resumed {
+                plan: Box::new(EpochPlan(resumed.plan)),
+                // At most the plan's batches per rank, a count of 32-bit-indexed blocks.
+                batches: resumed.batches as i64,
+            })
+        })
+    }
 }
 
 impl EpochPlan {
@@ -238,6 +265,19 @@ impl EpochPlan {
     fn plan_hash(&self) -> u64 {
         self.0.hash()
     }
+
+    fn position(&self, batches: i64) -> Result<EpochPosition, BridgeError> {
+        guarded("position", || {
+            let per_rank = self.0.batches_per_rank();
+            let batches = usize::try_from(batches)
+                .map_err(|_| Error::invalid("batches", batches, format!("from 0 to {per_rank}")))?;
+            Ok(EpochPosition::from(&self.0.position(batches)?))
+        })
+    }
+}
+
+fn stable_hash(words: &[u64]) -> u64 {
+    bload::stable_hash(words)
 }
 
 impl Default for PlanStats {

@@ -131,3 +131,69 @@ fn options_cross_as_the_cores_json() {
     assert!(back.policy == Policy::RandomFill);
     assert!(plan_options_from_json("{").is_err());
 }
+
+#[test]
+fn positions_cross_checked_and_resume_on_another_world_size() {
+    let lengths: Vec<i64> = (0..60).map(|i| 1 + (i * 7) % 10).collect();
+    let mut three = options(10);
+    three.world_size = 3;
+    let plan = new_planner(&lengths, &three)
+        .unwrap()
+        .plan_epoch(2)
+        .unwrap();
+    let position = plan.position(1).unwrap();
+    assert_eq!(
+        (
+            position.epoch,
+            position.planned_world_size,
+            position.first_block
+        ),
+        (2, 3, 0)
+    );
+    assert_eq!((position.world_size, position.batches), (3, 1));
+    let mut two = options(10);
+    two.world_size = 2;
+    let planner = new_planner(&lengths, &two).unwrap();
+    let resumed = planner.resume_epoch(&position).unwrap();
+    assert_eq!(resumed.batches, 0);
+    let rest = resumed.plan.position(0).unwrap();
+    assert_eq!(
+        (rest.planned_world_size, rest.first_block, rest.world_size),
+        (3, 3, 2)
+    );
+
+    let error = plan.position(-1).err().unwrap();
+    assert!(
+        error
+            .to_string()
+            .starts_with("batches = -1: expected from 0 to "),
+        "{error}"
+    );
+    for (edit, message) in [
+        (
+            (|p: &mut EpochPosition| p.epoch = -3) as fn(&mut EpochPosition),
+            "epoch = -3: ",
+        ),
+        (
+            |p| p.planned_world_size = 0,
+            "planned_world_size = 0: expected from 1 to 4294967295 ranks",
+        ),
+        (|p| p.first_block = -1, "first_block = -1: "),
+        (|p| p.world_size = -2, "world_size = -2: "),
+        (
+            |p| p.batches = 1 << 40,
+            "batches = 1099511627776: expected from 0 to ",
+        ),
+    ] {
+        let mut bad = position.clone();
+        edit(&mut bad);
+        let error = planner.resume_epoch(&bad).err().unwrap();
+        assert!(error.to_string().starts_with(message), "{error}");
+    }
+}
+
+#[test]
+fn the_stable_hash_is_the_cores() {
+    assert_eq!(stable_hash(&[1, 2, 3]), 0xda2b_fb22_5e0d_1f05);
+    assert_eq!(stable_hash(&[1, 2, 3]), bload::stable_hash(&[1, 2, 3]));
+}

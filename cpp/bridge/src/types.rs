@@ -1,5 +1,5 @@
 //! The types C++ shares with Rust by value, each defined here once for C++: `bload::PlanOptions`,
-//! `bload::Policy`, `bload::PlanStats` and `bload::TableColumn` in the generated header
+//! `bload::Policy`, `bload::PlanStats`, `bload::EpochPosition` and `bload::TableColumn` in the generated header
 //! `bload-cxx/src/types.rs.h`, which bload's public headers include and use as they are.
 //!
 //! They are the C++ faces of the core's `Options`, `Policy`, `PlanStats` and `Column`. Each
@@ -60,6 +60,19 @@ pub mod ffi {
         lower_bound_blocks_unrounded: u64,
         lower_bound_blocks: u64,
         lower_bound_padding: u64,
+    }
+
+    /// Where every rank stands in an epoch (the core's `bload::EpochPosition`): what a sampler
+    /// saves, to go on with the same world size or another. The blocks of the epoch's plan for
+    /// `planned_world_size` ranks from `first_block` on, dealt to `world_size` ranks, of which
+    /// each has served `batches` batches. Values are torch's int64, checked by the conversion.
+    #[derive(Debug, Clone)]
+    struct EpochPosition {
+        epoch: i64,
+        planned_world_size: i64,
+        first_block: i64,
+        world_size: i64,
+        batches: i64,
     }
 
     /// Columns of a block table row (the core's `bload::Column`): one int64 row per piece.
@@ -228,5 +241,52 @@ impl From<&bload::PlanStats> for ffi::PlanStats {
             lower_bound_blocks,
             lower_bound_padding,
         }
+    }
+}
+
+/// A signed value from C++ that must be at least 0 (an epoch, a count of blocks or batches).
+fn non_negative(argument: &str, value: i64, expected: &str) -> bload::Result<u64> {
+    u64::try_from(value).map_err(|_| Error::invalid(argument, value, expected))
+}
+
+impl From<&bload::EpochPosition> for ffi::EpochPosition {
+    fn from(position: &bload::EpochPosition) -> Self {
+        let bload::EpochPosition {
+            epoch,
+            planned_world_size,
+            first_block,
+            world_size,
+            batches,
+        } = *position;
+        // Every value was int64 when it came from C++, or is a count of a plan's blocks or
+        // batches, which 32-bit piece indices keep far below i64::MAX.
+        let int64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        ffi::EpochPosition {
+            epoch: int64(epoch),
+            planned_world_size: planned_world_size.into(),
+            first_block: int64(first_block),
+            world_size: world_size.into(),
+            batches: int64(batches),
+        }
+    }
+}
+
+impl TryFrom<&ffi::EpochPosition> for bload::EpochPosition {
+    type Error = Error;
+    fn try_from(position: &ffi::EpochPosition) -> bload::Result<Self> {
+        let ffi::EpochPosition {
+            epoch,
+            planned_world_size,
+            first_block,
+            world_size,
+            batches,
+        } = *position;
+        Ok(bload::EpochPosition {
+            epoch: non_negative("epoch", epoch, "an epoch of at least 0")?,
+            planned_world_size: positive_u32("planned_world_size", planned_world_size, "ranks")?,
+            first_block: non_negative("first_block", first_block, "a block count of at least 0")?,
+            world_size: positive_u32("world_size", world_size, "ranks")?,
+            batches: non_negative("batches", batches, "a batch count of at least 0")?,
+        })
     }
 }

@@ -115,6 +115,10 @@ class BLOAD_API EpochPlan {
   std::vector<std::pair<std::string, int64_t>> counts() const;
   // Fingerprint of the plan's content: equal on every rank that planned the same epoch.
   uint64_t hash() const;
+  // Where the ranks stand once each has served `batches` (0 to batches_per_rank()) batches of
+  // this plan: what a sampler saves, for Planner::resume to go on from (EpochPosition is the
+  // core's, shared through the bridge like PlanOptions).
+  EpochPosition position(int64_t batches) const;
 
   struct Impl;
 
@@ -122,6 +126,12 @@ class BLOAD_API EpochPlan {
   friend class Planner;
   explicit EpochPlan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
+};
+
+// An epoch to go on with: the plan, and the batches of it each rank has already served.
+struct Resumed {
+  EpochPlan plan;
+  int64_t batches = 0;
 };
 
 // Plans epochs for fixed lengths and options. Construction checks everything; copies share
@@ -132,6 +142,12 @@ class BLOAD_API Planner {
   Planner(c10::ArrayRef<int64_t> lengths, const Options& options);
   // The plan of `epoch` (at least 0): the same on every rank and machine.
   EpochPlan plan(int64_t epoch) const;
+  // The rest of an epoch from a saved position, for this planner's world size (the other
+  // options must be the saved ones). With the saved world size, the same plan and batches
+  // served; with another, the blocks not yet served, in their order, dealt to this planner's
+  // ranks and padded with empty blocks to whole global batches (counted in the stats), none
+  // served. Errors name the field of `at` and its bounds.
+  Resumed resume(const EpochPosition& at) const;
   const Options& options() const;
   int64_t num_sequences() const;
   // The lengths planned, as the core holds them (valid while this planner lives).

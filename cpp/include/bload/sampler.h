@@ -10,8 +10,11 @@
 #include <torch/serialize/archive.h>
 
 #include <cstdint>
+#include <istream>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bload/export.h"
@@ -19,13 +22,18 @@
 
 namespace bload {
 
+// The last epoch a sampler starts: each reset() goes on to the epoch after the last, which must
+// be an int64 too.
+inline constexpr int64_t kMaxEpoch = std::numeric_limits<int64_t>::max() - 1;
+
 // Shared between a sampler and every copy of it (make_data_loader keeps its own copy, so the
 // caller's object never sees the loader's resets; pytorch/pytorch#73141). Through it the caller
 // chooses the next epoch and reads the one being served.
 class BLOAD_API EpochHandle {
  public:
   EpochHandle();
-  // The next reset() of any copy starts `epoch` (at least 0), instead of the one after the last.
+  // The next reset() of any copy starts `epoch` (0 to kMaxEpoch), instead of the one after the
+  // last.
   void set_epoch(int64_t epoch);
   // The epoch the last reset() started, or -1 before the first.
   int64_t epoch() const;
@@ -45,18 +53,24 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   // handle), every later one the epoch after. A reset right after load() resumes the loaded
   // position instead. `new_size`, when given, must be the number of sequences.
   void reset(std::optional<size_t> new_size = std::nullopt) override;
-  // This rank's next batch of the epoch (`batch_size` is ignored: a batch is always
-  // blocks_per_batch blocks), or nullopt at the end of the epoch. Before any reset(), the
-  // first epoch starts by itself.
-  std::optional<BatchRequest> next(size_t batch_size = 0) override;
+  // This rank's next batch of the epoch, or nullopt at the end of the epoch. Before any
+  // reset(), the first epoch starts by itself. A batch is always blocks_per_batch blocks, so
+  // `batch_size` (the DataLoader's) must be 1, its default, or blocks_per_batch: any other is an
+  // error, not the silence of a DataLoader dropping every request as smaller than its batch.
+  std::optional<BatchRequest> next(size_t batch_size = 1) override;
 
   // The position in the epoch, so that after load() the next batch is the one that would have
-  // come next. load() checks the archive was saved with the same lengths and options.
+  // come next (sampler_archive.cpp). The archive carries a checksum of its contents: a
+  // corrupted, truncated or foreign one is an error. load() checks the archive was saved with
+  // the same lengths and options; the world size may differ: then the rest of the saved epoch
+  // (the blocks not yet served) is dealt to this sampler's ranks, and later epochs are planned
+  // for them. The rank is this sampler's own.
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
 
   EpochHandle epoch_handle() const { return handle_; }
-  // The epoch being served (-1 before the first reset), and the batches of it handed out.
+  // The epoch being served (-1 before the first reset), and the batches of its plan handed
+  // out (after a load() onto another world size, of the plan of the rest of the epoch).
   int64_t epoch() const;
   int64_t position() const { return position_; }
   // Batches every rank runs in the epoch being served (starts the first epoch if none has).
@@ -75,6 +89,17 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   int64_t position_ = 0;
   // Set by load(): the next reset() keeps the loaded position instead of starting an epoch.
   bool resume_on_reset_ = false;
+
+  // Takes on the state load() read: the plan being served (none before the first epoch), the
+  // batches of it handed out, and the epoch after it.
+  void restore(std::optional<EpochPlan> plan, int64_t position, int64_t next_epoch);
 };
+
+// torch::serialize::InputArchive::load_from, from a stream or a file, with every failure of
+// torch's reader a c10::Error that says the archive is corrupted, truncated or not a torch
+// archive: torch's own may be of other types (torch::jit::ErrorReport) or name only its internals.
+// For checkpoints that hold a sampler's archive (sampler_archive.cpp).
+BLOAD_API void read_archive(torch::serialize::InputArchive& archive, std::istream& stream);
+BLOAD_API void read_archive(torch::serialize::InputArchive& archive, const std::string& path);
 
 }  // namespace bload

@@ -1,0 +1,169 @@
+"""The example BlockBatchSampler (examples/python_loader.py) on torch.classes.bload.Planner: its
+state saved and restored, onto another world size too, and the DataLoader misuse it refuses."""
+
+import sys
+from typing import Dict
+
+import pytest
+import torch
+from conftest import COLUMN, ROOT
+
+sys.path.insert(0, str(ROOT / "examples"))
+from python_loader import BlockBatchSampler, Clips, PackBlocks  # noqa: E402
+
+Planner = torch.classes.bload.Planner
+T_MAX, BLOCKS = 94, 2
+
+
+def planner_for(lengths, world_size):
+    return Planner(torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=world_size, seed=3)
+
+
+def tables_through_loader(lengths, sampler, workers=0):
+    loader = torch.utils.data.DataLoader(
+        Clips(lengths), batch_sampler=sampler, collate_fn=PackBlocks(BLOCKS, T_MAX), num_workers=workers
+    )
+    return [batch["table"] for batch in loader]
+
+
+def served_from(sampler, batches):
+    """The next `batches` block tables of the sampler, taken as a DataLoader takes them."""
+    iterator = iter(sampler)
+    return [torch.tensor(next(iterator)) for _ in range(batches)]
+
+
+def assert_every_step_once(lengths, tables):
+    pieces = {}
+    for table in tables:
+        for row in table.tolist():
+            pieces.setdefault(row[COLUMN["sequence"]], []).append((row[COLUMN["offset"]], row[COLUMN["length"]]))
+    assert sorted(pieces) == list(range(len(lengths)))
+    for sequence, own in pieces.items():
+        covered = 0
+        for offset, length in sorted(own):
+            assert offset == covered, f"sequence {sequence}: gap or overlap"
+            covered += length
+        assert covered == lengths[sequence]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(action_genome_lengths, workers):
+    lengths = action_genome_lengths
+    three = planner_for(lengths, 3)
+    served, states = [], []
+    for rank in range(3):
+        sampler = BlockBatchSampler(three, rank)
+        sampler.set_epoch(1)
+        served += served_from(sampler, 40)
+        states.append(sampler.state_dict())
+    # The state is the epoch's, not the rank's: every rank saves the same.
+    assert states == [states[0]] * 3
+    assert states[0] == {"epoch": 1, "position": 40, "world_size": 3, "planned_world_size": 3, "first_block": 0}
+
+    two = planner_for(lengths, 2)
+    rest = []
+    for rank in range(2):
+        sampler = BlockBatchSampler(two, rank)
+        sampler.load_state_dict(states[0])
+        sampler.set_epoch(1)  # as a trainer's epoch loop does: the epoch goes on where it was
+        expected_batches = len(sampler)
+        rest.append(tables_through_loader(lengths, sampler, workers))
+        assert len(rest[-1]) == expected_batches > 0
+        # Later epochs are planned for 2 ranks.
+        sampler.set_epoch(2)
+        epoch2 = [two.batch(2, rank, index) for index in range(two.batches_per_rank(2))]
+        got = tables_through_loader(lengths, sampler)
+        assert len(got) == len(epoch2) and all(map(torch.equal, got, epoch2))
+    assert len(rest[0]) == len(rest[1])
+    assert_every_step_once(lengths, served + rest[0] + rest[1])
+
+
+def test_a_resumed_epoch_resumed_again_on_three_ranks_is_served_once(action_genome_lengths):
+    lengths = action_genome_lengths
+    three, two = planner_for(lengths, 3), planner_for(lengths, 2)
+    served = []
+    for rank in range(3):
+        first = BlockBatchSampler(three, rank)
+        served += served_from(first, 25)
+    state = first.state_dict()
+    for rank in range(2):
+        second = BlockBatchSampler(two, rank)
+        second.load_state_dict(state)
+        served += served_from(second, 10)
+    again = second.state_dict()
+    assert (again["planned_world_size"], again["first_block"], again["world_size"]) == (3, 25 * 3 * BLOCKS, 2)
+    counts = []
+    for rank in range(3):
+        last = BlockBatchSampler(three, rank)
+        last.load_state_dict(again)
+        counts.append(len(last))
+        served += list(map(torch.tensor, last))
+    assert counts == [counts[0]] * 3
+    assert_every_step_once(lengths, served)
+
+
+def test_the_same_world_size_resumes_at_the_next_batch(action_genome_lengths):
+    planner = planner_for(action_genome_lengths, 2)
+    original = BlockBatchSampler(planner, 1)
+    original.set_epoch(4)
+    served_from(original, 5)
+    resumed = BlockBatchSampler(planner, 1)
+    resumed.load_state_dict(original.state_dict())
+    assert resumed.state_dict() == original.state_dict()
+    assert len(resumed) == planner.batches_per_rank(4) - 5
+    rest, expected = list(map(torch.tensor, resumed)), list(map(torch.tensor, original))
+    assert len(rest) == len(expected) == planner.batches_per_rank(4) - 5
+    assert all(map(torch.equal, rest, expected))
+    # An epoch served to its end is served again, whole, by the next iteration.
+    assert len(resumed) == planner.batches_per_rank(4)
+    assert len(list(resumed)) == planner.batches_per_rank(4)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"position": 10**6}, "batches = 1000000: expected from 0 to "),
+        ({"epoch": -1}, "epoch = -1: expected an epoch of at least 0"),
+        ({"world_size": 0}, "world_size = 0: expected from 1 to 4294967295 ranks"),
+        ({"planned_world_size": 100000}, "planned_world_size * blocks_per_batch = 200000 (100000 x 2): expected at most 7464"),
+        ({"first_block": 10**6}, "first_block = 1000000: expected from 0 to "),
+    ],
+)
+def test_a_bad_state_names_the_field_and_its_bounds(action_genome_lengths, change, expected):
+    planner = planner_for(action_genome_lengths, 2)
+    sampler = BlockBatchSampler(planner, 0)
+    state = sampler.state_dict() | change
+    with pytest.raises(RuntimeError) as error:
+        sampler.load_state_dict(state)
+    assert expected in str(error.value)
+    with pytest.raises(RuntimeError, match=r"position\['rank'\]: expected a dict of epoch"):
+        planner.resume(planner.plan(0).position(0) | {"rank": 1})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_sampler_passed_as_sampler_with_a_batch_size_is_an_error(action_genome_lengths, workers):
+    sampler = BlockBatchSampler(planner_for(action_genome_lengths, 1), 0)
+    loader = torch.utils.data.DataLoader(
+        Clips(action_genome_lengths), sampler=sampler, batch_size=8, drop_last=True,
+        collate_fn=PackBlocks(BLOCKS, T_MAX), num_workers=workers,
+    )  # fmt: skip
+    with pytest.raises(TypeError, match="pass BlockBatchSampler to the DataLoader as batch_sampler=, not sampler="):
+        next(iter(loader))
+
+
+@torch.jit.script
+def batches_left(planner: torch.classes.bload.Planner, position: Dict[str, int]) -> int:
+    plan, served = planner.resume(position)
+    return plan.batches_per_rank() - served
+
+
+def test_resume_runs_in_torchscript(action_genome_lengths):
+    three, two = planner_for(action_genome_lengths, 3), planner_for(action_genome_lengths, 2)
+    position = three.plan(0).position(5)
+    assert batches_left(three, position) == three.batches_per_rank(0) - 5
+    rest = two.resume(position)[0]
+    assert batches_left(two, position) == rest.batches_per_rank() > 0
+    # The blocks left, on 2 ranks of 2 blocks, padded by fewer than 4 empty blocks, all counted.
+    added = rest.stats()["blocks"] - three.stats(0)["blocks"]
+    assert 0 <= added < 4 and rest.stats()["empty_blocks"] >= added
+    assert rest.stats()["padding"] == three.stats(0)["padding"] + added * T_MAX
