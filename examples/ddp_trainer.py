@@ -15,12 +15,14 @@ several:
 import argparse
 import dataclasses
 import datetime
+import gc
 import json
 import math
 import os
 import socket
 import sys
 import time
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -28,6 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import packed_gru  # noqa: E402
+from ddp_recovery import Heartbeat, ResumedBatches, StepLog, load_checkpoint, save_checkpoint  # noqa: E402
 from python_loader import SEQUENCE, BlockBatchSampler, PackBlocks, read_lengths  # noqa: E402
 
 ROOT = packed_gru.ROOT
@@ -70,7 +73,17 @@ def parse():
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
     parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
+    parser.add_argument("--checkpoint", default="", help="where rank 0 keeps the last checkpoint, DIR/checkpoint.pt "
+                        "(every rank reads it to resume: on several machines, a shared directory)")  # fmt: skip
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="write it after every N batches of an epoch")
+    parser.add_argument("--resume", action="store_true", help="start from the checkpoint where there is one")
+    parser.add_argument("--step-log", default="", help='rank R appends to FILE.R a line per piece it trains: "epoch '
+                        'batch sequence offset length", after a "# run" line per run')  # fmt: skip
     args = parser.parse_args()
+    if args.checkpoint_every < 0:
+        parser.error(f"--checkpoint-every = {args.checkpoint_every}: expected at least 0")
+    if not args.checkpoint and (args.checkpoint_every or args.resume):
+        parser.error("--checkpoint = '': expected a directory with --checkpoint-every or --resume")
     if "RANK" in os.environ:  # torchrun's: it says the world size
         world_size = os.environ.get("WORLD_SIZE", "")
         if args.world_size is not None and str(args.world_size) != world_size:
@@ -110,6 +123,8 @@ class Progress:
 class EpochFigures:
     """One rank's figures of one epoch."""
 
+    epoch: int
+    first_batch: int  # where this run started in the epoch: 0, or a checkpoint's position
     seconds: float  # the epoch
     first_wait: float  # the wait for its first batch (which also starts the loader's workers)
     wait_share: float  # the share of the rest of the epoch spent waiting for the loader
@@ -135,23 +150,42 @@ def finite(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def train(rank, args, port):
-    torch.set_num_threads(1)  # the ranks share this machine's cores
-    torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
+def connect(rank, args, port):
+    """Joins the process group (spawned: at rank 0's store on 127.0.0.1:port; under torchrun: at
+    MASTER_ADDR:MASTER_PORT, env://) and starts the heartbeat: (rank, world_size, device, heartbeat)."""
     backend = "nccl" if args.device == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=args.timeout)
     if port is None:  # under torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (env://)
         dist.init_process_group(backend, timeout=timeout)
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        store_rank = -1 if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else 0
     else:
         dist.init_process_group(
             backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size, timeout=timeout
         )
+        host, store_rank = "127.0.0.1", 0
     rank, world_size = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", rank))  # this rank's index on its machine: its GPU
     device = torch.device(args.device, local_rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    return rank, world_size, device, Heartbeat(host, port, rank, world_size, store_rank, args.timeout)
 
+
+def check_resume_points(point, world_size):
+    """Every rank resumes at the same (epoch, batches), or none trains: a rank that found no
+    checkpoint (a directory not shared between machines) would train other batches in step."""
+    points = [None] * world_size
+    dist.all_gather_object(points, point)
+    if points != [points[0]] * world_size:
+        named = ", ".join(f"rank {rank} at " + (f"epoch {p[0]} batch {p[1]}" if p else "the beginning") for rank, p in enumerate(points))
+        raise RuntimeError(f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)")
+
+
+def train(rank, world_size, device, args):
+    """This rank's epochs (from a checkpoint's, with --resume): a list of EpochFigures."""
+    torch.set_num_threads(1)  # the ranks share this machine's cores
+    torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
     packed_gru.load_bload()
     lengths = lengths_of(args)
     planner = torch.classes.bload.Planner(
@@ -159,19 +193,31 @@ def train(rank, args, port):
         world_size=world_size, seed=args.seed, policy=args.policy,
     )  # fmt: skip
     sampler = BlockBatchSampler(planner, rank)
+    batches = ResumedBatches(sampler)
     loader = torch.utils.data.DataLoader(
-        RunningSum(lengths, args.seed), batch_sampler=sampler, num_workers=args.workers,
+        RunningSum(lengths, args.seed), batch_sampler=batches, num_workers=args.workers,
         collate_fn=PackBlocks(args.blocks_per_batch, args.t_max, target_padding=0.0),
         pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
     )  # fmt: skip
-    model = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
-    model = DistributedDataParallel(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    module = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
+    optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
+    # What a checkpoint is valid for: the sampler's position means nothing under other ones.
+    identity = {"lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()), "sequences": len(lengths), "t_max": args.t_max,
+                "blocks_per_batch": args.blocks_per_batch, "world_size": world_size, "seed": args.seed,
+                "policy": args.policy}  # fmt: skip
+    resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
+    if args.resume:
+        check_resume_points(resumed, world_size)
+    model = DistributedDataParallel(module)  # after the load: DDP starts every rank from rank 0's weights
+    log = StepLog(args.step_log, rank, world_size)
+    first_epoch, first_batch = resumed or (0, 0)
+    log.start(first_epoch, first_batch)
 
     epochs = []
-    for epoch in range(args.epochs):
+    for epoch in range(first_epoch, args.epochs):
         sampler.set_epoch(epoch)
-        progress = Progress(rank == 0, len(sampler))
+        batches.skip = first_batch if epoch == first_epoch else 0
+        progress = Progress(rank == 0, len(batches))
         losses, frames, padding, waited, first_wait = [], 0, 0, 0.0, 0.0
         start = waiting = time.perf_counter()
         for batch in loader:
@@ -180,6 +226,9 @@ def train(rank, args, port):
                 waited += time.perf_counter() - waiting
             else:
                 first_wait = time.perf_counter() - waiting
+            index = batches.skip + len(losses)  # the batch's index in the epoch
+            if not torch.equal(batch["table"], planner.batch(epoch, rank, index)):
+                raise RuntimeError(f"rank {rank}: the loader's batch {index} of epoch {epoch} is not the plan's")
             data = batch["data"].to(device, non_blocking=True)
             target = batch["target"].to(device, non_blocking=True)
             valid = batch["valid"].to(device, non_blocking=True)
@@ -188,8 +237,11 @@ def train(rank, args, port):
             # only: no step to average, a loss of 0 (and zero gradients) rather than 0/0.
             loss = errors[valid].sum() / valid.sum().clamp(min=1)
             optimizer.zero_grad()
+            log.write(epoch, index, batch["table"])  # before the all-reduce: see ddp_recovery.py
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
+            if rank == 0 and args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
+                save_checkpoint(args.checkpoint, module, optimizer, epoch, index + 1, identity)
             steps = int(batch["valid"].sum())
             frames, padding = frames + steps, padding + batch["valid"].numel() - steps
             losses.append(loss.item())
@@ -198,23 +250,21 @@ def train(rank, args, port):
         seconds = time.perf_counter() - start
         first_loss, last_loss = ends_of(losses)
         after_first = seconds - first_wait
-        epochs.append(EpochFigures(seconds=seconds, first_wait=first_wait, wait_share=waited / after_first if after_first > 0 else 0.0,
+        epochs.append(EpochFigures(epoch=epoch, first_batch=batches.skip, seconds=seconds, first_wait=first_wait,
+                                   wait_share=waited / after_first if after_first > 0 else 0.0,
                                    batches=len(losses), frames=frames, padding=padding,
                                    first_loss=first_loss, last_loss=last_loss))  # fmt: skip
+    return epochs
 
-    # Every rank's figures, gathered (as dicts of the fields): the batch counts must agree.
-    gathered = [None] * world_size
-    dist.all_gather_object(gathered, [dataclasses.asdict(figures) for figures in epochs])
-    # Every rank done with the group before any tears it down: rank 0 hosts the store, and a
-    # rank still using it while rank 0 exits has aborted the process at exit.
-    dist.barrier()
-    dist.destroy_process_group()
-    if rank != 0:
-        return
-    report = {"model": args.model or "scripted", "policy": args.policy, "backend": backend, "device": str(device),
-              "world_size": world_size, "epochs": []}  # fmt: skip
+
+def report(args, world_size, device, gathered):
+    """Rank 0's summary of every rank's figures (`gathered`, as dicts): a line per epoch this run
+    trained, and with --json one JSON line. False where the ranks ran different batch counts."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    summary = {"model": args.model or "scripted", "policy": args.policy, "backend": backend, "device": str(device),
+               "world_size": world_size, "epochs": []}  # fmt: skip
     equal = True
-    for epoch in range(args.epochs):
+    for epoch in range(len(gathered[0])):
         ranks = [EpochFigures(**rank_epochs[epoch]) for rank_epochs in gathered]
         per_rank = [figures.batches for figures in ranks]
         equal = equal and per_rank == [per_rank[0]] * world_size
@@ -224,29 +274,57 @@ def train(rank, args, port):
         frames, padding = sum(figures.frames for figures in ranks), sum(figures.padding for figures in ranks)
         first = sum(figures.first_loss for figures in ranks) / world_size
         last = sum(figures.last_loss for figures in ranks) / world_size
+        number, first_batch = ranks[0].epoch, ranks[0].first_batch
         print(
-            f"epoch {epoch}: {seconds:.2f} s on {world_size} ranks ({backend}, {args.policy}), batches per rank "
-            f"{per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding {100 * padding / max(frames + padding, 1):.2f}% "
-            f"of steps, first batch after {first_wait:.2f} s, then loader wait {100 * waited:.2f}% of the steps, "
-            f"loss {first:.4f} -> {last:.4f}"
+            f"epoch {number}{f' from batch {first_batch}' if first_batch else ''}: {seconds:.2f} s on {world_size} ranks "
+            f"({backend}, {args.policy}), batches per rank {per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding "
+            f"{100 * padding / max(frames + padding, 1):.2f}% of steps, first batch after {first_wait:.2f} s, then "
+            f"loader wait {100 * waited:.2f}% of the steps, loss {first:.4f} -> {last:.4f}"
         )
-        report["epochs"].append({"seconds": seconds, "first_batch_seconds": first_wait, "loader_wait_share": waited,
-                                 "batches_per_rank": per_rank,
-                                 "frames": frames, "padding": padding, "first_loss": first, "last_loss": last})  # fmt: skip
+        summary["epochs"].append({"epoch": number, "first_batch": first_batch, "seconds": seconds,
+                                  "first_batch_seconds": first_wait, "loader_wait_share": waited,
+                                  "batches_per_rank": per_rank, "frames": frames, "padding": padding,
+                                  "first_loss": first, "last_loss": last})  # fmt: skip
     if args.json:
-        print(json.dumps(finite(report), allow_nan=False), flush=True)
-    if not equal:
-        sys.exit(4)
+        print(json.dumps(finite(summary), allow_nan=False), flush=True)
+    return equal
 
 
 def run_rank(rank, args, port):
-    """One rank's training; a failure (torch's errors are RuntimeErrors: a collective that timed
-    out, ranks that disagree on the plan) is one line naming the rank, and exit status 3."""
+    """One rank: connect, train, gather every rank's figures for rank 0's report. A failure
+    (torch's errors are RuntimeErrors: a collective that timed out or lost a rank, ranks that
+    disagree on the plan) is one line naming this rank and, where it can tell, the lost one; exit
+    status 3."""
     try:
-        train(rank, args, port)
+        rank, world_size, device, heartbeat = connect(rank, args, port)
     except RuntimeError as error:
         print(f"rank {rank}: stopped: {error}", file=sys.stderr, flush=True)
         sys.exit(3)
+    failure = None
+    try:
+        epochs = train(rank, world_size, device, args)
+        # Every rank's figures, gathered (as dicts of the fields): the batch counts must agree.
+        gathered = [None] * world_size
+        dist.all_gather_object(gathered, [dataclasses.asdict(figures) for figures in epochs])
+        # Every rank done with the group before any tears it down: rank 0 hosts the store, and a
+        # rank still using it while rank 0 exits has aborted the process at exit.
+        dist.barrier()
+        heartbeat.stop()  # before rank 0, which may host the store, leaves
+    except RuntimeError as error:
+        failure = str(error)
+    # Out of the except block, the traceback is gone, and train()'s DDP with it: destroying the
+    # group then closes this rank's connections, so a rank waiting on this one in a collective
+    # fails at once rather than at its timeout.
+    gc.collect()
+    dist.destroy_process_group()
+    if failure is not None:
+        lost = heartbeat.lost_ranks()  # gloo names a lost peer by its address at best
+        print(f"rank {rank}: stopped: {lost + ': ' if lost else ''}{failure}", file=sys.stderr, flush=True)
+    heartbeat.stop()
+    if failure is not None:
+        sys.exit(3)
+    if rank == 0 and not report(args, world_size, device, gathered):
+        sys.exit(4)
 
 
 def free_port():

@@ -1,17 +1,23 @@
 """Faults in DDP training, each a multi-process run of the trainers of examples/ with a hard
 timeout (a hang is a failure): ranks started with different options stop with an error that
 names what differs, on every rank; a rank whose batch holds no piece trains on (loss 0, valid
-JSON)."""
+JSON); a rank killed mid-epoch is named by the others, which stop, and a run resumed from the last
+checkpoint trains every step of the epoch exactly once."""
 
+import collections
 import json
 import math
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from ddp_support import CPP_TRAINER, PY_TRAINER, free_port, run, run_ranks, torchrun_env
+from ddp_support import CPP_TRAINER, HARD_TIMEOUT, PY_TRAINER, free_port, run, run_ranks, torchrun_env
 
 SEQUENCES = 100  # the first 100 Action-Genome-shaped sequences: a batch or two per rank
 
@@ -69,3 +75,143 @@ def test_a_batch_of_padding_only_trains_with_loss_zero(action_genome_lengths, tr
     assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * 2
     assert epoch["frames"] == sum(lengths) and epoch["padding"] == planner.stats(0)["padding"]
     assert all(math.isfinite(epoch[key]) for key in ("first_loss", "last_loss", "loader_wait_share"))
+
+
+def step_log_runs(path):
+    """One rank's step log: its runs, each ((epoch, batch) it started from, [(epoch, batch,
+    sequence, offset, length), ...]). A line cut short by the kill is no line."""
+    runs = []
+    if not path.exists():
+        return runs
+    with open(path) as log:
+        for line in log:
+            if not line.endswith("\n"):
+                break
+            if line.startswith("# run:"):
+                words = line.split()
+                runs.append(((int(words[8]), int(words[10])), []))
+            else:
+                runs[-1][1].append(tuple(map(int, line.split())))
+    return runs
+
+
+def trained_pieces(runs):
+    """The pieces a rank trained, by the definition in examples/cpp/ddp_trainer/checkpoint.h: the
+    lines of each run before the point the next run resumed from (the batches its checkpoint
+    holds); those at or after it were lost with the run, and trained again by the next."""
+    kept = []
+    for (_, lines), following in zip(runs, runs[1:] + [None]):
+        kept += [line for line in lines if following is None or line[:2] < following[0]]
+    return kept
+
+
+def assert_every_step_once(pieces, lengths):
+    """The pieces (epoch, batch, sequence, offset, length) cover each sequence's steps exactly
+    once: no step missed, none trained twice."""
+    by_sequence = collections.defaultdict(list)
+    for _, _, sequence, offset, length in pieces:
+        by_sequence[sequence].append((offset, length))
+    assert sorted(by_sequence) == list(range(len(lengths)))
+    for sequence, steps in enumerate(lengths):
+        covered = 0
+        for offset, length in sorted(by_sequence[sequence]):
+            assert offset == covered, f"sequence {sequence}: steps {covered}.. then a piece at {offset}"
+            covered += length
+        assert covered == steps, f"sequence {sequence}: {covered} of {steps} steps"
+
+
+EVERY = 5  # batches between checkpoints
+
+
+def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path):
+    """Runs `command` (a trainer with --checkpoint and --step-log in tmp_path) on `world_size`
+    ranks started by hand, and kills `killed_rank` with SIGKILL just past a checkpoint: its log
+    holds a batch or two after one (the batch a checkpoint follows is a multiple of EVERY). Then
+    runs it again with --resume, to the end of the epoch. Returns every rank's (returncode, stdout,
+    stderr) of both runs, and every rank's step log runs."""
+    port = free_port()
+    processes = [subprocess.Popen([str(word) for word in command], env=torchrun_env(rank, world_size, port),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for rank in range(world_size)]  # fmt: skip
+    log, checkpoint = tmp_path / f"steps.{killed_rank}", tmp_path / "checkpoint" / "checkpoint.pt"
+    deadline = time.monotonic() + HARD_TIMEOUT
+    try:
+        while True:
+            runs = step_log_runs(log)
+            last = runs[-1][1][-1][1] if runs and runs[-1][1] else 0
+            if checkpoint.exists() and last > EVERY and last % EVERY in (1, 2):
+                break
+            assert all(p.poll() is None for p in processes), "the ranks ended before the kill: make the epoch longer"
+            assert time.monotonic() < deadline, "no checkpoint, or no training past it"
+            time.sleep(0.005)
+        os.kill(processes[killed_rank].pid, signal.SIGKILL)
+        outputs = [p.communicate(timeout=HARD_TIMEOUT) for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    killed = [(p.returncode, *output) for p, output in zip(processes, outputs)]
+    port = free_port()
+    resumed = run_ranks([command + ["--resume"]] * world_size, [torchrun_env(rank, world_size, port) for rank in range(world_size)])
+    return killed, resumed, [step_log_runs(tmp_path / f"steps.{rank}") for rank in range(world_size)]
+
+
+# Rank 1, or rank 0, which hosts the ranks' store here (started by hand, as torchrun without its
+# agent store): its loss takes the store with it, and the others tell so.
+@pytest.mark.parametrize("trainer, killed_rank", [("cpp", 1), ("cpp", 0), ("python", 1)])
+def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_once(trainer, killed_rank, tmp_path, action_genome_lengths):
+    sequences, world_size = 1500, 3  # with 2 blocks a batch, about 60 batches per rank
+    options = ["--sequences", sequences, "--blocks-per-batch", 2, "--timeout", 60, "--checkpoint", tmp_path / "checkpoint",
+               "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps", "--json"]  # fmt: skip
+    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
+    killed, resumed, logs = kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path)
+
+    # Every other rank stops (within the hard timeout: long before its own), naming the lost one.
+    for rank, (returncode, _, stderr) in enumerate(killed):
+        if rank == killed_rank:
+            assert returncode == -signal.SIGKILL
+            continue
+        assert returncode == 3, stderr[-3000:]
+        assert f"rank {rank}: stopped" in stderr and f"rank {killed_rank} lost" in stderr, stderr[-3000:]
+
+    for returncode, _, stderr in resumed:
+        assert returncode == 0, stderr[-3000:]
+    epoch = json.loads(resumed[0][1].strip().splitlines()[-1])["epochs"][0]
+    start = (0, epoch["first_batch"])
+    # Every rank resumed from the last checkpoint, mid-epoch.
+    assert [[point for point, _ in runs] for runs in logs] == [[(0, 0), start]] * world_size
+    assert start[1] > 0 and start[1] % EVERY == 0
+    # The killed run had logged batches after its checkpoint: trained again, their lines discarded.
+    assert any(line[:2] >= start for line in logs[killed_rank][0][1])
+    assert_every_step_once([piece for runs in logs for piece in trained_pieces(runs)], action_genome_lengths[:sequences])
+    # The resumed run trained what its log says, the rest of the epoch.
+    planner = torch.classes.bload.Planner(torch.tensor(action_genome_lengths[:sequences]), 94, blocks_per_batch=2, world_size=world_size)
+    assert epoch["batches_per_rank"] == [planner.batches_per_rank(0) - start[1]] * world_size
+    assert epoch["frames"] == sum(line[4] for runs in logs for line in runs[1][1])
+
+
+@pytest.mark.parametrize("trainer", ["cpp", "python"])
+def test_a_checkpoint_of_other_options_is_refused_naming_them(trainer, tmp_path):
+    """--resume with another seed than the checkpoint's: no rank trains from a position that
+    means nothing under this run's plan; each stops naming the option."""
+    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + [
+        "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60, "--checkpoint", tmp_path, "--checkpoint-every", 1]
+    run(command, timeout=HARD_TIMEOUT).check_returncode()
+    assert (tmp_path / "checkpoint.pt").exists()
+    result = run(command + ["--resume", "--seed", 1], timeout=HARD_TIMEOUT)
+    assert result.returncode != 0
+    expected = "seed = 0 in the archive: expected 1" if trainer == "cpp" else "was saved with seed = 0: expected 1"
+    assert expected in result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--resume"], '--checkpoint = "": expected a directory with --checkpoint-every or --resume'),
+        (["--checkpoint-every", 5], '--checkpoint = "": expected a directory with --checkpoint-every or --resume'),
+        (["--checkpoint-every", -1, "--checkpoint", "x"], '--checkpoint-every = "-1": expected an integer of at least 0'),
+        (["--loop", "naive", "--step-log", "x"], '--loop = "naive": expected bload with --checkpoint or --step-log'),
+    ],
+)
+def test_cpp_trainer_names_bad_recovery_options(flags, expected):
+    result = run([CPP_TRAINER, *flags], timeout=60)
+    assert result.returncode == 1 and expected in result.stderr, result.stderr

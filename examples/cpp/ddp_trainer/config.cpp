@@ -33,7 +33,14 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --workers N           DataLoader worker threads per rank (default 1)
   --device cpu|cuda     (default: cuda where available)
   --timeout S           seconds a collective may wait for the other ranks (default 300)
-  --json                rank 0 ends with one JSON line of the run's figures)";
+  --json                rank 0 ends with one JSON line of the run's figures
+  --checkpoint DIR      where rank 0 keeps the last checkpoint, DIR/checkpoint.pt: the model, the
+                        optimizer and the position in the epoch (every rank reads it to resume,
+                        so on several machines DIR is a shared one)
+  --checkpoint-every N  write it after every N batches of an epoch (default 0: never)
+  --resume              start from DIR's checkpoint where there is one, else from the beginning
+  --step-log FILE       rank R appends to FILE.R a line per piece it trains: "epoch batch
+                        sequence offset length", after a "# run" line per run (README))";
 
 [[noreturn]] void bad_argument(const std::string& flag, const std::string& value,
                                const std::string& expected) {
@@ -79,7 +86,9 @@ void from_torchrun(Config& config, bool world_size_given) {
   const char* local_rank = std::getenv("LOCAL_RANK");
   config.local_rank = local_rank ? parse_number<int64_t>("LOCAL_RANK", local_rank, 0) : config.rank;
   const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-  config.store_server = config.rank == 0 && !(agent_store && std::string(agent_store) == "True");
+  const bool agent_hosts = agent_store && std::string(agent_store) == "True";
+  config.store_rank = agent_hosts ? -1 : 0;
+  config.store_server = config.rank == config.store_rank;
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   config.restart = restart ? parse_number<int64_t>("TORCHELASTIC_RESTART_COUNT", restart, 0) : 0;
 }
@@ -95,8 +104,8 @@ Config parse(int argc, char** argv) {
       std::cout << kUsage << "\n";
       std::exit(0);
     }
-    if (flag == "--json") {
-      config.json = true;
+    if (flag == "--json" || flag == "--resume") {
+      (flag == "--json" ? config.json : config.resume) = true;
       continue;
     }
     if (i + 1 == argc) bad_argument(flag, "", "a value after it");
@@ -120,6 +129,9 @@ Config parse(int argc, char** argv) {
     else if (flag == "--workers") config.workers = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--device") config.device = value;
     else if (flag == "--timeout") config.timeout = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--checkpoint") config.checkpoint = value;
+    else if (flag == "--checkpoint-every") config.checkpoint_every = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--step-log") config.step_log = value;
     else bad_argument("option", flag, "one of those --help lists");
   }
   if (config.policy != "best_fit" && config.policy != "random_fill" && config.policy != "pad_to_max")
@@ -128,6 +140,10 @@ Config parse(int argc, char** argv) {
     bad_argument("--loop", config.loop, "bload or naive");
   if (config.loop == "naive" && config.model != "cpp")
     bad_argument("--model", config.model, "cpp with --loop naive (it steps the GRU cell itself)");
+  if (config.checkpoint.empty() && (config.checkpoint_every > 0 || config.resume))
+    bad_argument("--checkpoint", "", "a directory with --checkpoint-every or --resume");
+  if (config.loop == "naive" && !(config.checkpoint.empty() && config.step_log.empty()))
+    bad_argument("--loop", config.loop, "bload with --checkpoint or --step-log");
   if (config.rank >= 0) {
     config.local_rank = config.rank;  // the launcher's ranks share one machine
     if (config.port == 0) bad_argument("--port", "", "the launcher's store port");

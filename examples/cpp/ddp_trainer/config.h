@@ -17,6 +17,7 @@ struct Config {
   bool torchrun = false;   // the rank, world size and store came from torchrun's environment
   int64_t local_rank = 0;  // this rank's index on its machine: its GPU
   int64_t restart = 0;     // torchrun's TORCHELASTIC_RESTART_COUNT: keys of a restart are its own
+  int64_t store_rank = -1;  // the rank hosting the store; -1: the launcher or torchrun's agent
   std::string lengths = BLOAD_DEFAULT_LENGTHS;
   int64_t sequences = 0;
   std::string model = "cpp";
@@ -31,6 +32,10 @@ struct Config {
   std::string device;
   int64_t timeout = 300;
   bool json = false;
+  std::string checkpoint;        // the directory of rank 0's checkpoint
+  int64_t checkpoint_every = 0;  // batches of an epoch between checkpoints; 0: none
+  bool resume = false;           // from the checkpoint, where there is one
+  std::string step_log;          // rank R appends a line per trained piece to step_log + ".R"
 };
 
 // The options of argv, checked (std::invalid_argument names a bad one), and without --rank

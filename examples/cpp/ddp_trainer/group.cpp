@@ -131,4 +131,9 @@ void Group::store_barrier(const std::string& name) {
   store.wait(keys);
 }
 
+void Group::close() {
+  connection_->group.reset();
+  connection_->backend.reset();
+}
+
 }  // namespace trainer

@@ -43,6 +43,10 @@ class Group {
   // Waits at the store until every rank has reached `name` (or the timeout passes).
   void store_barrier(const std::string& name);
 
+  // After a failure: drops the backend, closing this rank's connections, so that a rank waiting
+  // on this one in a collective fails at once rather than at its timeout. Nothing after it.
+  void close();
+
  private:
   struct Connection;  // c10d's store and backend (group.cpp)
   std::unique_ptr<Connection> connection_;

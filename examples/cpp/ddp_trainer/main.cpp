@@ -29,6 +29,7 @@
 #include "config.h"
 #include "group.h"
 #include "launcher.h"
+#include "liveness.h"
 #include "report.h"
 #include "training.h"
 
@@ -53,6 +54,7 @@ int run_rank(const Config& config) {
     lengths.resize(config.sequences);
   auto model = load_model(config, device);
   Group group(config, device);
+  Heartbeat heartbeat(config);
 
   std::vector<EpochFigures> figures;
   try {
@@ -60,8 +62,12 @@ int run_rank(const Config& config) {
                                      : train_naive(config, lengths, *model, group, device);
   } catch (const std::exception& error) {
     const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
-    std::cerr << "rank " << config.rank << ": stopped after " << group.collectives()
-              << " collectives: "
+    const auto collectives = group.collectives();
+    group.close();
+    // gloo names a lost peer by its address at best: the heartbeats tell which rank it was.
+    const auto lost = heartbeat.lost_ranks();
+    std::cerr << "rank " << config.rank << ": stopped after " << collectives
+              << " collectives: " << (lost.empty() ? "" : lost + ": ")
               << (c10_error ? c10_error->what_without_backtrace() : error.what()) << "\n";
     return 3;
   }

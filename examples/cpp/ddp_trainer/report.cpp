@@ -50,6 +50,8 @@ namespace {
 // (a reference into `figures`, const or not).
 template <typename Figures, typename Visit>
 constexpr void for_each_field(Figures& figures, Visit&& visit) {
+  visit(figures.epoch);
+  visit(figures.first_batch);
   visit(figures.seconds);
   visit(figures.first_wait);
   visit(figures.wait_share);
@@ -69,6 +71,7 @@ constexpr int64_t kFields = [] {
 
 // Every epoch's figures combined over the ranks.
 struct EpochSummary {
+  int64_t epoch = 0, first_batch = 0;  // rank 0's
   double seconds = 0;     // the slowest rank's
   double first_wait = 0;  // the longest
   double wait_share = 0;  // the largest
@@ -79,6 +82,8 @@ struct EpochSummary {
 
 EpochSummary summarize(const std::vector<std::vector<EpochFigures>>& ranks, size_t epoch) {
   EpochSummary summary;
+  summary.epoch = ranks.at(0).at(epoch).epoch;
+  summary.first_batch = ranks[0][epoch].first_batch;
   for (const auto& rank : ranks) {
     const EpochFigures& figures = rank.at(epoch);
     summary.seconds = std::max(summary.seconds, figures.seconds);
@@ -138,22 +143,28 @@ bool report(const Config& config, const std::string& backend, const std::string&
        << "\", \"policy\": \"" << config.policy << "\", \"backend\": \"" << backend
        << "\", \"device\": \"" << device << "\", \"world_size\": " << config.world_size
        << ", \"epochs\": [";
-  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
-    const EpochSummary summary = summarize(ranks, static_cast<size_t>(epoch));
+  // The epochs this run trained: all of them, or from a checkpoint's on.
+  for (size_t epoch = 0; epoch < ranks.at(0).size(); ++epoch) {
+    const EpochSummary summary = summarize(ranks, epoch);
     std::ostringstream per_rank;
     for (size_t rank = 0; rank < summary.batches_per_rank.size(); ++rank)
       per_rank << (rank ? ", " : "") << summary.batches_per_rank[rank];
     const auto frames = static_cast<double>(summary.frames);
     const auto padding = static_cast<double>(summary.padding);
+    const std::string from =
+        summary.first_batch ? " from batch " + std::to_string(summary.first_batch) : "";
     std::printf(
-        "epoch %lld: %.2f s on %lld ranks (%s, %s), batches per rank [%s]%s, padding %.2f%% of "
+        "epoch %lld%s: %.2f s on %lld ranks (%s, %s), batches per rank [%s]%s, padding %.2f%% of "
         "steps, first batch after %.2f s, then loader wait %.2f%% of the steps, loss %.4f -> "
         "%.4f\n",
-        static_cast<long long>(epoch), summary.seconds, static_cast<long long>(config.world_size),
+        static_cast<long long>(summary.epoch), from.c_str(), summary.seconds,
+        static_cast<long long>(config.world_size),
         backend.c_str(), config.policy.c_str(), per_rank.str().c_str(),
         equal ? " (equal)" : " (NOT EQUAL)", 100 * padding / std::max(frames + padding, 1.0),
         summary.first_wait, 100 * summary.wait_share, summary.first_loss, summary.last_loss);
-    json << (epoch ? ", " : "") << "{\"seconds\": " << json_number(summary.seconds)
+    json << (epoch ? ", " : "") << "{\"epoch\": " << summary.epoch
+         << ", \"first_batch\": " << summary.first_batch
+         << ", \"seconds\": " << json_number(summary.seconds)
          << ", \"first_batch_seconds\": " << json_number(summary.first_wait)
          << ", \"loader_wait_share\": " << json_number(summary.wait_share)
          << ", \"batches_per_rank\": [" << per_rank.str() << "], \"frames\": " << summary.frames

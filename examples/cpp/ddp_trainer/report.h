@@ -35,6 +35,8 @@ class Progress {
 
 // One rank's figures of one epoch.
 struct EpochFigures {
+  int64_t epoch = 0;
+  int64_t first_batch = 0;  // where this run started in the epoch: 0, or a checkpoint's position
   double seconds = 0;     // the epoch
   double first_wait = 0;  // the wait for its first batch (which also starts the loader's workers)
   double wait_share = 0;  // the share of the rest of the epoch spent waiting for the loader

@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "checkpoint.h"
 #include "packed_gru.h"
 
 namespace trainer {
@@ -63,6 +64,30 @@ class Model {
   }
 };
 
+namespace {
+
+// Every rank resumes at the same point (the checkpoint's epoch and batch, or the beginning), or
+// none trains: a rank that found no checkpoint (DIR not shared between machines) would otherwise
+// train other batches in step with the rest.
+void check_resume_points(Group& group, bload::BlockSampler& trained) {
+  const auto points = group.gather(torch::tensor({trained.epoch(), trained.position()}));
+  auto point = [&](int64_t rank) {
+    const int64_t epoch = points[rank][0].item<int64_t>(), batch = points[rank][1].item<int64_t>();
+    return epoch < 0 ? std::string("the beginning")
+                     : "epoch " + std::to_string(epoch) + " batch " + std::to_string(batch);
+  };
+  std::string points_named;
+  bool differ = false;
+  for (int64_t rank = 0; rank < points.size(0); ++rank) {
+    differ = differ || !points[rank].equal(points[0]);
+    points_named += (rank ? ", rank " : "rank ") + std::to_string(rank) + " at " + point(rank);
+  }
+  TORCH_CHECK(!differ, "ranks resume at different points: ", points_named,
+              " (every rank reads --checkpoint's directory: on several machines, a shared one)");
+}
+
+}  // namespace
+
 std::shared_ptr<Model> load_model(const Config& config, const c10::Device& device) {
   auto model = std::make_shared<Model>();
   if (config.model == "cpp") {
@@ -86,22 +111,36 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
                            .policy(config.policy)
                            .pin_memory(device.is_cuda());
   bload::BlockSampler sampler(lengths, options);
-  auto epochs = sampler.epoch_handle();
-  auto loader = torch::data::make_data_loader(
-      bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
-      torch::data::DataLoaderOptions().workers(config.workers));
+  // The batches trained, one next() per trained batch: the loader's copy of `sampler` runs ahead
+  // of the training (it prefetches), so checkpoints take their position from this one.
+  bload::BlockSampler trained(sampler.planner(), config.rank);
   auto parameters = model.parameters();
   torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
+  const bool resumed =
+      config.resume && load_checkpoint(config.checkpoint, parameters, optimizer, {&sampler, &trained});
+  if (config.resume) check_resume_points(group, trained);
+  auto epochs = sampler.epoch_handle(), trained_epochs = trained.epoch_handle();
+  auto loader = torch::data::make_data_loader(  // a copy of `sampler`, as loaded
+      bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
+      torch::data::DataLoaderOptions().workers(config.workers));
+  StepLog log(config);
 
   std::vector<EpochFigures> figures;
-  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
-    epochs.set_epoch(epoch);
-    const auto plan = sampler.planner().plan(epoch);
+  const int64_t first_epoch = resumed ? trained.epoch() : 0;
+  for (int64_t epoch = first_epoch; epoch < config.epochs; ++epoch) {
+    if (!resumed || epoch != first_epoch) {  // else the first reset() resumes the checkpoint's
+      epochs.set_epoch(epoch);
+      trained_epochs.set_epoch(epoch);
+    }
+    trained.reset();
+    const auto& plan = trained.plan();
     // Before the first batch: every rank plans this same epoch, or every rank stops here.
-    group.check_agreement(plan, sampler.planner());
-    const auto total = plan.batches_per_rank();
-    Progress progress(config.rank == 0, total);
+    group.check_agreement(plan, trained.planner());
     EpochFigures figure;
+    figure.epoch = epoch;
+    figure.first_batch = trained.position();
+    if (epoch == first_epoch) log.start(epoch, figure.first_batch);
+    Progress progress(config.rank == 0, plan.batches_per_rank() - figure.first_batch);
     std::vector<double> losses;
     const auto start = Clock::now();
     auto waiting = Clock::now();
@@ -110,6 +149,10 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       // begin() and ++it wait for the next batch; begin() also starts the workers.
       (figure.batches == 0 ? figure.first_wait : waited) += seconds_since(waiting);
       auto& batch = *it;
+      const int64_t index = trained.position();
+      const auto request = trained.next();
+      TORCH_CHECK(request && request->table.equal(batch.table), "rank ", config.rank,
+                  ": the loader's batch ", index, " of epoch ", epoch, " is not the plan's");
       auto data = batch.data.to(device, /*non_blocking=*/true);
       auto target = batch.target.to(device, true);
       auto valid = batch.valid.to(device, true);
@@ -119,8 +162,12 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       auto loss = errors.masked_select(valid).sum() / valid.sum().clamp_min(1);
       optimizer.zero_grad();
       loss.backward();
+      log.write(epoch, index, batch.table);  // before the all-reduce: see checkpoint.h
       group.average_gradients(parameters);
       optimizer.step();
+      if (config.rank == 0 && config.checkpoint_every > 0 &&
+          trained.position() % config.checkpoint_every == 0)
+        save_checkpoint(config.checkpoint, parameters, optimizer, trained);
 
       const int64_t frames = batch.valid.sum().item<int64_t>();
       figure.frames += frames;
@@ -155,6 +202,7 @@ std::vector<EpochFigures> train_naive(const Config& config, const std::vector<in
   std::vector<EpochFigures> figures;
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
     EpochFigures figure;
+    figure.epoch = epoch;
     std::vector<double> losses;
     const auto start = Clock::now();
     for (int64_t k = 0; k < per_rank; ++k) {

@@ -1,0 +1,167 @@
+"""Recovery for examples/ddp_trainer.py: rank 0's checkpoints, written whole or not at all, the
+per-step log, and heartbeats that tell which rank was lost. The Python twins of
+examples/cpp/ddp_trainer/checkpoint.cpp and liveness.cpp.
+
+What "trained" means: a batch is trained once its gradients' all-reduce (in DDP's backward) has
+completed and the optimizer has stepped. A checkpoint written after batch k of an epoch holds
+batches 0..k-1 of it, so a run resumed from it trains batches k.. and nothing before. Each rank
+logs a batch's pieces before its backward, and no rank completes the all-reduce before every rank
+has entered it: every batch a checkpoint holds is in every rank's log. A killed run's lines from
+batch k on belong to batches whose training was lost with it, and are to be discarded.
+"""
+
+import datetime
+import os
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from python_loader import COLUMNS
+
+CHECKPOINT = "checkpoint.pt"
+SEQUENCE, OFFSET, LENGTH = (COLUMNS.index(name) for name in ("sequence", "offset", "length"))
+
+
+def _flush(path):
+    """Flushes a file or a directory (a rename in it) to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(directory, model, optimizer, epoch, batches, identity):
+    """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (`batches`
+    trained of `epoch`), with the `identity` (lengths and options) it is valid for. Written to
+    checkpoint.pt.partial, flushed, then renamed over the last one: a kill at any point leaves a
+    complete checkpoint, the new one or the one before."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, CHECKPOINT)
+    partial = path + ".partial"
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "epoch": epoch, "batches": batches, "identity": identity}  # fmt: skip
+    with open(partial, "wb") as file:
+        torch.save(state, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+    _flush(directory)
+
+
+def load_checkpoint(directory, model, optimizer, identity):
+    """Loads DIRECTORY/checkpoint.pt into `model` and `optimizer` and returns its (epoch, batches),
+    or None where there is none. A checkpoint saved with other lengths or options is a
+    RuntimeError naming the first that differs."""
+    path = os.path.join(directory, CHECKPOINT)
+    if not os.path.exists(path):
+        return None
+    state = torch.load(path, weights_only=True)
+    for name, value in identity.items():
+        saved = state["identity"].get(name)
+        if saved != value:
+            raise RuntimeError(f"{path} was saved with {name} = {saved!r}: expected {value!r}, as this run has")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return state["epoch"], state["batches"]
+
+
+class ResumedBatches(torch.utils.data.Sampler):
+    """A batch sampler's batches less the first `skip` (set per epoch): where a checkpoint's epoch
+    resumes. The skipped batches are still drawn from the sampler (a table each), so whatever it
+    does at an epoch's start (the ranks' agreement check) happens as ever."""
+
+    def __init__(self, sampler):
+        self.sampler, self.skip = sampler, 0
+
+    def __len__(self):
+        return len(self.sampler) - self.skip
+
+    def __iter__(self):
+        for index, batch in enumerate(self.sampler):
+            if index >= self.skip:
+                yield batch
+
+
+class StepLog:
+    """--step-log FILE: rank R appends to FILE.R a line "# run: rank R of W from epoch E batch B"
+    per run, then "epoch batch sequence offset length" per piece of each batch it trains, flushed
+    before the batch's backward. Does nothing without a FILE."""
+
+    def __init__(self, path, rank, world_size):
+        self.file, self.rank, self.world_size = None, rank, world_size
+        if path:
+            try:
+                self.file = open(f"{path}.{rank}", "a")  # noqa: SIM115 (open for the run)
+            except OSError as error:
+                raise RuntimeError(f"--step-log = {path!r}: cannot append to {path}.{rank}: {error.strerror}") from error
+
+    def start(self, epoch, batch):
+        if self.file:
+            self.file.write(f"# run: rank {self.rank} of {self.world_size} from epoch {epoch} batch {batch}\n")
+            self.file.flush()
+
+    def write(self, epoch, batch, table):
+        if self.file:
+            self.file.writelines(f"{epoch} {batch} {row[SEQUENCE]} {row[OFFSET]} {row[LENGTH]}\n" for row in table.tolist())
+            self.file.flush()  # before the all-reduce: a kill after it cannot take these lines
+
+
+class Heartbeat:
+    """Which rank was lost when a collective fails: gloo's error names the peer's address, not its
+    rank, and cannot tell a peer that died from one that stopped on an error of its own. Every rank
+    beats at the store (a connection of its own) every half second, and marks itself there when it
+    stops on an error; after a failure, the ranks whose heartbeat stopped without that mark are the
+    lost ones. `store_rank` is the rank hosting the store, or -1 where torchrun's agent does."""
+
+    BEAT, WATCH = 0.5, 3.0  # a rank with no heartbeat over WATCH seconds (six beats) is lost
+
+    def __init__(self, host, port, rank, world_size, store_rank, timeout):
+        store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout),
+                              wait_for_workers=False)  # fmt: skip
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.store = dist.PrefixStore(f"bload_trainer/{restart}/liveness", store)
+        self.rank, self.world_size, self.store_rank = rank, world_size, store_rank
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+        self.thread.start()
+
+    def _beat(self):
+        while not self.stopping.is_set():
+            try:
+                self.store.add(f"beat/{self.rank}", 1)
+            except Exception:  # noqa: BLE001  the store is gone: no one is left to read a heartbeat
+                return
+            self.stopping.wait(self.BEAT)
+
+    def stop(self):  # once or more
+        self.stopping.set()
+        self.thread.join()
+
+    def lost_ranks(self):
+        """After a failure: "rank 1 lost (no heartbeat for 3 s)", or "" where every other rank is
+        alive or stopped on an error of its own. Where the store is gone, a rank that hosted it is
+        the lost one."""
+        others = [rank for rank in range(self.world_size) if rank != self.rank]
+        try:
+            self.store.set(f"stopped/{self.rank}", "1")
+            beats = {rank: self.store.add(f"beat/{rank}", 0) for rank in others}
+            time.sleep(self.WATCH)
+            lost = [rank for rank in others
+                    if self.store.add(f"beat/{rank}", 0) == beats[rank] and not self.store.check([f"stopped/{rank}"])]  # fmt: skip
+            self.store.set(f"told/{self.rank}", "1")
+            if self.rank == self.store_rank:
+                # The others read the store to tell what happened: its host leaves once every rank
+                # that is not lost has told (ranks stop within a watch of each other: two at most).
+                until = time.monotonic() + 2 * self.WATCH
+                for rank in set(others) - set(lost):
+                    while not self.store.check([f"told/{rank}"]) and time.monotonic() < until:
+                        time.sleep(self.BEAT / 5)
+        except Exception:  # noqa: BLE001  the store is gone, so is the rank that hosted it
+            return "" if self.store_rank in (-1, self.rank) else f"rank {self.store_rank} lost (the store it hosted is gone)"
+        if not lost:
+            return ""
+        named = ", ".join(map(str, lost))
+        return f"{'rank' if len(lost) == 1 else 'ranks'} {named} lost (no heartbeat for {self.WATCH:.0f} s)"
