@@ -79,7 +79,8 @@ def test_a_batch_of_padding_only_trains_with_loss_zero(action_genome_lengths, tr
 
 def step_log_runs(path):
     """One rank's step log: its runs, each ((epoch, batch) it started from, [(epoch, batch,
-    sequence, offset, length), ...]). A line cut short by the kill is no line."""
+    sequence, offset, length), ...]). A line cut short by the kill is no line. A run that resumed
+    an epoch saved on another world size starts from the batch where the saved run stood."""
     runs = []
     if not path.exists():
         return runs
@@ -89,7 +90,8 @@ def step_log_runs(path):
                 break
             if line.startswith("# run:"):
                 words = line.split()
-                runs.append(((int(words[8]), int(words[10])), []))
+                origin = int(words[-1].rstrip(")")) if "(the plan for" in line else int(words[10])
+                runs.append(((int(words[8]), origin), []))
             else:
                 runs[-1][1].append(tuple(map(int, line.split())))
     return runs
@@ -123,7 +125,7 @@ def assert_every_step_once(pieces, lengths):
 EVERY = 5  # batches between checkpoints
 
 
-def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path):
+def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resume_world_size=None):
     """Runs `command` (a trainer with --checkpoint and --step-log in tmp_path) on `world_size`
     ranks started by hand, and kills `killed_rank` with SIGKILL just past a checkpoint: its log
     holds a batch or two after one (the batch a checkpoint follows is a multiple of EVERY). Then
@@ -151,8 +153,9 @@ def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path):
             p.kill()
     killed = [(p.returncode, *output) for p, output in zip(processes, outputs)]
     port = free_port()
-    resumed = run_ranks([command + ["--resume"]] * world_size, [torchrun_env(rank, world_size, port) for rank in range(world_size)])
-    return killed, resumed, [step_log_runs(tmp_path / f"steps.{rank}") for rank in range(world_size)]
+    ranks = resume_world_size or world_size
+    resumed = run_ranks([command + ["--resume"]] * ranks, [torchrun_env(rank, ranks, port) for rank in range(ranks)])
+    return killed, resumed, [step_log_runs(tmp_path / f"steps.{rank}") for rank in range(max(world_size, ranks))]
 
 
 # Rank 1, or rank 0, which hosts the ranks' store here (started by hand, as torchrun without its
@@ -215,3 +218,26 @@ def test_a_checkpoint_of_other_options_is_refused_naming_them(trainer, tmp_path)
 def test_cpp_trainer_names_bad_recovery_options(flags, expected):
     result = run([CPP_TRAINER, *flags], timeout=60)
     assert result.returncode == 1 and expected in result.stderr, result.stderr
+
+
+def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(tmp_path, action_genome_lengths):
+    """3 ranks, one killed mid-epoch; the job goes on from the last checkpoint on 2 ranks (the
+    sampler re-deals the blocks not yet trained, padding the last global batch): every step of
+    the epoch is trained exactly once, and the 2 ranks run equal batch counts."""
+    sequences = 1500
+    options = ["--sequences", sequences, "--blocks-per-batch", 2, "--timeout", 60, "--checkpoint", tmp_path / "checkpoint",
+               "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps", "--json"]  # fmt: skip
+    command = [CPP_TRAINER] + options
+    _, resumed, logs = kill_mid_epoch_then_resume(command, 3, 1, tmp_path, resume_world_size=2)
+    for returncode, _, stderr in resumed:
+        assert returncode == 0, stderr[-3000:]
+    epoch = json.loads(resumed[0][1].strip().splitlines()[-1])["epochs"][0]
+    # The 2 ranks resumed the 3-rank plan where its checkpoint stood, mid-epoch; rank 2 did not.
+    starts = [runs[1][0] for runs in logs[:2]]
+    assert starts[0] == starts[1] and starts[0][1] > 0 and starts[0][1] % EVERY == 0
+    assert len(logs[2]) == 1
+    assert epoch["batches_per_rank"][0] == epoch["batches_per_rank"][1] > 0
+    # Rank 2 has no run after the kill: its lines count up to where the others resumed.
+    pieces = trained_pieces(logs[0]) + trained_pieces(logs[1])
+    pieces += [line for line in logs[2][0][1] if line[:2] < starts[0]]
+    assert_every_step_once(pieces, action_genome_lengths[:sequences])

@@ -89,10 +89,15 @@ StepLog::StepLog(const Config& config) : config_(config) {
   if (!out_) failed("--step-log: cannot append to", path);
 }
 
-void StepLog::start(int64_t epoch, int64_t batch) {
+void StepLog::start(const bload::EpochPosition& at) {
   if (!out_.is_open()) return;
-  out_ << "# run: rank " << config_.rank << " of " << config_.world_size << " from epoch " << epoch
-       << " batch " << batch << "\n";
+  out_ << "# run: rank " << config_.rank << " of " << config_.world_size << " from epoch "
+       << at.epoch << " batch " << at.batches;
+  if (at.planned_world_size != at.world_size || at.first_block != 0) {
+    out_ << " (the plan for " << at.planned_world_size << " ranks from its batch "
+         << at.first_block / (at.planned_world_size * config_.blocks_per_batch) << ")";
+  }
+  out_ << "\n";
   out_.flush();
 }
 

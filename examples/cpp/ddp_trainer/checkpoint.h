@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <bload/planner.h>
+
 #include "config.h"
 
 namespace bload {
@@ -45,12 +47,14 @@ bool load_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
 
 // --step-log FILE: rank R appends to FILE.R a line "# run: rank R of W from epoch E batch B" per
 // run, then "epoch batch sequence offset length" per piece of each batch it trains, flushed
-// before the batch's all-reduce. Does nothing without --step-log.
+// before the batch's all-reduce. A run that resumed an epoch saved on another world size says so
+// in its first line, "... (the plan for P ranks from its batch K)": its own batches count from
+// 0, and K is where the saved run stood. Does nothing without --step-log.
 class StepLog {
  public:
   explicit StepLog(const Config& config);
 
-  void start(int64_t epoch, int64_t batch);
+  void start(const bload::EpochPosition& at);
   void write(int64_t epoch, int64_t batch, const at::Tensor& table);
 
  private:

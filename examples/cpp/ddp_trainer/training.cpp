@@ -139,7 +139,7 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
     EpochFigures figure;
     figure.epoch = epoch;
     figure.first_batch = trained.position();
-    if (epoch == first_epoch) log.start(epoch, figure.first_batch);
+    if (epoch == first_epoch) log.start(plan.position(figure.first_batch));
     Progress progress(config.rank == 0, plan.batches_per_rank() - figure.first_batch);
     std::vector<double> losses;
     const auto start = Clock::now();
