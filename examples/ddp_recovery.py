@@ -33,16 +33,17 @@ def _flush(path):
         os.close(fd)
 
 
-def save_checkpoint(directory, model, optimizer, epoch, batches, identity):
-    """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (`batches`
-    trained of `epoch`), with the `identity` (lengths and options) it is valid for. Written to
+def save_checkpoint(directory, model, optimizer, position, identity):
+    """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (the plan's
+    `position(batches trained)` dict: the epoch, the batches and where the plan's blocks come
+    from), with the `identity` (lengths and options) it is valid for. Written to
     checkpoint.pt.partial, flushed, then renamed over the last one: a kill at any point leaves a
     complete checkpoint, the new one or the one before."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, CHECKPOINT)
     partial = path + ".partial"
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "epoch": epoch, "batches": batches, "identity": identity}  # fmt: skip
+             "position": dict(position), "identity": identity}  # fmt: skip
     with open(partial, "wb") as file:
         torch.save(state, file)
         file.flush()
@@ -52,8 +53,9 @@ def save_checkpoint(directory, model, optimizer, epoch, batches, identity):
 
 
 def load_checkpoint(directory, model, optimizer, identity):
-    """Loads DIRECTORY/checkpoint.pt into `model` and `optimizer` and returns its (epoch, batches),
-    or None where there is none. A checkpoint saved with other lengths or options is a
+    """Loads DIRECTORY/checkpoint.pt into `model` and `optimizer` and returns its position as a
+    BlockBatchSampler state (epoch, position, world_size, planned_world_size, first_block), or
+    None where there is none. A checkpoint saved with other lengths or options is a
     RuntimeError naming the first that differs."""
     path = os.path.join(directory, CHECKPOINT)
     if not os.path.exists(path):
@@ -65,24 +67,9 @@ def load_checkpoint(directory, model, optimizer, identity):
             raise RuntimeError(f"{path} was saved with {name} = {saved!r}: expected {value!r}, as this run has")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    return state["epoch"], state["batches"]
-
-
-class ResumedBatches(torch.utils.data.Sampler):
-    """A batch sampler's batches less the first `skip` (set per epoch): where a checkpoint's epoch
-    resumes. The skipped batches are still drawn from the sampler (a table each), so whatever it
-    does at an epoch's start (the ranks' agreement check) happens as ever."""
-
-    def __init__(self, sampler):
-        self.sampler, self.skip = sampler, 0
-
-    def __len__(self):
-        return len(self.sampler) - self.skip
-
-    def __iter__(self):
-        for index, batch in enumerate(self.sampler):
-            if index >= self.skip:
-                yield batch
+    at = state["position"]
+    return {"epoch": at["epoch"], "position": at["batches"], "world_size": at["world_size"],
+            "planned_world_size": at["planned_world_size"], "first_block": at["first_block"]}  # fmt: skip
 
 
 class StepLog:
@@ -98,9 +85,17 @@ class StepLog:
             except OSError as error:
                 raise RuntimeError(f"--step-log = {path!r}: cannot append to {path}.{rank}: {error.strerror}") from error
 
-    def start(self, epoch, batch):
+    def start(self, state, blocks_per_batch):
+        """The run's first line: where it starts (a BlockBatchSampler state, or None for the
+        beginning). One resumed on another world size adds where the saved plan stood, as its own
+        batches count from 0: "(the plan for P ranks from its batch K)"."""
         if self.file:
-            self.file.write(f"# run: rank {self.rank} of {self.world_size} from epoch {epoch} batch {batch}\n")
+            state = state or {"epoch": 0, "position": 0, "world_size": self.world_size, "planned_world_size": self.world_size, "first_block": 0}
+            line = f"# run: rank {self.rank} of {self.world_size} from epoch {state['epoch']} batch {state['position']}"
+            planned = state["planned_world_size"]
+            if planned != state["world_size"] or state["first_block"]:
+                line += f" (the plan for {planned} ranks from its batch {state['first_block'] // (planned * blocks_per_batch)})"
+            self.file.write(line + "\n")
             self.file.flush()
 
     def write(self, epoch, batch, table):

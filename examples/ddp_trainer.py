@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import packed_gru  # noqa: E402
-from ddp_recovery import Heartbeat, ResumedBatches, StepLog, load_checkpoint, save_checkpoint  # noqa: E402
+from ddp_recovery import Heartbeat, StepLog, load_checkpoint, save_checkpoint  # noqa: E402
 from python_loader import SEQUENCE, BlockBatchSampler, PackBlocks, read_lengths  # noqa: E402
 
 ROOT = packed_gru.ROOT
@@ -193,31 +193,32 @@ def train(rank, world_size, device, args):
         world_size=world_size, seed=args.seed, policy=args.policy,
     )  # fmt: skip
     sampler = BlockBatchSampler(planner, rank)
-    batches = ResumedBatches(sampler)
     loader = torch.utils.data.DataLoader(
-        RunningSum(lengths, args.seed), batch_sampler=batches, num_workers=args.workers,
+        RunningSum(lengths, args.seed), batch_sampler=sampler, num_workers=args.workers,
         collate_fn=PackBlocks(args.blocks_per_batch, args.t_max, target_padding=0.0),
         pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
     )  # fmt: skip
     module = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
     optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
-    # What a checkpoint is valid for: the sampler's position means nothing under other ones.
+    # What a checkpoint is valid for: the sampler's position means nothing under other ones. The
+    # world size is not part of it: the sampler resumes an epoch on another one.
     identity = {"lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()), "sequences": len(lengths), "t_max": args.t_max,
-                "blocks_per_batch": args.blocks_per_batch, "world_size": world_size, "seed": args.seed,
-                "policy": args.policy}  # fmt: skip
+                "blocks_per_batch": args.blocks_per_batch, "seed": args.seed, "policy": args.policy}  # fmt: skip
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
+    if resumed:  # the sampler goes on from the batches the checkpoint holds, on this world size
+        sampler.load_state_dict(resumed)
     if args.resume:
-        check_resume_points(resumed, world_size)
+        check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)
     model = DistributedDataParallel(module)  # after the load: DDP starts every rank from rank 0's weights
     log = StepLog(args.step_log, rank, world_size)
-    first_epoch, first_batch = resumed or (0, 0)
-    log.start(first_epoch, first_batch)
+    first_epoch = resumed["epoch"] if resumed else 0
+    log.start(sampler.state_dict() if resumed else None, args.blocks_per_batch)
 
     epochs = []
     for epoch in range(first_epoch, args.epochs):
-        sampler.set_epoch(epoch)
-        batches.skip = first_batch if epoch == first_epoch else 0
-        progress = Progress(rank == 0, len(batches))
+        sampler.set_epoch(epoch)  # the resumed epoch goes on where its checkpoint stood
+        first_batch = sampler.position if sampler.position < sampler.plan.batches_per_rank() else 0
+        progress = Progress(rank == 0, len(sampler))
         losses, frames, padding, waited, first_wait = [], 0, 0, 0.0, 0.0
         start = waiting = time.perf_counter()
         for batch in loader:
@@ -226,8 +227,8 @@ def train(rank, world_size, device, args):
                 waited += time.perf_counter() - waiting
             else:
                 first_wait = time.perf_counter() - waiting
-            index = batches.skip + len(losses)  # the batch's index in the epoch
-            if not torch.equal(batch["table"], planner.batch(epoch, rank, index)):
+            index = first_batch + len(losses)  # the batch's index in the plan served
+            if not torch.equal(batch["table"], sampler.plan.batch(rank, index)):
                 raise RuntimeError(f"rank {rank}: the loader's batch {index} of epoch {epoch} is not the plan's")
             data = batch["data"].to(device, non_blocking=True)
             target = batch["target"].to(device, non_blocking=True)
@@ -241,7 +242,7 @@ def train(rank, world_size, device, args):
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
             if rank == 0 and args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
-                save_checkpoint(args.checkpoint, module, optimizer, epoch, index + 1, identity)
+                save_checkpoint(args.checkpoint, module, optimizer, sampler.plan.position(index + 1), identity)
             steps = int(batch["valid"].sum())
             frames, padding = frames + steps, padding + batch["valid"].numel() - steps
             losses.append(loss.item())
@@ -250,7 +251,7 @@ def train(rank, world_size, device, args):
         seconds = time.perf_counter() - start
         first_loss, last_loss = ends_of(losses)
         after_first = seconds - first_wait
-        epochs.append(EpochFigures(epoch=epoch, first_batch=batches.skip, seconds=seconds, first_wait=first_wait,
+        epochs.append(EpochFigures(epoch=epoch, first_batch=first_batch, seconds=seconds, first_wait=first_wait,
                                    wait_share=waited / after_first if after_first > 0 else 0.0,
                                    batches=len(losses), frames=frames, padding=padding,
                                    first_loss=first_loss, last_loss=last_loss))  # fmt: skip

@@ -220,14 +220,15 @@ def test_cpp_trainer_names_bad_recovery_options(flags, expected):
     assert result.returncode == 1 and expected in result.stderr, result.stderr
 
 
-def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(tmp_path, action_genome_lengths):
+@pytest.mark.parametrize("trainer", ["cpp", "python"])
+def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(trainer, tmp_path, action_genome_lengths):
     """3 ranks, one killed mid-epoch; the job goes on from the last checkpoint on 2 ranks (the
     sampler re-deals the blocks not yet trained, padding the last global batch): every step of
     the epoch is trained exactly once, and the 2 ranks run equal batch counts."""
     sequences = 1500
     options = ["--sequences", sequences, "--blocks-per-batch", 2, "--timeout", 60, "--checkpoint", tmp_path / "checkpoint",
                "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps", "--json"]  # fmt: skip
-    command = [CPP_TRAINER] + options
+    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
     _, resumed, logs = kill_mid_epoch_then_resume(command, 3, 1, tmp_path, resume_world_size=2)
     for returncode, _, stderr in resumed:
         assert returncode == 0, stderr[-3000:]
