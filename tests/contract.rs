@@ -7,30 +7,8 @@ use bload::{EpochPlan, Options, Oversize, Planner, Policy};
 
 use proptest::prelude::*;
 
-fn options_strategy(t_max: std::ops::RangeInclusive<u32>) -> impl Strategy<Value = Options> {
-    (
-        t_max,
-        1u32..=4,
-        1u32..=5,
-        any::<u64>(),
-        prop::sample::select(Policy::ALL.to_vec()),
-        prop::bool::ANY,
-    )
-        .prop_map(
-            |(t_max, blocks_per_batch, world_size, seed, policy, split)| Options {
-                t_max,
-                blocks_per_batch,
-                world_size,
-                seed,
-                policy,
-                oversize: if split {
-                    Oversize::Split
-                } else {
-                    Oversize::Reject
-                },
-            },
-        )
-}
+mod common;
+use common::options_strategy;
 
 /// Lengths mostly up to `short`, some up to `long`, so split mode is exercised.
 fn lengths_strategy(short: u32, long: u32) -> impl Strategy<Value = Vec<u32>> {
@@ -138,7 +116,7 @@ proptest! {
     #[test]
     fn ddp_contract_holds(
         lengths in lengths_strategy(64, 300),
-        options in options_strategy(1..=64),
+        options in options_strategy(1..=64, 1..=5),
         epoch in 0u64..4,
     ) {
         check_lengths_and_options(lengths, options, epoch)?;
@@ -147,7 +125,7 @@ proptest! {
     #[test]
     fn ddp_contract_holds_for_long_blocks(
         lengths in lengths_strategy(9_000, 40_000),
-        options in options_strategy(4_000..=20_000),
+        options in options_strategy(4_000..=20_000, 1..=5),
         epoch in 0u64..2,
     ) {
         check_lengths_and_options(lengths, options, epoch)?;

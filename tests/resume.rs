@@ -3,31 +3,12 @@
 //! restart cover every step of every sequence exactly once, every rank of every plan has the same
 //! number of full batches, and the stats count every padded block that was served.
 
-use bload::{EpochPlan, Options, Oversize, Planner, Policy};
+use bload::{EpochPlan, Options, Oversize, Planner};
 
 use proptest::prelude::*;
 
-fn options_strategy() -> impl Strategy<Value = Options> {
-    (
-        1u32..=48,
-        1u32..=4,
-        any::<u64>(),
-        prop::sample::select(Policy::ALL.to_vec()),
-        prop::bool::ANY,
-    )
-        .prop_map(|(t_max, blocks_per_batch, seed, policy, split)| Options {
-            t_max,
-            blocks_per_batch,
-            world_size: 1,
-            seed,
-            policy,
-            oversize: if split {
-                Oversize::Split
-            } else {
-                Oversize::Reject
-            },
-        })
-}
+mod common;
+use common::options_strategy;
 
 /// One stretch of training: `world_size` ranks, each serving `batches` (taken modulo what is
 /// left, so that some stretches end the epoch and some serve nothing).
@@ -163,7 +144,7 @@ proptest! {
     #[test]
     fn restarts_on_any_world_sizes_serve_every_step_once(
         lengths in prop::collection::vec(prop_oneof![8 => 1u32..=48, 1 => 48u32..=150], 1..200),
-        options in options_strategy(),
+        options in options_strategy(1..=48, 1..=1),
         epoch in 0u64..3,
         stretches in stretches_strategy(),
     ) {
