@@ -14,6 +14,7 @@
 
 use super::shard::Span;
 use super::{EpochPlan, Planner};
+use crate::alloc::try_copy;
 use crate::error::{Error, Result};
 use crate::stats;
 
@@ -147,7 +148,14 @@ impl Planner {
         }
         let mut options = self.options.clone();
         options.world_size = world_size;
-        let planner = Planner::new(self.lengths.to_vec(), options).map_err(|mut error| {
+        let planner = Planner::new(
+            try_copy(
+                "the lengths, for the saved world size's plan",
+                &self.lengths,
+            )?,
+            options,
+        )
+        .map_err(|mut error| {
             // Only the world size can be wrong: the rest was checked when `self` was made.
             error.argument = error.argument.replace("world_size", "planned_world_size");
             error
