@@ -24,6 +24,7 @@
 #include <torch/cuda.h>
 #endif
 
+#include <csignal>
 #include <iostream>
 
 #include "config.h"
@@ -82,6 +83,10 @@ int run_rank(const Config& config) {
 }  // namespace trainer
 
 int main(int argc, char** argv) try {
+  // A write to a socket whose peer died (a lost rank's gloo pair, or the store it hosted) must be
+  // an error the collective reports, not SIGPIPE, which would end this rank before it can name the
+  // lost one. Python trainers get this for free: the interpreter ignores SIGPIPE at start.
+  std::signal(SIGPIPE, SIG_IGN);
   const trainer::Config config = trainer::parse(argc, argv);
   return config.rank < 0 ? trainer::launch(config, argc, argv) : trainer::run_rank(config);
 } catch (const c10::Error& error) {
