@@ -101,13 +101,15 @@ impl<'a> BlockTable<'a> {
             if block != previous_block {
                 previous_end = 0;
             }
-            if start < previous_end {
+            if start < previous_end || start >= t_max {
                 let expected = format!(
-                    "at least {previous_end} (pieces of a block in order, not overlapping)"
+                    "from {previous_end} to t_max - 1 = {} (pieces of a block in order, not \
+                     overlapping)",
+                    t_max - 1
                 );
                 return fail(Column::BlockOffset, expected);
             }
-            // start >= 0 here, so t_max - start cannot overflow.
+            // 0 <= start < t_max here, so t_max - start is at least 1.
             if length < 1 || length > t_max - start {
                 let expected = format!("from 1 to t_max - block_offset = {}", t_max - start);
                 return fail(Column::Length, expected);
@@ -128,7 +130,7 @@ impl<'a> BlockTable<'a> {
                     )
                 }
                 None => {
-                    let expected = format!("at most {} - length", i64::MAX);
+                    let expected = format!("at most {} (2^63 - 1 - length)", i64::MAX - length);
                     return fail(Column::Offset, expected);
                 }
             }

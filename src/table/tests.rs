@@ -75,7 +75,7 @@ fn bad_tables_name_the_cell() {
         (
             with_cell(1, Column::BlockOffset, 2),
             2,
-            "table[1, block_offset] = 2: expected at least 3 (pieces of a block in order, not overlapping)",
+            "table[1, block_offset] = 2: expected from 3 to t_max - 1 = 5 (pieces of a block in order, not overlapping)",
         ),
         (
             with_cell(2, Column::SequenceLength, 5),
@@ -85,7 +85,13 @@ fn bad_tables_name_the_cell() {
         (
             with_cell(2, Column::Block, 0),
             2,
-            "table[2, block_offset] = 0: expected at least 5 (pieces of a block in order, not overlapping)",
+            "table[2, block_offset] = 0: expected from 5 to t_max - 1 = 5 (pieces of a block in order, not overlapping)",
+        ),
+        (
+            // Past the block's end: the block_offset is named, not the length it leaves no room for.
+            with_cell(0, Column::BlockOffset, i64::MAX),
+            2,
+            "table[0, block_offset] = 9223372036854775807: expected from 0 to t_max - 1 = 5 (pieces of a block in order, not overlapping)",
         ),
         (with_cell(1, Column::Block, -1), 2, "table[1, block] = -1: expected a block from 0 to 1"),
         (
@@ -113,9 +119,9 @@ fn positions_cannot_overflow() {
     assert_eq!(
         message(BlockTable::new(&cells, 2, 6)),
         format!(
-            "table[0, offset] = {}: expected at most {} - length",
+            "table[0, offset] = {}: expected at most {} (2^63 - 1 - length)",
             i64::MAX - 1,
-            i64::MAX
+            i64::MAX - 3
         )
     );
 }

@@ -209,7 +209,7 @@ def with_cell(row, column, value):
         ),
         (
             lambda: ops.valid_mask(with_cell(1, 1, 2), 2, 6),
-            "table[1, block_offset] = 2: expected at least 3 (pieces of a block in order, not overlapping)",
+            "table[1, block_offset] = 2: expected from 3 to t_max - 1 = 5 (pieces of a block in order, not overlapping)",
         ),
         (
             lambda: ops.segment_ids(with_cell(2, 5, 5), 2, 6),
@@ -231,6 +231,33 @@ def with_cell(row, column, value):
             "sequences[2]: expected device cpu like sequences[0], got meta",
         ),
         (lambda: ops.unpack(torch.zeros(2), TABLE), "packed: expected a tensor [blocks, t_max, ...]"),
+        (
+            lambda: ops.pack(sequences()[:2] + [torch.tensor(1.0)], TABLE, 2, 6),
+            "sequences[2]: expected a tensor [steps, ...], got a 0-d tensor",
+        ),
+        (
+            # The table on meta sends the call to the Meta kernel, which must not hand back
+            # uninitialised real memory.
+            lambda: ops.pack(sequences(), TABLE.to("meta"), 2, 6),
+            "sequences[0]: expected a meta tensor, like the other meta arguments, got one on cpu",
+        ),
+        (
+            lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2, 5]),
+            "steps[2] = 5: expected 6, the length of sequence 7 in table row 2",
+        ),
+        (
+            lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2, -6]),
+            "steps[2] = -6: expected 6",
+        ),
+        (lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2]), "steps: expected 3 lengths"),
+        (
+            lambda: ops.pack_backward(torch.ones(2, 6, 2, device="meta"), TABLE.to("meta"), [3, 2]),
+            "steps: expected 3 lengths",
+        ),
+        (
+            lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE.to("meta"), [3, 2, 6]),
+            "grad: expected a meta tensor",
+        ),
     ],
 )
 def test_bad_inputs_raise_runtime_errors_naming_the_argument(call, expected):

@@ -22,7 +22,10 @@ class PackFunction : public torch::autograd::Function<PackFunction> {
                         int64_t blocks, int64_t t_max, const at::Scalar& padding_value) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     std::vector<c10::SymInt> steps;
-    for (const auto& sequence : sequences) steps.push_back(sequence.sym_size(0));
+    // A 0-d sequence has no steps to save; pack below refuses it, naming it.
+    for (const auto& sequence : sequences) {
+      steps.push_back(sequence.dim() > 0 ? sequence.sym_size(0) : c10::SymInt(0));
+    }
     ctx->saved_data["table"] = table;
     ctx->saved_data["steps"] = c10::SymIntArrayRef(steps);
     return bload::pack(sequences.vec(), table, blocks, t_max, padding_value);

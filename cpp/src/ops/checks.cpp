@@ -52,6 +52,13 @@ void check_sequences(at::TensorList sequences, const c10::SymInt& rows) {
   }
 }
 
+void check_gradient_layout(const at::Tensor& grad, const c10::SymInt& rows, size_t steps) {
+  TORCH_CHECK(grad.dim() >= 2, "grad: expected a tensor [blocks, t_max, ...], got a ", grad.dim(),
+              "-d tensor");
+  TORCH_CHECK(rows == static_cast<int64_t>(steps), "steps: expected ", rows,
+              " lengths, one per table row, got ", steps);
+}
+
 std::vector<c10::SymInt> packed_shape(const at::Tensor& first, c10::SymInt blocks,
                                       c10::SymInt t_max) {
   std::vector<c10::SymInt> shape{std::move(blocks), std::move(t_max)};

@@ -23,6 +23,8 @@ at::Tensor checked_host_table(const at::Tensor& table, int64_t blocks, int64_t t
 // One sequence per table row, each [steps, ...] with the first one's trailing shape, dtype and
 // device. Symbolic sizes allowed: the Meta kernel checks the same.
 void check_sequences(at::TensorList sequences, const c10::SymInt& rows);
+// pack_backward's grad ([blocks, t_max, ...]) and one length in `steps` per table row.
+void check_gradient_layout(const at::Tensor& grad, const c10::SymInt& rows, size_t steps);
 // `pack`'s output shape: [blocks, t_max] and the sequences' trailing shape.
 std::vector<c10::SymInt> packed_shape(const at::Tensor& first, c10::SymInt blocks,
                                       c10::SymInt t_max);

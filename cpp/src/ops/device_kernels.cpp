@@ -85,15 +85,17 @@ std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
 // The gradient of each row's whole sequence, [steps[row], ...], zero outside its piece.
 std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
                                   c10::SymIntArrayRef steps) {
-  TORCH_CHECK(grad.dim() >= 2, "grad: expected a tensor [blocks, t_max, ...], got a ", grad.dim(),
-              "-d tensor");
+  check_table_layout(table);
+  check_gradient_layout(grad, table.sym_size(0), steps.size());
   auto host = checked_host_table(table, grad.size(0), grad.size(1));
-  TORCH_CHECK(static_cast<int64_t>(steps.size()) == host.size(0), "steps: expected ",
-              host.size(0), " lengths, one per table row, got ", steps.size());
   auto cells = host.accessor<int64_t, 2>();
   std::vector<Tensor> grads;
   for (int64_t row = 0; row < host.size(0); ++row) {
-    std::vector<int64_t> shape{steps[row].expect_int()};
+    const int64_t length = steps[row].expect_int();
+    TORCH_CHECK(length == cells[row][kSequenceLength], "steps[", row, "] = ", length,
+                ": expected ", cells[row][kSequenceLength], ", the length of sequence ",
+                cells[row][kSequence], " in table row ", row);
+    std::vector<int64_t> shape{length};
     for (auto size : grad.sizes().slice(2)) shape.push_back(size);
     auto sequence_grad = at::zeros(shape, grad.options());
     steps_in_sequence(sequence_grad, cells[row]).copy_(steps_in_block(grad, cells[row]));

@@ -11,6 +11,13 @@ namespace {
 
 using at::Tensor;
 
+// The Meta key is chosen when any argument is on meta: a table on meta with real sequences (or
+// the reverse for pack_backward's grad) would get an output of uninitialised real memory.
+void check_on_meta(const Tensor& tensor, const char* name) {
+  TORCH_CHECK(tensor.is_meta(), name, ": expected a meta tensor, like the other meta arguments, "
+              "got one on ", tensor.device(), " (move every tensor argument to one device)");
+}
+
 template <at::ScalarType dtype>
 Tensor step_table(const Tensor& table, int64_t blocks, int64_t t_max) {
   check_table_layout(table);
@@ -28,12 +35,15 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
   check_table_layout(table);
   check_batch_shape(blocks, t_max);
   check_sequences(sequences, table.sym_size(0));
+  check_on_meta(sequences[0], "sequences[0]");
   return at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
 }
 
 std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
                                   c10::SymIntArrayRef steps) {
   check_table_layout(table);
+  check_on_meta(grad, "grad");
+  check_gradient_layout(grad, table.sym_size(0), steps.size());
   std::vector<Tensor> grads;
   for (const auto& length : steps) {
     std::vector<c10::SymInt> shape{length};

@@ -150,6 +150,10 @@ Config parse(int argc, char** argv) {
   } else if (std::getenv("RANK")) {
     from_torchrun(config, world_size_given);
   }
+  if (config.rank < 0 && config.world_size > kMaxLocalRanks)
+    bad_argument("--world-size", std::to_string(config.world_size),
+                 "at most " + std::to_string(kMaxLocalRanks) +
+                     " ranks started by this launcher on one machine (start more with torchrun)");
   if (config.rank >= config.world_size)
     bad_argument(config.torchrun ? "RANK" : "--rank", std::to_string(config.rank),
                  "less than the world size " + std::to_string(config.world_size));

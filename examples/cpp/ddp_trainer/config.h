@@ -6,6 +6,9 @@
 
 namespace trainer {
 
+// The most ranks the launcher starts on this machine, each a process of its own.
+inline constexpr int64_t kMaxLocalRanks = 1024;
+
 struct Config {
   int64_t world_size = 2;
   int64_t rank = -1;  // -1: this process is the launcher

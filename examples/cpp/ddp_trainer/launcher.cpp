@@ -2,6 +2,9 @@
 // rank to fail stopping the others.
 #include "launcher.h"
 
+#include "bload/planner.h"
+#include "training.h"
+
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <signal.h>
@@ -19,7 +22,21 @@ extern char** environ;
 
 namespace trainer {
 
+namespace {
+
+// Stops and reaps the ranks started so far.
+void stop_all(const std::vector<pid_t>& ranks) {
+  for (pid_t rank : ranks) kill(rank, SIGTERM);
+  for (pid_t rank : ranks) waitpid(rank, nullptr, 0);
+}
+
+}  // namespace
+
 int launch(const Config& config, int argc, char** argv) {
+  // What every rank would refuse (a world size the data cannot fill, a bad t_max, a lengths file
+  // that does not read) is refused here once, before any process is started.
+  if (config.loop == "bload") bload::Planner(read_run_lengths(config), plan_options(config, false));
+
   c10d::TCPStoreOptions options;
   options.port = 0;  // any free port; the ranks are told which
   options.isServer = true;
@@ -38,7 +55,9 @@ int launch(const Config& config, int argc, char** argv) {
     args.push_back(nullptr);
     pid_t pid = 0;
     if (int error = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), environ)) {
-      std::cerr << "could not start rank " << rank << ": " << std::strerror(error) << "\n";
+      std::cerr << "could not start rank " << rank << ": " << std::strerror(error)
+                << ": stopping the other ranks\n";
+      stop_all(ranks);
       return 1;
     }
     ranks.push_back(pid);

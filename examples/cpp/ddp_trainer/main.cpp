@@ -50,9 +50,7 @@ int run_rank(const Config& config) {
     device = c10::Device(c10::kCUDA, index);
   }
 #endif
-  auto lengths = bload::read_lengths(config.lengths);
-  if (config.sequences > 0 && config.sequences < static_cast<int64_t>(lengths.size()))
-    lengths.resize(config.sequences);
+  const auto lengths = read_run_lengths(config);
   auto model = load_model(config, device);
   Group group(config, device);
   Heartbeat heartbeat(config);

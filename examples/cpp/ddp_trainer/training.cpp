@@ -7,6 +7,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -101,15 +102,26 @@ std::shared_ptr<Model> load_model(const Config& config, const c10::Device& devic
   return model;
 }
 
+std::vector<int64_t> read_run_lengths(const Config& config) {
+  auto lengths = bload::read_lengths(config.lengths);
+  if (config.sequences > 0 && config.sequences < static_cast<int64_t>(lengths.size()))
+    lengths.resize(config.sequences);
+  return lengths;
+}
+
+bload::Options plan_options(const Config& config, bool pin_memory) {
+  return bload::Options(config.t_max)
+      .blocks_per_batch(config.blocks_per_batch)
+      .world_size(config.world_size)
+      .rank(std::max<int64_t>(config.rank, 0))
+      .seed(config.seed)
+      .policy(config.policy)
+      .pin_memory(pin_memory);
+}
+
 std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
                                        Model& model, Group& group, const c10::Device& device) {
-  const auto options = bload::Options(config.t_max)
-                           .blocks_per_batch(config.blocks_per_batch)
-                           .world_size(config.world_size)
-                           .rank(config.rank)
-                           .seed(config.seed)
-                           .policy(config.policy)
-                           .pin_memory(device.is_cuda());
+  const auto options = plan_options(config, device.is_cuda());
   bload::BlockSampler sampler(lengths, options);
   // The batches trained, one next() per trained batch: the loader's copy of `sampler` runs ahead
   // of the training (it prefetches), so checkpoints take their position from this one.

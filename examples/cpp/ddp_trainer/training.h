@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "bload/planner.h"
+
 #include "config.h"
 #include "group.h"
 #include "report.h"
@@ -19,6 +21,11 @@ class Model;  // the C++ module or a TorchScript one (training.cpp)
 // config.model on `device`: the C++ module with the same initial weights on every rank (from
 // config.seed), or the TorchScript file.
 std::shared_ptr<Model> load_model(const Config& config, const c10::Device& device);
+
+// The lengths this run trains on: config.lengths, cut to config.sequences.
+std::vector<int64_t> read_run_lengths(const Config& config);
+// The plan options of config's packed loop (pin_memory on CUDA devices).
+bload::Options plan_options(const Config& config, bool pin_memory);
 
 // bload's loop: every rank runs the same number of identically shaped batches. A figure per epoch.
 std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
