@@ -57,31 +57,44 @@ class RunningSum(torch.utils.data.Dataset):
         return row, features, target
 
 
+def at_least(minimum):
+    """An argparse type: an integer of at least `minimum` (argparse names the flag)."""
+
+    def integer(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer of at least {minimum}")
+        return value
+
+    return integer
+
+
 def parse():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=int, help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
+    parser.add_argument("--world-size", type=at_least(1), help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
     parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
-    parser.add_argument("--sequences", type=int, default=0, help="use only the first N sequences")
+    parser.add_argument("--sequences", type=at_least(1), help="use only the first N sequences")
     parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
     parser.add_argument("--policy", default="best_fit", choices=["best_fit", "random_fill", "pad_to_max"])
-    parser.add_argument("--t-max", type=int, default=94)
-    parser.add_argument("--blocks-per-batch", type=int, default=8)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--t-max", type=at_least(1), default=94)
+    parser.add_argument("--blocks-per-batch", type=at_least(1), default=8)
+    parser.add_argument("--epochs", type=at_least(1), default=1)
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank (0: load in the rank)")
+    parser.add_argument("--workers", type=at_least(0), default=0, help="DataLoader worker processes per rank (0: load in the rank)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
+    parser.add_argument("--timeout", type=at_least(1), default=300, help="seconds a collective may wait")
     parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
     parser.add_argument("--checkpoint", default="", help="where rank 0 keeps the last checkpoint, DIR/checkpoint.pt "
                         "(every rank reads it to resume: on several machines, a shared directory)")  # fmt: skip
-    parser.add_argument("--checkpoint-every", type=int, default=0, help="write it after every N batches of an epoch")
+    parser.add_argument("--checkpoint-every", type=at_least(0), default=0, help="write it after every N batches of an epoch")
     parser.add_argument("--resume", action="store_true", help="start from the checkpoint where there is one")
     parser.add_argument("--step-log", default="", help='rank R appends to FILE.R a line per piece it trains: "epoch '
                         'batch sequence offset length", after a "# run" line per run')  # fmt: skip
     args = parser.parse_args()
-    if args.checkpoint_every < 0:
-        parser.error(f"--checkpoint-every = {args.checkpoint_every}: expected at least 0")
     if not args.checkpoint and (args.checkpoint_every or args.resume):
         parser.error("--checkpoint = '': expected a directory with --checkpoint-every or --resume")
     if "RANK" in os.environ:  # torchrun's: it says the world size
@@ -90,14 +103,21 @@ def parse():
             parser.error(f"--world-size = {args.world_size}: expected WORLD_SIZE = {world_size!r} under torchrun (or no --world-size)")
     elif args.world_size is None:
         args.world_size = 2
-    elif args.world_size < 1:
-        parser.error(f"--world-size = {args.world_size}: expected at least 1")
     return args
 
 
 def lengths_of(args):
     lengths = read_lengths(args.lengths)
-    return lengths[: args.sequences] if args.sequences > 0 else lengths
+    return lengths[: args.sequences] if args.sequences else lengths
+
+
+def make_planner(args, world_size):
+    """The plan every rank makes: the spawning process makes it too, so that what every rank would
+    refuse (a t_max too small, more blocks than pieces) is said once, before any rank starts."""
+    return torch.classes.bload.Planner(
+        torch.tensor(lengths_of(args)), args.t_max, blocks_per_batch=args.blocks_per_batch,
+        world_size=world_size, seed=args.seed, policy=args.policy,
+    )  # fmt: skip
 
 
 class Progress:
@@ -188,10 +208,7 @@ def train(rank, world_size, device, args):
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
     packed_gru.load_bload()
     lengths = lengths_of(args)
-    planner = torch.classes.bload.Planner(
-        torch.tensor(lengths), args.t_max, blocks_per_batch=args.blocks_per_batch,
-        world_size=world_size, seed=args.seed, policy=args.policy,
-    )  # fmt: skip
+    planner = make_planner(args, world_size)
     sampler = BlockBatchSampler(planner, rank)
     loader = torch.utils.data.DataLoader(
         RunningSum(lengths, args.seed), batch_sampler=sampler, num_workers=args.workers,
@@ -339,6 +356,11 @@ def main():
     if "RANK" in os.environ:
         run_rank(int(os.environ["RANK"]), args, None)
         return
+    packed_gru.load_bload()
+    try:
+        make_planner(args, args.world_size)
+    except RuntimeError as error:
+        sys.exit(f"error: {str(error).splitlines()[0]}")
     try:
         torch.multiprocessing.spawn(run_rank, args=(args, free_port()), nprocs=args.world_size)
     except torch.multiprocessing.ProcessExitedException as error:  # the rank said why

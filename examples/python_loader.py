@@ -4,6 +4,8 @@ README.md. Run from the repository root after `make plugin`:
     .venv/bin/python examples/python_loader.py
 """
 
+import collections.abc
+import numbers
 import os
 
 import torch
@@ -25,6 +27,15 @@ SHAPE_DONOR = [0] * len(COLUMNS)
 def read_lengths(path):
     """A lengths file, read by bload's one reader (README, "Lengths files")."""
     return torch.ops.bload.read_lengths(path).tolist()
+
+
+def int64_argument(name, value, minimum=-(2**63)):
+    """`value` as an int64 from `minimum` on, or a TypeError or ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} = {value!r}: expected an int")
+    if not minimum <= value < 2**63:
+        raise ValueError(f"{name} = {value}: expected an int from {minimum} to {2**63 - 1}")
+    return int(value)
 
 
 class BlockBatch(list):
@@ -61,6 +72,7 @@ class BlockBatchSampler(torch.utils.data.Sampler):
     def set_epoch(self, epoch):
         """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
         load_state_dict), from where it is."""
+        epoch = int64_argument("epoch", epoch, minimum=0)
         if epoch != self.epoch or self._served():
             self._start(epoch)
 
@@ -112,16 +124,22 @@ class BlockBatchSampler(torch.utils.data.Sampler):
         """Goes on from `state`, saved by state_dict() with the same lengths and options and any
         world size (planned_world_size and first_block default to a plan of the saved world
         size's own). A bad state is a RuntimeError naming the field and its bounds."""
-        world_size = state["world_size"]
+        if not isinstance(state, collections.abc.Mapping):
+            raise TypeError(f"state: expected the dict state_dict() returns, got {type(state).__name__}")
+        missing = [name for name in ("epoch", "position", "world_size") if name not in state]
+        if missing:
+            raise ValueError(f"state: no {', '.join(missing)}: expected the dict state_dict() returns")
+        value = {name: int64_argument(f"state[{name!r}]", state[name]) for name in state}
+        world_size = value["world_size"]
         position = {
-            "epoch": state["epoch"],
-            "batches": state["position"],
+            "epoch": value["epoch"],
+            "batches": value["position"],
             "world_size": world_size,
-            "planned_world_size": state.get("planned_world_size", world_size),
-            "first_block": state.get("first_block", 0),
+            "planned_world_size": value.get("planned_world_size", world_size),
+            "first_block": value.get("first_block", 0),
         }
         self.plan, self.position = self.planner.resume(position)
-        self.epoch = state["epoch"]
+        self.epoch = value["epoch"]
 
 
 class Clips(torch.utils.data.Dataset):

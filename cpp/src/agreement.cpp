@@ -93,6 +93,9 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
               "gathered: expected an int64 tensor [ranks, ", count,
               "] of every rank's agreement_values, got a ", gathered.scalar_type(), " tensor ",
               gathered.sizes());
+  const int64_t world_size = planner.options().plan.world_size;
+  TORCH_CHECK(gathered.size(0) == world_size, "gathered: ", gathered.size(0),
+              " rows: expected one row per rank, world_size = ", world_size);
   const auto rows = gathered.cpu().contiguous();
   const auto first = rows.select(0, 0);
   std::ostringstream disagreements;
@@ -110,6 +113,16 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
   const auto message = disagreements.str();
   TORCH_CHECK(message.empty(), "bload::check_agreement: ", message,
               " (every rank must plan the same epoch: give them the same lengths and options)");
+  // The rows agree; a gather that left out this rank's own row (rows of another planner or
+  // epoch) must not pass for agreement.
+  const auto mine = agreement_values(plan, planner);
+  for (int64_t field = 0; field < count; ++field) {
+    const int64_t theirs = first[field].item<int64_t>(), own = mine[field].item<int64_t>();
+    const auto& name = fields[static_cast<size_t>(field)].name;
+    TORCH_CHECK(theirs == own, "gathered: every row has ", name, " = ", shown(name, theirs),
+                ": expected ", shown(name, own), " as this rank plans it (gather every rank's "
+                "agreement_values, this rank's included)");
+  }
 }
 
 void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner) {

@@ -41,8 +41,9 @@ TEST(Agreement, FieldsAreTheLengthsEveryOptionTheEpochAndThePlanHash) {
 }
 
 TEST(Agreement, RanksPlanningTheSameEpochPass) {
-  bload::Planner planner(kLengths, base());
-  const std::vector<bload::Planner> ranks{planner, bload::Planner(kLengths, base()), planner};
+  bload::Planner planner(kLengths, base().world_size(3));
+  const std::vector<bload::Planner> ranks{planner, bload::Planner(kLengths, base().world_size(3)),
+                                          planner};
   EXPECT_NO_THROW(bload::check_agreement(gathered(ranks, 2), planner.plan(2), planner));
 }
 
@@ -55,9 +56,10 @@ TEST(Agreement, ADifferentSeedIsNamedWithEveryRanksValue) {
 }
 
 TEST(Agreement, RanksHoldingTheSameValueAreGrouped) {
-  const auto message = disagreement({bload::Planner(kLengths, base()),
-                                     bload::Planner(kLengths, base().t_max(12)),
-                                     bload::Planner(kLengths, base())});
+  const auto three = base().world_size(3);
+  const auto message = disagreement({bload::Planner(kLengths, three),
+                                     bload::Planner(kLengths, bload::Options(three).t_max(12)),
+                                     bload::Planner(kLengths, three)});
   EXPECT_TRUE(contains(message, "ranks disagree on t_max: ranks 0, 2 have 10, rank 1 has 12"));
 }
 
@@ -101,6 +103,20 @@ TEST(Agreement, AMalformedGatherIsAnErrorNamingIt) {
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({0, 10}, at::kLong), plan, planner); }),
       "[ranks, 10]"));
+}
+
+TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {
+  bload::Planner planner(kLengths, base());
+  bload::Planner other(kLengths, base().seed(7));
+  EXPECT_TRUE(contains(
+      error_of([&] { bload::check_agreement(gathered({planner}, 0), planner.plan(0), planner); }),
+      "gathered: 1 rows: expected one row per rank, world_size = 2"));
+  EXPECT_TRUE(contains(
+      error_of([&] { bload::check_agreement(gathered({other, other}, 0), planner.plan(0), planner); }),
+      "gathered: every row has seed = 7: expected 0 as this rank plans it"));
+  EXPECT_TRUE(contains(
+      error_of([&] { bload::check_agreement(gathered({planner, planner}, 1), planner.plan(0), planner); }),
+      "gathered: every row has epoch = 1: expected 0"));
 }
 
 }  // namespace

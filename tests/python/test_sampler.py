@@ -140,6 +140,33 @@ def test_a_bad_state_names_the_field_and_its_bounds(action_genome_lengths, chang
         planner.resume(planner.plan(0).position(0) | {"rank": 1})
 
 
+@pytest.mark.parametrize(
+    "state, error, expected",
+    [
+        (None, TypeError, "state: expected the dict state_dict() returns, got NoneType"),
+        ({}, ValueError, "state: no epoch, position, world_size: expected the dict state_dict() returns"),
+        ({"epoch": 0, "world_size": 2}, ValueError, "state: no position"),
+        ({"epoch": "3", "position": 0, "world_size": 2}, TypeError, "state['epoch'] = '3': expected an int"),
+        ({"epoch": True, "position": 0, "world_size": 2}, TypeError, "state['epoch'] = True: expected an int"),
+        ({"epoch": 0, "position": 2**64, "world_size": 2}, ValueError, f"state['position'] = {2**64}: expected an int from"),
+    ],
+)  # fmt: skip
+def test_a_malformed_state_names_what_is_wrong_and_changes_nothing(action_genome_lengths, state, error, expected):
+    sampler = BlockBatchSampler(planner_for(action_genome_lengths, 2), 0)
+    before = sampler.state_dict()
+    with pytest.raises(error) as raised:
+        sampler.load_state_dict(state)
+    assert expected in str(raised.value)
+    assert sampler.state_dict() == before
+
+
+@pytest.mark.parametrize("epoch, error", [(2**63, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)])
+def test_set_epoch_names_a_bad_epoch(action_genome_lengths, epoch, error):
+    sampler = BlockBatchSampler(planner_for(action_genome_lengths, 2), 0)
+    with pytest.raises(error, match=f"epoch = {epoch!r}: expected an int"):
+        sampler.set_epoch(epoch)
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_sampler_passed_as_sampler_with_a_batch_size_is_an_error(action_genome_lengths, workers):
     sampler = BlockBatchSampler(planner_for(action_genome_lengths, 1), 0)
