@@ -102,7 +102,7 @@ def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, scrip
     "env, flags, expected",
     [
         ({"RANK": "0"}, [], 'WORLD_SIZE = "": expected set where RANK is'),
-        ({"RANK": "x", "WORLD_SIZE": "2"}, [], 'RANK = "x": expected an integer of at least 0'),
+        ({"RANK": "x", "WORLD_SIZE": "2"}, [], 'RANK = "x": expected an integer from 0 to 9223372036854775807'),
         ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, [], 'RANK = "2": expected less than the world size 2'),
         ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"}, [], 'MASTER_PORT = "70000": expected a port from 1 to 65535'),
         ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, ["--world-size", 3], '--world-size = "3": expected WORLD_SIZE = 2 under torchrun'),
@@ -112,6 +112,27 @@ def test_cpp_trainer_names_a_bad_torchrun_environment(env, flags, expected):
     clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     result = subprocess.run([str(CPP_TRAINER), *map(str, flags)], env={**clean, **env}, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and expected in result.stderr, result.stderr
+
+
+TOO_MANY_RANKS = "world_size * blocks_per_batch = 800 (100 x 8): expected at most 5"
+
+
+@pytest.mark.parametrize(
+    "trainer, flags, status, expected",
+    [
+        # Refused before any rank starts: a launcher that started them would fork 100,000 processes.
+        ("cpp", ["--world-size", 100000], 1, '--world-size = "100000": expected at most 1024 ranks'),
+        ("cpp", ["--world-size", 100, "--sequences", 5], 1, TOO_MANY_RANKS),
+        ("cpp", ["--model", __file__], 1, f'--model = "{__file__}": expected cpp or a TorchScript file'),
+        ("cpp", ["--epochs", "99999999999999999999"], 1, "expected an integer from 1 to 9223372036854775807"),
+        ("python", ["--world-size", 100, "--sequences", 5], 1, TOO_MANY_RANKS),
+        ("python", ["--sequences", -1], 2, "argument --sequences: '-1': expected an integer of at least 1"),
+    ],
+)
+def test_trainers_refuse_bad_runs_before_starting_ranks(trainer, flags, status, expected):
+    command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
+    result = run([*command, *flags], timeout=60)
+    assert result.returncode == status and expected in result.stderr, result.stderr[-3000:]
 
 
 def test_naive_per_sequence_loop_hangs_where_bload_finishes(action_genome_lengths):

@@ -211,7 +211,7 @@ def test_a_checkpoint_of_other_options_is_refused_naming_them(trainer, tmp_path)
     [
         (["--resume"], '--checkpoint = "": expected a directory with --checkpoint-every or --resume'),
         (["--checkpoint-every", 5], '--checkpoint = "": expected a directory with --checkpoint-every or --resume'),
-        (["--checkpoint-every", -1, "--checkpoint", "x"], '--checkpoint-every = "-1": expected an integer of at least 0'),
+        (["--checkpoint-every", -1, "--checkpoint", "x"], '--checkpoint-every = "-1": expected an integer from 0 to 9223372036854775807'),
         (["--loop", "naive", "--step-log", "x"], '--loop = "naive": expected bload with --checkpoint or --step-log'),
     ],
 )

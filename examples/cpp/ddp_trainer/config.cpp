@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
@@ -55,8 +56,10 @@ Number parse_number(const std::string& flag, const std::string& value, Number mi
   in >> number;
   if (value.empty() || in.fail() || !in.eof() || number < minimum) {
     std::ostringstream expected;
-    expected << (std::is_integral_v<Number> ? "an integer" : "a number") << " of at least "
-             << minimum;
+    if constexpr (std::is_integral_v<Number>)
+      expected << "an integer from " << minimum << " to " << std::numeric_limits<Number>::max();
+    else
+      expected << "a number of at least " << minimum;
     bad_argument(flag, value, expected.str());
   }
   return number;

@@ -96,7 +96,12 @@ std::shared_ptr<Model> load_model(const Config& config, const c10::Device& devic
     model->native = PackedGRU(kFeatures, kHidden, kOutputs);
     model->native->to(device);
   } else {
-    model->script = torch::jit::load(config.model, device);
+    try {
+      model->script = torch::jit::load(config.model, device);
+    } catch (const c10::Error& error) {
+      TORCH_CHECK(false, "--model = \"", config.model, "\": expected cpp or a TorchScript file "
+                  "(torch.jit.save), and it would not load: ", error.what_without_backtrace());
+    }
     model->script.train();
   }
   return model;
