@@ -115,10 +115,9 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
               " (every rank must plan the same epoch: give them the same lengths and options)");
   // The rows agree; a gather that left out this rank's own row (rows of another planner or
   // epoch) must not pass for agreement.
-  const auto mine = agreement_values(plan, planner);
   for (int64_t field = 0; field < count; ++field) {
-    const int64_t theirs = first[field].item<int64_t>(), own = mine[field].item<int64_t>();
-    const auto& name = fields[static_cast<size_t>(field)].name;
+    const auto& [name, own] = fields[static_cast<size_t>(field)];
+    const int64_t theirs = first[field].item<int64_t>();
     TORCH_CHECK(theirs == own, "gathered: every row has ", name, " = ", shown(name, theirs),
                 ": expected ", shown(name, own), " as this rank plans it (gather every rank's "
                 "agreement_values, this rank's included)");
