@@ -111,11 +111,11 @@ def lengths_of(args):
     return lengths[: args.sequences] if args.sequences else lengths
 
 
-def make_planner(args, world_size):
+def make_planner(lengths, args, world_size):
     """The plan every rank makes: the spawning process makes it too, so that what every rank would
     refuse (a t_max too small, more blocks than pieces) is said once, before any rank starts."""
     return torch.classes.bload.Planner(
-        torch.tensor(lengths_of(args)), args.t_max, blocks_per_batch=args.blocks_per_batch,
+        torch.tensor(lengths), args.t_max, blocks_per_batch=args.blocks_per_batch,
         world_size=world_size, seed=args.seed, policy=args.policy,
     )  # fmt: skip
 
@@ -208,7 +208,7 @@ def train(rank, world_size, device, args):
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
     packed_gru.load_bload()
     lengths = lengths_of(args)
-    planner = make_planner(args, world_size)
+    planner = make_planner(lengths, args, world_size)
     sampler = BlockBatchSampler(planner, rank)
     loader = torch.utils.data.DataLoader(
         RunningSum(lengths, args.seed), batch_sampler=sampler, num_workers=args.workers,
@@ -356,9 +356,8 @@ def main():
     if "RANK" in os.environ:
         run_rank(int(os.environ["RANK"]), args, None)
         return
-    packed_gru.load_bload()
-    try:
-        make_planner(args, args.world_size)
+    try:  # python_loader has loaded libbload
+        make_planner(lengths_of(args), args, args.world_size)
     except RuntimeError as error:
         sys.exit(f"error: {str(error).splitlines()[0]}")
     try:

@@ -123,7 +123,9 @@ class BlockBatchSampler(torch.utils.data.Sampler):
     def load_state_dict(self, state):
         """Goes on from `state`, saved by state_dict() with the same lengths and options and any
         world size (planned_world_size and first_block default to a plan of the saved world
-        size's own). A bad state is a RuntimeError naming the field and its bounds."""
+        size's own). A state that is not such a dict (not a mapping, a field missing or not an int) is
+        a TypeError or ValueError naming it, a value out of bounds a RuntimeError naming the field
+        and its bounds; either way the sampler is left as it was."""
         if not isinstance(state, collections.abc.Mapping):
             raise TypeError(f"state: expected the dict state_dict() returns, got {type(state).__name__}")
         missing = [name for name in ("epoch", "position", "world_size") if name not in state]
