@@ -12,10 +12,10 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin demo test lint test-rust test-cpp test-python test-downstream test-prebuilt \
-	test-tch bench bench-ddp clean
+.PHONY: all build plugin python demo test lint test-rust test-cpp test-python test-downstream \
+	test-prebuilt test-tch bench bench-ddp clean
 
-all: build plugin
+all: build plugin python
 
 build:
 	$(CARGO) build --release --locked
@@ -57,16 +57,23 @@ plugin: $(BUILD)/build.ninja
 	$(CMAKE) --build $(BUILD)
 	$(CMAKE) --install $(BUILD) > /dev/null
 
+# The Python package `bload` installed into .venv as a user installs it (`pip install .`; here
+# without build isolation, with the venv's scikit-build-core), its build kept under build/python
+# and the Rust bridge shared with cargo's target/.
+python: $(VENV)/installed
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+		-C cmake.define.BLOAD_CARGO_TARGET_DIR=$(abspath target) .
+
 # The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it: the C++
 # trainer on 2 ranks (gloo on CPU; NCCL where CUDA is present and the trainer was built with it),
 # with the C++ model and with the TorchScript one, then the Python trainer.
 TRAINER := $(BUILD)/examples/cpp/ddp_trainer
 MODEL := $(BUILD)/packed_gru.pt
 
-$(MODEL): examples/packed_gru.py plugin
+$(MODEL): examples/packed_gru.py python
 	$(VPY) examples/packed_gru.py $@
 
-demo: build plugin $(MODEL)
+demo: build plugin python $(MODEL)
 	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
 	@echo
 	$(TRAINER) --world-size 2 --model cpp
@@ -91,21 +98,22 @@ test-rust:
 test-cpp: plugin
 	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure
 
-test-python: plugin
+test-python: plugin python
 	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/python
-	$(VPY) examples/python_loader.py > /dev/null
+	$(VPY) examples/python_loop.py > /dev/null
 
+# A consumer configured with CMAKE_PREFIX_PATH alone: the package finds torch through the Python
+# bload was built with.
 test-downstream: plugin
 	$(CMAKE) -S tests/downstream -B $(BUILD)/downstream -G Ninja \
-		-DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DPython3_EXECUTABLE=$(abspath $(VPY)) \
-		-DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
+		-DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
 	$(CMAKE) --build $(BUILD)/downstream
 	$(BUILD)/downstream/packed_loader $(AG) 2
 
 # As on a machine with libtorch but no Rust toolchain (the GPU machine): the library built from
 # the Rust bridge of $(BUILD)/rust, with cargo out of reach, then the Python tests against it.
 NO_RUST_ENV := env HOME=$(abspath $(BUILD))/no-rust-home PATH=$(abspath $(VENV))/bin:/usr/bin:/bin
-test-prebuilt: plugin
+test-prebuilt: plugin python
 	$(NO_RUST_ENV) cmake -S . -B $(BUILD)/prebuilt -G Ninja -DBLOAD_BUILD_TESTS=OFF \
 		-DBLOAD_RUST_PREBUILT=$(abspath $(BUILD))/rust -DPython3_EXECUTABLE=$(abspath $(VPY))
 	$(NO_RUST_ENV) cmake --build $(BUILD)/prebuilt
@@ -118,7 +126,7 @@ test-prebuilt: plugin
 TCH_ENV := env LIBTORCH_USE_PYTORCH=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH
 TCH_REFERENCE := $(BUILD)/tch_reference.pt
 
-test-tch: plugin $(MODEL)
+test-tch: plugin python $(MODEL)
 	$(VPY) tests/tch_reference.py $(TCH_REFERENCE)
 	$(TCH_ENV) $(CARGO) clippy --release --locked --features tch --lib --tests --examples -- -D warnings
 	$(TCH_ENV) $(CARGO) test --release --locked --features tch --lib --test tch_pack
@@ -131,7 +139,7 @@ bench:
 	$(CARGO) bench --locked --bench plan
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
-bench-ddp: plugin $(MODEL)
+bench-ddp: plugin python $(MODEL)
 	$(VPY) benches/ddp_epoch.py --trainer $(TRAINER) --model $(MODEL)
 
 clean:

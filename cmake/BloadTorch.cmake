@@ -12,15 +12,29 @@ endif()
 
 find_package(Python3 COMPONENTS Interpreter QUIET)
 
+set(_bload_which_python
+    "pass -DPython3_EXECUTABLE=/path/to/python of the environment whose torch to build against "
+    "(or -DTorch_DIR=/path/to/libtorch/share/cmake/Torch)")
+
+# Runs `code` in Python3_EXECUTABLE. pip's isolated build environment (`pip install .`) hides the
+# environment's own packages through PYTHONPATH, and torch must come from there, never from a
+# fresh copy: where the first try cannot import torch, a second runs without PYTHONPATH.
 function(_bload_python_torch code out_var)
   if(NOT Python3_FOUND)
-    message(FATAL_ERROR "bload: no Python interpreter found to ask where torch is; set Torch_DIR "
-                        "or Python3_EXECUTABLE to one that has torch installed")
+    message(FATAL_ERROR "bload: no Python interpreter found to ask where torch is: "
+                        ${_bload_which_python})
   endif()
   execute_process(COMMAND "${Python3_EXECUTABLE}" -c "${code}" OUTPUT_VARIABLE output
                   ERROR_VARIABLE error RESULT_VARIABLE failed OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(failed AND DEFINED ENV{PYTHONPATH})
+    execute_process(COMMAND "${CMAKE_COMMAND}" -E env --unset=PYTHONPATH --unset=PYTHONNOUSERSITE
+                            "${Python3_EXECUTABLE}" -c "${code}"
+                    OUTPUT_VARIABLE output ERROR_VARIABLE error RESULT_VARIABLE failed
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  endif()
   if(failed)
-    message(FATAL_ERROR "bload: ${Python3_EXECUTABLE} could not import torch:\n${error}")
+    message(FATAL_ERROR "bload: ${Python3_EXECUTABLE} could not import torch: "
+                        ${_bload_which_python} ".\n${error}")
   endif()
   set(${out_var} "${output}" PARENT_SCOPE)
 endfunction()
@@ -56,6 +70,7 @@ add_library(bload::torch INTERFACE IMPORTED)
 if(NOT BLOAD_TORCH_FROM_PYTHON)
   find_package(Torch REQUIRED)
   message(STATUS "bload: torch ${Torch_VERSION} from find_package(Torch) in ${Torch_DIR}")
+  set(BLOAD_TORCH_VERSION "${Torch_VERSION}")
   target_link_libraries(bload::torch INTERFACE ${TORCH_LIBRARIES})
   target_include_directories(bload::torch INTERFACE ${TORCH_INCLUDE_DIRS})
   separate_arguments(torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
@@ -71,6 +86,7 @@ print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__)"
   list(GET answer -2 cxx11_abi)
   list(GET answer -3 torch_lib_dir)
   list(REMOVE_AT answer -1 -2 -3)
+  set(BLOAD_TORCH_VERSION "${torch_version}")
   message(STATUS "bload: torch ${torch_version} from Python (${Python3_EXECUTABLE}), libraries in "
                  "${torch_lib_dir}")
   target_include_directories(bload::torch INTERFACE ${answer})

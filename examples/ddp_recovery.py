@@ -18,10 +18,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from python_loader import COLUMNS
+from bload.ops import COLUMN
 
 CHECKPOINT = "checkpoint.pt"
-SEQUENCE, OFFSET, LENGTH = (COLUMNS.index(name) for name in ("sequence", "offset", "length"))
+SEQUENCE, OFFSET, LENGTH = COLUMN["sequence"], COLUMN["offset"], COLUMN["length"]
 
 
 def _flush(path):
@@ -34,9 +34,9 @@ def _flush(path):
 
 
 def save_checkpoint(directory, model, optimizer, position, identity):
-    """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (the plan's
-    `position(batches trained)` dict: the epoch, the batches and where the plan's blocks come
-    from), with the `identity` (lengths and options) it is valid for. Written to
+    """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (the sampler's
+    state_dict(), taken after the batches trained: the epoch, the batches and where the plan's
+    blocks come from), with the `identity` (lengths and options) it is valid for. Written to
     checkpoint.pt.partial, flushed, then renamed over the last one: a kill at any point leaves a
     complete checkpoint, the new one or the one before."""
     os.makedirs(directory, exist_ok=True)
@@ -54,7 +54,7 @@ def save_checkpoint(directory, model, optimizer, position, identity):
 
 def load_checkpoint(directory, model, optimizer, identity):
     """Loads DIRECTORY/checkpoint.pt into `model` and `optimizer` and returns its position as a
-    BlockBatchSampler state (epoch, position, world_size, planned_world_size, first_block), or
+    bload.BlockSampler state (epoch, position, world_size, planned_world_size, first_block), or
     None where there is none. A checkpoint saved with other lengths or options is a
     RuntimeError naming the first that differs."""
     path = os.path.join(directory, CHECKPOINT)
@@ -67,9 +67,7 @@ def load_checkpoint(directory, model, optimizer, identity):
             raise RuntimeError(f"{path} was saved with {name} = {saved!r}: expected {value!r}, as this run has")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    at = state["position"]
-    return {"epoch": at["epoch"], "position": at["batches"], "world_size": at["world_size"],
-            "planned_world_size": at["planned_world_size"], "first_block": at["first_block"]}  # fmt: skip
+    return state["position"]
 
 
 class StepLog:
@@ -86,7 +84,7 @@ class StepLog:
                 raise RuntimeError(f"--step-log = {path!r}: cannot append to {path}.{rank}: {error.strerror}") from error
 
     def start(self, state, blocks_per_batch):
-        """The run's first line: where it starts (a BlockBatchSampler state, or None for the
+        """The run's first line: where it starts (a bload.BlockSampler state, or None for the
         beginning). One resumed on another world size adds where the saved plan stood, as its own
         batches count from 0: "(the plan for P ranks from its batch K)"."""
         if self.file:

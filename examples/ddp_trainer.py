@@ -1,6 +1,6 @@
 """Data-parallel training of the TorchScript PackedGRU on packed blocks, with
 torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the Python twin of
-examples/cpp/ddp_trainer/. Run from the repository root after `make plugin`:
+examples/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the bload package into .venv):
 
     .venv/bin/python examples/ddp_trainer.py --world-size 2
 
@@ -28,17 +28,16 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import packed_gru  # noqa: E402
-from ddp_recovery import Heartbeat, StepLog, load_checkpoint, save_checkpoint  # noqa: E402
-from python_loader import SEQUENCE, BlockBatchSampler, PackBlocks, read_lengths  # noqa: E402
+import bload
+import packed_gru  # this file's neighbours in examples/ (Python puts a script's directory on sys.path)
+from ddp_recovery import Heartbeat, StepLog, load_checkpoint, save_checkpoint
 
 ROOT = packed_gru.ROOT
 
 
 class RunningSum(torch.utils.data.Dataset):
     """Sequence i: features [T_i, 16] from a generator seeded by (seed, i), and the target
-    y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), as in the C++ trainer. Indexed by block table row."""
+    y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), as in the C++ trainer."""
 
     def __init__(self, lengths, seed):
         self.lengths, self.seed = lengths, seed
@@ -48,13 +47,12 @@ class RunningSum(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.lengths)
 
-    def __getitem__(self, row):
-        index = row[SEQUENCE]
+    def __getitem__(self, index):
         steps = self.lengths[index]
         self.generator.manual_seed(self.seed * 1000003 + index)
         features = torch.randn(steps, packed_gru.FEATURES, generator=self.generator)
         target = features[:, :1].cumsum(0).div_(self.roots[:steps])
-        return row, features, target
+        return features, target
 
 
 def at_least(minimum):
@@ -107,16 +105,16 @@ def parse():
 
 
 def lengths_of(args):
-    lengths = read_lengths(args.lengths)
+    lengths = bload.read_lengths(args.lengths).tolist()
     return lengths[: args.sequences] if args.sequences else lengths
 
 
-def make_planner(lengths, args, world_size):
+def make_sampler(lengths, args, world_size, rank):
     """The plan every rank makes: the spawning process makes it too, so that what every rank would
     refuse (a t_max too small, more blocks than pieces) is said once, before any rank starts."""
-    return torch.classes.bload.Planner(
-        torch.tensor(lengths), args.t_max, blocks_per_batch=args.blocks_per_batch,
-        world_size=world_size, seed=args.seed, policy=args.policy,
+    return bload.BlockSampler(
+        lengths, args.t_max, args.blocks_per_batch, world_size=world_size, rank=rank,
+        seed=args.seed, policy=args.policy,
     )  # fmt: skip
 
 
@@ -206,13 +204,11 @@ def train(rank, world_size, device, args):
     """This rank's epochs (from a checkpoint's, with --resume): a list of EpochFigures."""
     torch.set_num_threads(1)  # the ranks share this machine's cores
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
-    packed_gru.load_bload()
     lengths = lengths_of(args)
-    planner = make_planner(lengths, args, world_size)
-    sampler = BlockBatchSampler(planner, rank)
+    sampler = make_sampler(lengths, args, world_size, rank)
     loader = torch.utils.data.DataLoader(
-        RunningSum(lengths, args.seed), batch_sampler=sampler, num_workers=args.workers,
-        collate_fn=PackBlocks(args.blocks_per_batch, args.t_max, target_padding=0.0),
+        bload.BlockDataset(RunningSum(lengths, args.seed), args.t_max, target_padding=0.0),
+        batch_sampler=sampler, collate_fn=bload.collate, num_workers=args.workers,
         pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
     )  # fmt: skip
     module = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
@@ -234,7 +230,7 @@ def train(rank, world_size, device, args):
     epochs = []
     for epoch in range(first_epoch, args.epochs):
         sampler.set_epoch(epoch)  # the resumed epoch goes on where its checkpoint stood
-        first_batch = sampler.position if sampler.position < sampler.plan.batches_per_rank() else 0
+        first_batch = sampler.state_dict()["position"]
         progress = Progress(rank == 0, len(sampler))
         losses, frames, padding, waited, first_wait = [], 0, 0, 0.0, 0.0
         start = waiting = time.perf_counter()
@@ -245,23 +241,22 @@ def train(rank, world_size, device, args):
             else:
                 first_wait = time.perf_counter() - waiting
             index = first_batch + len(losses)  # the batch's index in the plan served
-            if not torch.equal(batch["table"], sampler.plan.batch(rank, index)):
+            if not torch.equal(batch.table, sampler.plan.batch(rank, index)):
                 raise RuntimeError(f"rank {rank}: the loader's batch {index} of epoch {epoch} is not the plan's")
-            data = batch["data"].to(device, non_blocking=True)
-            target = batch["target"].to(device, non_blocking=True)
-            valid = batch["valid"].to(device, non_blocking=True)
-            errors = (model(data, batch["table"]) - target).pow(2).sum(-1)
+            on_device = batch.to(device, non_blocking=True)
+            data, target, valid = on_device.data, on_device.target, on_device.valid
+            errors = (model(data, batch.table) - target).pow(2).sum(-1)
             # The mean over the batch's real steps. Rounding can leave a rank a batch of padding
             # only: no step to average, a loss of 0 (and zero gradients) rather than 0/0.
             loss = errors[valid].sum() / valid.sum().clamp(min=1)
             optimizer.zero_grad()
-            log.write(epoch, index, batch["table"])  # before the all-reduce: see ddp_recovery.py
+            log.write(epoch, index, batch.table)  # before the all-reduce: see ddp_recovery.py
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
             if rank == 0 and args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
-                save_checkpoint(args.checkpoint, module, optimizer, sampler.plan.position(index + 1), identity)
-            steps = int(batch["valid"].sum())
-            frames, padding = frames + steps, padding + batch["valid"].numel() - steps
+                save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity)
+            steps = int(batch.valid.sum())
+            frames, padding = frames + steps, padding + batch.valid.numel() - steps
             losses.append(loss.item())
             progress.update(len(losses), losses[-1], time.perf_counter() - start, frames)
             waiting = time.perf_counter()
@@ -356,9 +351,9 @@ def main():
     if "RANK" in os.environ:
         run_rank(int(os.environ["RANK"]), args, None)
         return
-    try:  # python_loader has loaded libbload
-        make_planner(lengths_of(args), args, args.world_size)
-    except RuntimeError as error:
+    try:
+        make_sampler(lengths_of(args), args, args.world_size, 0)
+    except (RuntimeError, ValueError) as error:
         sys.exit(f"error: {str(error).splitlines()[0]}")
     try:
         torch.multiprocessing.spawn(run_rank, args=(args, free_port()), nprocs=args.world_size)

@@ -3,7 +3,7 @@ block, its state zeroed wherever the block table starts a sequence (`torch.ops.b
 and a linear head on every step. examples/cpp/packed_gru.h is the same model in C++.
 
 Saves the scripted model for the C++ and Rust trainers to load (run from the repository root
-after `make plugin`):
+after `make`, which installs the bload package into .venv):
 
     .venv/bin/python examples/packed_gru.py build/packed_gru.pt
 """
@@ -13,12 +13,10 @@ import os
 
 import torch
 
+import bload  # noqa: F401  (loads torch.ops.bload, which the model calls)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FEATURES, HIDDEN, OUTPUTS = 16, 64, 1
-
-
-def load_bload():
-    torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build", "libbload.so")))
 
 
 class PackedGRU(torch.nn.Module):
@@ -42,7 +40,6 @@ class PackedGRU(torch.nn.Module):
 
 def scripted(seed: int = 0) -> torch.jit.ScriptModule:
     """The scripted model, its weights drawn from `seed` (the same on every rank)."""
-    load_bload()
     torch.manual_seed(seed)
     return torch.jit.script(PackedGRU())
 

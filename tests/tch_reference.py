@@ -11,8 +11,7 @@ from typing import List, Tuple
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-torch.ops.load_library(os.environ.get("BLOAD_LIBRARY", os.path.join(ROOT, "build", "libbload.so")))
+import bload  # noqa: F401  (loads torch.ops.bload, which the reference calls)
 
 
 class Reference(torch.nn.Module):

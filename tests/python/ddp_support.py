@@ -1,6 +1,7 @@
 """What the multi-process tests of the DDP trainers share: the trainers, runs with a hard timeout
 (a hang is a failure), and the environment torchrun gives a rank."""
 
+import importlib.util
 import json
 import os
 import socket
@@ -14,6 +15,15 @@ CPP_TRAINER = ROOT / "build" / "examples" / "cpp" / "ddp_trainer"
 PY_TRAINER = ROOT / "examples" / "ddp_trainer.py"
 TORCHRUN = ROOT / ".venv" / "bin" / "torchrun"
 HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
+
+
+def example_module(name):
+    """examples/NAME.py as a module, for tests of what the examples define (the examples are
+    scripts, not a package: their directory stays off sys.path)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run(command, timeout=HARD_TIMEOUT):

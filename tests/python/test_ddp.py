@@ -10,11 +10,10 @@ import sys
 import pytest
 import torch
 
-from conftest import COLUMN, ROOT
-from ddp_support import CPP_TRAINER, PY_TRAINER, TORCHRUN, free_port, report_of, run, run_ranks
+from conftest import COLUMN
+from ddp_support import CPP_TRAINER, PY_TRAINER, TORCHRUN, example_module, free_port, report_of, run, run_ranks
 
-sys.path.insert(0, str(ROOT / "examples"))
-import packed_gru  # noqa: E402
+packed_gru = example_module("packed_gru")
 
 SEQUENCES = 400  # the first 400 Action-Genome-shaped sequences: a few batches per rank
 

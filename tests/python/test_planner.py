@@ -8,10 +8,9 @@ import sys
 
 import pytest
 import torch
-from conftest import COLUMN, LIBRARY, ROOT
+from conftest import COLUMN, LIBRARY
 
-sys.path.insert(0, str(ROOT / "examples"))
-from python_loader import SHAPE_DONOR, BlockBatchSampler, PackBlocks  # noqa: E402  (the batch sampler README shows)
+import bload
 
 Planner = torch.classes.bload.Planner
 
@@ -25,10 +24,9 @@ class Sequences(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.lengths)
 
-    def __getitem__(self, row):
-        index = row[COLUMN["sequence"]]
+    def __getitem__(self, index):
         data = (torch.arange(self.lengths[index], dtype=torch.float32) + 1000 * index).unsqueeze(1)
-        return row, data, torch.full((self.lengths[index],), index)
+        return data, torch.full((self.lengths[index],), index)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -39,17 +37,18 @@ def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_geno
     seen = torch.zeros(len(lengths), dtype=torch.long)
     counts = []
     for rank in range(world_size):
-        sampler = BlockBatchSampler(planner, rank)
+        sampler = bload.BlockSampler(lengths, 94, blocks, world_size=world_size, rank=rank, seed=3)
         sampler.set_epoch(1)
         loader = torch.utils.data.DataLoader(
-            Sequences(lengths), batch_sampler=sampler, collate_fn=PackBlocks(blocks, 94), num_workers=workers
-        )
+            bload.BlockDataset(Sequences(lengths), 94), batch_sampler=sampler, collate_fn=bload.collate,
+            num_workers=workers,
+        )  # fmt: skip
         counts.append(0)
         for batch in loader:
-            table, data, target = batch["table"], batch["data"], batch["target"]
+            table, data, target = batch.table, batch.data, batch.target
             counts[-1] += 1
             assert data.shape == (blocks, 94, 1)
-            valid = batch["valid"]
+            valid = batch.valid
             assert torch.equal(target[valid], (data[..., 0][valid] // 1000).long())
             assert bool((target[~valid] == -100).all())
             seen.index_add_(0, table[:, COLUMN["sequence"]], table[:, COLUMN["length"]])
@@ -61,22 +60,20 @@ def test_a_batch_with_no_piece_is_padding_only():
     """Three sequences alone in their blocks (pad_to_max) on 2 ranks, a block per batch: rounding
     to 4 blocks leaves rank 0 a batch of one empty block. It comes through the DataLoader as
     padding only, with an int64 table of no row and data and target of the sequences' kind."""
-    planner = Planner(torch.tensor([5, 7, 3]), 8, world_size=2, policy="pad_to_max")
-    sampler = BlockBatchSampler(planner, 0)
-    assert list(sampler)[0] == [SHAPE_DONOR]  # the precondition: a batch without a piece
+    sampler = bload.BlockSampler([5, 7, 3], 8, world_size=2, rank=0, policy="pad_to_max")
+    assert sampler.plan.batch(0, 0).shape == (0, len(COLUMN))  # the precondition: a batch without a piece
     loader = torch.utils.data.DataLoader(
-        Sequences([5, 7, 3]), batch_sampler=sampler, collate_fn=PackBlocks(1, 8, data_padding=-1.0)
+        bload.BlockDataset(Sequences([5, 7, 3]), 8, data_padding=-1.0), batch_sampler=sampler, collate_fn=bload.collate
     )
     empty, full = list(loader)
-    assert empty["table"].dtype == torch.int64 and empty["table"].shape == (0, len(COLUMN))
-    assert torch.equal(empty["data"], torch.full((1, 8, 1), -1.0))
-    assert torch.equal(empty["target"], torch.full((1, 8), -100))
-    assert not empty["valid"].any() and not empty["reset"].any()
+    assert empty.table.dtype == torch.int64 and empty.table.shape == (0, len(COLUMN))
+    assert torch.equal(empty.data, torch.full((1, 8, 1), -1.0))
+    assert torch.equal(empty.target, torch.full((1, 8), -100))
+    assert not empty.valid.any() and not empty.reset.any()
+    assert empty.cu_seqlens.tolist() == [0] and empty.indices.numel() == 0
     # The batch beside it, with a piece, is packed as ever.
-    assert full["table"].shape == (1, len(COLUMN)) and int(full["valid"].sum()) == full["table"][0, COLUMN["length"]]
-    assert full["data"].dtype == empty["data"].dtype and full["target"].dtype == empty["target"].dtype
-    with pytest.raises(ValueError, match="items: an empty batch"):
-        PackBlocks(1, 8)([])
+    assert full.table.shape == (1, len(COLUMN)) and int(full.valid.sum()) == full.table[0, COLUMN["length"]]
+    assert full.data.dtype == empty.data.dtype and full.target.dtype == empty.target.dtype
 
 
 def test_planner_stats_hash_and_pickle(action_genome_lengths):
@@ -148,7 +145,7 @@ class PackedGRU(torch.nn.Module):
 
 OUT_OF_MEMORY = """
 import resource, sys, torch
-torch.ops.load_library(sys.argv[1])
+import bload
 lengths = torch.randint(1, 100, (50_000_000,), dtype=torch.int64)
 with open("/proc/self/status") as status:
     used = next(int(line.split()[1]) for line in status if line.startswith("VmSize")) * 1024

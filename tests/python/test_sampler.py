@@ -1,35 +1,51 @@
-"""The example BlockBatchSampler (examples/python_loader.py) on torch.classes.bload.Planner: its
-state saved and restored, onto another world size too, and the DataLoader misuse it refuses."""
+"""bload.BlockSampler's state saved and restored, onto another world size too, and the
+DataLoader misuse it refuses."""
 
-import sys
 from typing import Dict
 
 import pytest
 import torch
-from conftest import COLUMN, ROOT
+from conftest import COLUMN
 
-sys.path.insert(0, str(ROOT / "examples"))
-from python_loader import BlockBatchSampler, Clips, PackBlocks  # noqa: E402
+import bload
 
 Planner = torch.classes.bload.Planner
 T_MAX, BLOCKS = 94, 2
+
+
+class Clips(torch.utils.data.Dataset):
+    """Variable-length sequences: features [T_i, 16] and a label per step [T_i]."""
+
+    def __init__(self, lengths):
+        self.lengths = lengths
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, index):
+        steps = self.lengths[index]
+        return torch.randn(steps, 16), torch.randint(0, 10, (steps,))
 
 
 def planner_for(lengths, world_size):
     return Planner(torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=world_size, seed=3)
 
 
+def sampler_for(lengths, world_size, rank):
+    return bload.BlockSampler(lengths, T_MAX, BLOCKS, world_size=world_size, rank=rank, seed=3)
+
+
 def tables_through_loader(lengths, sampler, workers=0):
     loader = torch.utils.data.DataLoader(
-        Clips(lengths), batch_sampler=sampler, collate_fn=PackBlocks(BLOCKS, T_MAX), num_workers=workers
+        bload.BlockDataset(Clips(lengths), T_MAX), batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers
     )
-    return [batch["table"] for batch in loader]
+    return [batch.table for batch in loader]
 
 
 def served_from(sampler, batches):
-    """The next `batches` block tables of the sampler, taken as a DataLoader takes them."""
+    """The next `batches` block tables of the sampler, taken from it directly (no DataLoader)."""
     iterator = iter(sampler)
-    return [torch.tensor(next(iterator)) for _ in range(batches)]
+    return [next(iterator).table for _ in range(batches)]
 
 
 def assert_every_step_once(lengths, tables):
@@ -49,10 +65,9 @@ def assert_every_step_once(lengths, tables):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(action_genome_lengths, workers):
     lengths = action_genome_lengths
-    three = planner_for(lengths, 3)
     served, states = [], []
     for rank in range(3):
-        sampler = BlockBatchSampler(three, rank)
+        sampler = sampler_for(lengths, 3, rank)
         sampler.set_epoch(1)
         served += served_from(sampler, 40)
         states.append(sampler.state_dict())
@@ -63,7 +78,7 @@ def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(actio
     two = planner_for(lengths, 2)
     rest = []
     for rank in range(2):
-        sampler = BlockBatchSampler(two, rank)
+        sampler = sampler_for(lengths, 2, rank)
         sampler.load_state_dict(states[0])
         sampler.set_epoch(1)  # as a trainer's epoch loop does: the epoch goes on where it was
         expected_batches = len(sampler)
@@ -80,38 +95,37 @@ def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(actio
 
 def test_a_resumed_epoch_resumed_again_on_three_ranks_is_served_once(action_genome_lengths):
     lengths = action_genome_lengths
-    three, two = planner_for(lengths, 3), planner_for(lengths, 2)
     served = []
     for rank in range(3):
-        first = BlockBatchSampler(three, rank)
+        first = sampler_for(lengths, 3, rank)
         served += served_from(first, 25)
     state = first.state_dict()
     for rank in range(2):
-        second = BlockBatchSampler(two, rank)
+        second = sampler_for(lengths, 2, rank)
         second.load_state_dict(state)
         served += served_from(second, 10)
     again = second.state_dict()
     assert (again["planned_world_size"], again["first_block"], again["world_size"]) == (3, 25 * 3 * BLOCKS, 2)
     counts = []
     for rank in range(3):
-        last = BlockBatchSampler(three, rank)
+        last = sampler_for(lengths, 3, rank)
         last.load_state_dict(again)
         counts.append(len(last))
-        served += list(map(torch.tensor, last))
+        served += [batch.table for batch in last]
     assert counts == [counts[0]] * 3
     assert_every_step_once(lengths, served)
 
 
 def test_the_same_world_size_resumes_at_the_next_batch(action_genome_lengths):
     planner = planner_for(action_genome_lengths, 2)
-    original = BlockBatchSampler(planner, 1)
+    original = sampler_for(action_genome_lengths, 2, 1)
     original.set_epoch(4)
     served_from(original, 5)
-    resumed = BlockBatchSampler(planner, 1)
+    resumed = sampler_for(action_genome_lengths, 2, 1)
     resumed.load_state_dict(original.state_dict())
     assert resumed.state_dict() == original.state_dict()
     assert len(resumed) == planner.batches_per_rank(4) - 5
-    rest, expected = list(map(torch.tensor, resumed)), list(map(torch.tensor, original))
+    rest, expected = [b.table for b in resumed], [b.table for b in original]
     assert len(rest) == len(expected) == planner.batches_per_rank(4) - 5
     assert all(map(torch.equal, rest, expected))
     # An epoch served to its end is served again, whole, by the next iteration.
@@ -131,7 +145,7 @@ def test_the_same_world_size_resumes_at_the_next_batch(action_genome_lengths):
 )
 def test_a_bad_state_names_the_field_and_its_bounds(action_genome_lengths, change, expected):
     planner = planner_for(action_genome_lengths, 2)
-    sampler = BlockBatchSampler(planner, 0)
+    sampler = sampler_for(action_genome_lengths, 2, 0)
     state = sampler.state_dict() | change
     with pytest.raises(RuntimeError) as error:
         sampler.load_state_dict(state)
@@ -152,7 +166,7 @@ def test_a_bad_state_names_the_field_and_its_bounds(action_genome_lengths, chang
     ],
 )  # fmt: skip
 def test_a_malformed_state_names_what_is_wrong_and_changes_nothing(action_genome_lengths, state, error, expected):
-    sampler = BlockBatchSampler(planner_for(action_genome_lengths, 2), 0)
+    sampler = sampler_for(action_genome_lengths, 2, 0)
     before = sampler.state_dict()
     with pytest.raises(error) as raised:
         sampler.load_state_dict(state)
@@ -162,20 +176,23 @@ def test_a_malformed_state_names_what_is_wrong_and_changes_nothing(action_genome
 
 @pytest.mark.parametrize("epoch, error", [(2**63, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)])
 def test_set_epoch_names_a_bad_epoch(action_genome_lengths, epoch, error):
-    sampler = BlockBatchSampler(planner_for(action_genome_lengths, 2), 0)
+    sampler = sampler_for(action_genome_lengths, 2, 0)
     with pytest.raises(error, match=f"epoch = {epoch!r}: expected an int"):
         sampler.set_epoch(epoch)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_sampler_passed_as_sampler_with_a_batch_size_is_an_error(action_genome_lengths, workers):
-    sampler = BlockBatchSampler(planner_for(action_genome_lengths, 1), 0)
+    sampler = sampler_for(action_genome_lengths, 1, 0)
     loader = torch.utils.data.DataLoader(
-        Clips(action_genome_lengths), sampler=sampler, batch_size=8, drop_last=True,
-        collate_fn=PackBlocks(BLOCKS, T_MAX), num_workers=workers,
+        bload.BlockDataset(Clips(action_genome_lengths), T_MAX), sampler=sampler, batch_size=8, drop_last=True,
+        collate_fn=bload.collate, num_workers=workers,
     )  # fmt: skip
-    with pytest.raises(TypeError, match="pass BlockBatchSampler to the DataLoader as batch_sampler=, not sampler="):
+    with pytest.raises(TypeError, match=r"expected a BlockBatch from bload.BlockSampler, passed to the DataLoader as batch_sampler= \(not sampler=\)"):
         next(iter(loader))
+    plain = torch.utils.data.DataLoader(Clips(action_genome_lengths), batch_sampler=sampler_for(action_genome_lengths, 1, 0))
+    with pytest.raises(TypeError, match="wrap the dataset in bload.BlockDataset"):
+        next(iter(plain))
 
 
 @torch.jit.script

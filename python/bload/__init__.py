@@ -1,0 +1,34 @@
+"""bload: packs variable-length sequences into fixed blocks of t_max steps for data-parallel
+training. Every rank runs the same number of identically shaped batches, nothing is deleted,
+and padding is near the least possible.
+
+    sampler = bload.BlockSampler("lengths.txt", t_max=94, blocks_per_batch=8)
+    loader = DataLoader(bload.BlockDataset(dataset, t_max=94), batch_sampler=sampler,
+                        collate_fn=bload.collate, num_workers=2)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:   # a bload.PackedBatch: data, target, reset, valid, ...
+            ...
+
+`import bload` loads libbload.so into torch (torch.ops.bload, torch.classes.bload) once per
+process; bload.library_path() names it for C++ and TorchScript users.
+"""
+
+from bload._library import library_path
+from bload import ops
+from bload.ops import read_lengths
+from bload.sampler import BlockBatch, BlockSampler, PlanHash
+from bload.dataset import BlockDataset, PackedBatch, collate
+
+__all__ = [
+    "BlockBatch",
+    "BlockDataset",
+    "BlockSampler",
+    "PackedBatch",
+    "PlanHash",
+    "collate",
+    "library_path",
+    "ops",
+    "read_lengths",
+]
+__version__ = "0.1.0"

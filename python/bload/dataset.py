@@ -1,0 +1,172 @@
+"""BlockDataset and PackedBatch: an ordinary map-style dataset of variable-length sequences,
+served as packed batches of the blocks BlockSampler plans.
+
+The packing is the core's (bload.ops.pack and the per-step tables), as in C++'s
+bload::BlockDataset, whose PackedBatch has the same fields. It runs where the dataset is read: in
+the DataLoader's workers when there are any.
+"""
+
+import dataclasses
+from typing import Dict, Union
+
+import torch
+
+from bload import _library, ops
+from bload.sampler import BlockBatch
+
+_library.load()
+
+__all__ = ["BlockDataset", "PackedBatch", "collate"]
+
+Tensor = torch.Tensor
+Steps = Union[Tensor, Dict[str, Tensor]]  # a sequence's data or target: [T, ...], or a dict of them
+
+
+def _map(value, function):
+    if isinstance(value, dict):
+        return {key: function(item) for key, item in value.items()}
+    return function(value)
+
+
+@dataclasses.dataclass
+class PackedBatch:
+    """One packed batch of one rank; every per-step tensor is [blocks, t_max, ...].
+
+    data, target: the dataset's data and targets packed (a dict of such where the dataset's were
+        dicts); padding steps hold data_padding and target_padding.
+    reset: bool, true at the first step of every piece, where recurrent state starts from zero.
+    valid: bool, true on real steps.
+    segment_ids: int32, the piece's index inside its block, -1 on padding.
+    position_ids: int64, the step's index in its sequence, 0 on padding.
+    cu_seqlens: int32 [pieces + 1], flash-attention's varlen offsets.
+    indices: int64 [pieces], the dataset index of every piece.
+    table: int64 [pieces, 6], the block table (see bload.ops); stays on the CPU.
+    """
+
+    data: Steps
+    target: Steps
+    reset: Tensor
+    valid: Tensor
+    segment_ids: Tensor
+    position_ids: Tensor
+    cu_seqlens: Tensor
+    indices: Tensor
+    table: Tensor
+
+    def _apply(self, function):
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "table"}
+        return dataclasses.replace(self, **{name: _map(value, function) for name, value in fields.items()})
+
+    def to(self, device, non_blocking=False):
+        """The batch on `device` (the table stays on the CPU, where the operators read it)."""
+        return self._apply(lambda tensor: tensor.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self, device=None):
+        """The batch in pinned memory: DataLoader(pin_memory=True) calls it."""
+        del device  # pinned for the current accelerator, as torch.Tensor.pin_memory() does
+        return self._apply(lambda tensor: tensor.pin_memory())
+
+
+def collate(batch):
+    """The DataLoader's collate_fn for BlockDataset: the batch is packed already."""
+    if not isinstance(batch, PackedBatch):
+        raise TypeError(
+            f"collate: expected the PackedBatch bload.BlockDataset makes, got {type(batch).__name__}"
+            " (pass BlockSampler as batch_sampler= and bload.BlockDataset as the dataset)"
+        )
+    return batch
+
+
+class BlockDataset(torch.utils.data.Dataset):
+    """Wraps a map-style dataset whose item i is (data_i, target_i), each a tensor [T_i, ...] or a
+    dict of them (T_i: sequence i's length, as in the lengths BlockSampler plans with), and serves
+    the BlockBatches BlockSampler yields as PackedBatches:
+
+        loader = DataLoader(BlockDataset(dataset, t_max), batch_sampler=sampler,
+                            collate_fn=bload.collate, num_workers=2, pin_memory=True)
+    """
+
+    def __init__(self, dataset, t_max, *, data_padding=0.0, target_padding=-100):
+        self.dataset = dataset
+        self.t_max = t_max
+        self.data_padding, self.target_padding = data_padding, target_padding
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        raise TypeError(
+            f"BlockDataset[{index!r}]: BlockDataset serves whole batches: pass BlockSampler to the "
+            "DataLoader as batch_sampler= (not sampler=, and no batch_size)"
+        )
+
+    def __getitems__(self, batch):
+        if not isinstance(batch, BlockBatch):
+            raise TypeError(
+                f"BlockDataset was handed {type(batch).__name__} {batch!r:.80}: expected a BlockBatch "
+                "from bload.BlockSampler, passed to the DataLoader as batch_sampler= (not sampler=)"
+            )
+        if batch.t_max != self.t_max:
+            raise ValueError(
+                f"t_max = {self.t_max}: the sampler plans blocks of t_max = {batch.t_max}; expected "
+                "the same t_max for both"
+            )
+        return self.pack(batch.table, batch.blocks)
+
+    def _item(self, index, length):
+        item = self.dataset[index]
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise TypeError(
+                f"dataset[{index}]: expected (data, target), each a tensor [T, ...] or a dict of "
+                f"them, got {type(item).__name__}"
+            )
+        for name, steps in zip(("data", "target"), item):
+            for key, tensor in (steps.items() if isinstance(steps, dict) else [(None, steps)]):
+                where = f"dataset[{index}] {name}" + (f"[{key!r}]" if key is not None else "")
+                if not isinstance(tensor, Tensor) or tensor.dim() == 0:
+                    raise TypeError(f"{where}: expected a tensor [T, ...], got {tensor!r:.60}")
+                if length is not None and tensor.size(0) != length:
+                    raise ValueError(
+                        f"{where} has {tensor.size(0)} steps: expected {length}, the sequence's "
+                        "length in the lengths the sampler plans with"
+                    )
+        return item
+
+    def pack(self, table, blocks):
+        """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks."""
+        t_max, column = self.t_max, ops.COLUMN
+        rows = table.tolist()
+        # A piece of a split sequence shares the sequence's item with its other pieces.
+        items = {}
+        for row in rows:
+            sequence = row[column["sequence"]]
+            if sequence not in items:
+                items[sequence] = self._item(sequence, row[column["sequence_length"]])
+        per_row = [items[row[column["sequence"]]] for row in rows]
+        if not rows:  # a batch of empty blocks: one item gives the padding its shape and dtype
+            donor = self._item(0, None)
+        shape = (table, blocks, t_max)
+
+        def packed(part, padding):
+            def one(select):
+                if not rows:
+                    like = select(donor[part])
+                    return torch.full((blocks, t_max, *like.shape[1:]), padding, dtype=like.dtype)
+                return ops.pack([select(item[part]) for item in per_row], table, blocks, t_max, padding)
+
+            first = (per_row[0] if rows else donor)[part]
+            if isinstance(first, dict):
+                return {key: one(lambda steps, key=key: steps[key]) for key in first}
+            return one(lambda steps: steps)
+
+        return PackedBatch(
+            data=packed(0, self.data_padding),
+            target=packed(1, self.target_padding),
+            reset=ops.reset_mask(*shape),
+            valid=ops.valid_mask(*shape),
+            segment_ids=ops.segment_ids(*shape),
+            position_ids=ops.position_ids(*shape),
+            cu_seqlens=ops.cu_seqlens(table),
+            indices=table[:, column["sequence"]].clone(),
+            table=table,
+        )

@@ -1,0 +1,100 @@
+"""bload's operators with typed, documented signatures: thin calls of torch.ops.bload.*, which
+run on CPU and CUDA tensors, in eager mode, TorchScript, torch.compile and torch.export.
+
+A **block table** is an int64 tensor [pieces, 6], one row per piece in block order, with the
+columns `table_columns()` names: block, block_offset, length, sequence, offset, sequence_length.
+Row i says: `length` steps of sequence `sequence`, from its step `offset` (of `sequence_length`),
+lie in block `block` from step `block_offset`. Index rows by name (`COLUMN["sequence"]`), never by
+a bare number. Every operator checks every cell, and a bad one raises a RuntimeError naming it.
+"""
+
+import os
+from typing import List, Sequence, Union
+
+import torch
+
+from bload import _library
+
+_library.load()
+
+__all__ = [
+    "COLUMN",
+    "cu_seqlens",
+    "pack",
+    "pack_backward",
+    "position_ids",
+    "read_lengths",
+    "reset_mask",
+    "segment_ids",
+    "table_columns",
+    "unpack",
+    "valid_mask",
+]
+
+Tensor = torch.Tensor
+
+
+def table_columns() -> List[str]:
+    """The block table's column names, in order: the Rust core's layout (bload::Column)."""
+    return list(torch.ops.bload.table_columns())
+
+
+#: A block table's column index by name: `table[:, COLUMN["sequence"]]`.
+COLUMN = {name: index for index, name in enumerate(table_columns())}
+
+
+def read_lengths(path: Union[str, os.PathLike]) -> Tensor:
+    """A lengths file as int64 [sequences], read by the core's one reader (the CLI's and C++'s):
+    one length per line; blank lines and `#` comments skipped; CRLF and a missing final newline
+    accepted. A bad line raises a RuntimeError quoting it with its line number."""
+    return torch.ops.bload.read_lengths(str(path))
+
+
+def reset_mask(table: Tensor, blocks: int, t_max: int) -> Tensor:
+    """bool [blocks, t_max]: true at the first step of every piece, where a recurrent model's
+    state starts from zero."""
+    return torch.ops.bload.reset_mask(table, blocks, t_max)
+
+
+def valid_mask(table: Tensor, blocks: int, t_max: int) -> Tensor:
+    """bool [blocks, t_max]: true on real steps, false on padding."""
+    return torch.ops.bload.valid_mask(table, blocks, t_max)
+
+
+def segment_ids(table: Tensor, blocks: int, t_max: int) -> Tensor:
+    """int32 [blocks, t_max]: the index of each step's piece inside its block, -1 on padding
+    (a block-diagonal attention mask is `ids[:, :, None] == ids[:, None, :]` off padding)."""
+    return torch.ops.bload.segment_ids(table, blocks, t_max)
+
+
+def position_ids(table: Tensor, blocks: int, t_max: int) -> Tensor:
+    """int64 [blocks, t_max]: each step's index in its sequence (counting from the piece's offset
+    for a split sequence), 0 on padding."""
+    return torch.ops.bload.position_ids(table, blocks, t_max)
+
+
+def cu_seqlens(table: Tensor) -> Tensor:
+    """int32 [pieces + 1]: the prefix sums of the pieces' lengths, flash-attention's varlen
+    offsets."""
+    return torch.ops.bload.cu_seqlens(table)
+
+
+def pack(
+    sequences: Sequence[Tensor], table: Tensor, blocks: int, t_max: int, padding_value: float = 0
+) -> Tensor:
+    """[blocks, t_max, ...]: the pieces the table names, each cut from its row's sequence
+    (`sequences[i]` is row i's whole sequence [sequence_length, ...]), laid where the table says;
+    `padding_value` everywhere else. Differentiable with respect to the sequences."""
+    return torch.ops.bload.pack(list(sequences), table, blocks, t_max, padding_value)
+
+
+def unpack(packed: Tensor, table: Tensor) -> List[Tensor]:
+    """The pieces of a packed [blocks, t_max, ...] tensor, one [length, ...] tensor per table row
+    (pack's inverse on the real steps). Differentiable; no Meta kernel (its shapes are the table's
+    values), so eager and TorchScript only."""
+    return list(torch.ops.bload.unpack(packed, table))
+
+
+def pack_backward(grad: Tensor, table: Tensor, steps: Sequence[int]) -> List[Tensor]:
+    """pack's gradient: one [steps[i], ...] tensor per table row, zero outside row i's piece."""
+    return list(torch.ops.bload.pack_backward(grad, table, list(steps)))

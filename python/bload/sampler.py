@@ -1,0 +1,252 @@
+"""BlockSampler: one rank's batches of packed blocks, for a DataLoader's batch_sampler=, with
+torch.utils.data.DistributedSampler's conventions (rank and world size from torch.distributed,
+set_epoch, len, state_dict).
+
+The plan itself is the core's (torch.classes.bload.Planner): from (lengths, options, seed, epoch)
+every rank computes the same epoch, so ranks never exchange plans; they only check, with one
+all-gather per epoch, that they agree on it.
+"""
+
+import collections.abc
+import dataclasses
+import numbers
+import os
+import sys
+import weakref
+from typing import Optional
+
+import torch
+
+from bload import _library
+
+_library.load()
+
+__all__ = ["BlockBatch", "BlockSampler", "PlanHash"]
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def integer(name, value, minimum=_INT64[0], maximum=_INT64[1]):
+    """`value` as an int from `minimum` to `maximum`, or a TypeError/ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} = {value!r}: expected an int")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} = {value}: expected an int from {minimum} to {maximum}")
+    return int(value)
+
+
+class PlanHash(int):
+    """A plan's fingerprint: an unsigned 64-bit int, shown as the CLI shows it (0x + 16 digits)."""
+
+    def __repr__(self):
+        return f"{int(self):#018x}"
+
+    __str__ = __repr__
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockBatch:
+    """What BlockSampler hands the DataLoader for one batch: batch `index` of `epoch` for one
+    rank, as its block table (int64 [pieces, 6], see bload.ops) of `blocks` blocks of `t_max`
+    steps. bload.BlockDataset turns it into a PackedBatch."""
+
+    table: torch.Tensor
+    blocks: int
+    t_max: int
+    epoch: int
+    index: int
+
+    def __iter__(self):  # a DataLoader iterates a batch only for a dataset without __getitems__
+        raise TypeError(
+            "a bload batch reached a dataset that cannot load it: wrap the dataset in "
+            "bload.BlockDataset (and pass BlockSampler as batch_sampler=, not sampler=)"
+        )
+
+
+def _lengths_tensor(lengths):
+    if isinstance(lengths, (str, os.PathLike)):
+        return torch.ops.bload.read_lengths(os.fspath(lengths))
+    if isinstance(lengths, torch.Tensor):
+        return lengths
+    try:
+        return torch.as_tensor(lengths, dtype=torch.int64)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise TypeError(
+            f"lengths: expected a lengths file's path, a 1-d integer tensor or a sequence of ints "
+            f"({err})"
+        ) from None
+
+
+def _distributed(world_size, rank):
+    """world_size and rank, each torch.distributed's where it is initialized and not given."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if world_size is None:
+        world_size = torch.distributed.get_world_size() if initialized else 1
+    world_size = integer("world_size", world_size, 1, 2**32 - 1)
+    if rank is None:
+        rank = torch.distributed.get_rank() if initialized else 0
+    return world_size, integer("rank", rank, 0, world_size - 1)
+
+
+def _pulling_loader():
+    """The DataLoader iterator whose next() is running this generator's first step, if any: the
+    frame that calls next() on a batch sampler's iterator is the loader iterator's _next_index."""
+    frame = sys._getframe(2)  # 0: this function, 1: the generator, 2: who called next()
+    candidate = frame.f_locals.get("self") if frame is not None else None
+    if isinstance(candidate, torch.utils.data.dataloader._BaseDataLoaderIter):
+        return candidate
+    return None
+
+
+class BlockSampler(torch.utils.data.Sampler):
+    """One rank's batches of an epoch, each a BlockBatch of `blocks_per_batch` blocks of `t_max`
+    steps, for `DataLoader(bload.BlockDataset(...), batch_sampler=sampler, collate_fn=bload.collate)`.
+
+    lengths: a lengths file's path, or the sequences' lengths (a 1-d integer tensor or list).
+    world_size, rank: torch.distributed's when it is initialized, else 1 and 0.
+    seed: with the epoch, decides the plan; every rank must pass the same.
+    policy: "best_fit" (near the fewest blocks), "random_fill" or "pad_to_max" (one sequence a
+    block, the usual padding, for comparison).
+    split: cut sequences longer than t_max into pieces (counted in stats()) instead of refusing.
+    drop_last: only False: every rank already gets the same number of batches, by padding that
+    stats() counts; bload never drops a sequence.
+
+    Every rank gets len(sampler) batches; together they hold every step of every sequence once.
+    """
+
+    def __init__(self, lengths, t_max, blocks_per_batch=1, *, world_size=None, rank=None, seed=0,
+                 policy="best_fit", split=False, drop_last=False):  # fmt: skip
+        if drop_last is not False:
+            raise ValueError(
+                f"drop_last = {drop_last!r}: expected False: bload gives every rank the same number "
+                f"of batches by padding (counted in stats()), and never drops a sequence"
+            )
+        self.world_size, self.rank = _distributed(world_size, rank)
+        self.t_max = integer("t_max", t_max, 1)
+        self.blocks_per_batch = integer("blocks_per_batch", blocks_per_batch, 1)
+        self.seed = integer("seed", seed)
+        if not isinstance(policy, str):
+            raise TypeError(f"policy = {policy!r}: expected 'best_fit', 'random_fill' or 'pad_to_max'")
+        self.planner = torch.classes.bload.Planner(
+            _lengths_tensor(lengths), self.t_max, blocks_per_batch=self.blocks_per_batch,
+            world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=bool(split),
+        )  # fmt: skip
+        self._start(0)
+
+    # The epoch: the plan being served, `position` batches of it handed to the DataLoader so far.
+    def _start(self, epoch):
+        self.epoch, self.plan, self.position = epoch, self.planner.plan(epoch), 0
+        self._loader, self._iterator, self._loader_from = None, None, 0
+
+    def _consumed(self):
+        """Batches of the epoch the loop has had: where a DataLoader pulls the batches, those it
+        has yielded (its workers fetch some ahead), else those handed out."""
+        loader = self._loader() if self._loader is not None else None
+        if loader is not None and getattr(loader, "_sampler_iter", None) is self._iterator:
+            return self._loader_from + loader._num_yielded
+        return self.position
+
+    def _served(self):
+        return self._consumed() == self.plan.batches_per_rank()
+
+    def set_epoch(self, epoch):
+        """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
+        load_state_dict), from where it is. Call it before each epoch, as with
+        DistributedSampler: the order changes with the epoch."""
+        epoch = integer("epoch", epoch, 0)
+        if epoch != self.epoch or self._served():
+            self._start(epoch)
+
+    def __len__(self):
+        """This rank's batches in the next iteration: the rest of the epoch, or all of it once
+        served. Equal on every rank."""
+        if self._served():
+            return self.plan.batches_per_rank()
+        return self.plan.batches_per_rank() - self._consumed()
+
+    def __iter__(self):
+        if self._served():  # an epoch served to its end is served again, from its start
+            self._start(self.epoch)
+        else:  # a loop left part-way goes on after what it had, not after what was prefetched
+            self.position = self._consumed()
+        self._iterator = self._batches()
+        return self._iterator
+
+    def _batches(self):
+        loader = _pulling_loader()
+        self._loader = weakref.ref(loader) if loader is not None else None
+        self._loader_from = self.position
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            self.check_agreement()
+        while self.position < self.plan.batches_per_rank():
+            table = self.plan.batch(self.rank, self.position)
+            batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position)
+            self.position += 1
+            yield batch
+
+    def check_agreement(self):
+        """Every rank checks that all plan this same epoch (the lengths, every option, the epoch,
+        the plan's hash): one all-gather, then a RuntimeError on every rank naming what differs,
+        e.g. "ranks disagree on seed: rank 0 has 0, rank 1 has 1". __iter__ calls it when
+        torch.distributed is initialized."""
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, self.planner.agreement(self.epoch).tolist())
+        self.planner.check_agreement(self.epoch, torch.tensor(gathered))
+
+    def stats(self):
+        """What this epoch's plan costs, as a dict of counts: sequences, steps, pieces, blocks,
+        padding (steps), deleted, split_sequences, split_pieces, rounding_blocks,
+        rounding_padding, empty_blocks, lower_bound_blocks, lower_bound_padding."""
+        return dict(self.plan.stats())
+
+    def plan_hash(self) -> PlanHash:
+        """This epoch's plan's fingerprint, equal on ranks that planned alike, as the CLI prints."""
+        return PlanHash(self.plan.plan_hash() & (2**64 - 1))
+
+    def state_dict(self):
+        """Where the loop stands: epoch, position (batches the loop has had), world_size, and where
+        the epoch's blocks come from (planned_world_size, first_block: another world size's plan
+        when the epoch was resumed from one)."""
+        at = self.plan.position(self._consumed())
+        return {
+            "epoch": at["epoch"],
+            "position": at["batches"],
+            "world_size": at["world_size"],
+            "planned_world_size": at["planned_world_size"],
+            "first_block": at["first_block"],
+        }
+
+    def load_state_dict(self, state):
+        """Goes on from `state`, saved by state_dict() with the same lengths and options and any
+        world size: the next iteration serves the batches after `position`; on another world size,
+        the blocks not yet served, dealt to these ranks. A state that is not such a dict is a
+        TypeError or ValueError naming the field, a value out of bounds a RuntimeError naming it;
+        either way the sampler is left as it was."""
+        if not isinstance(state, collections.abc.Mapping):
+            raise TypeError(f"state: expected the dict state_dict() returns, got {type(state).__name__}")
+        missing = [name for name in ("epoch", "position", "world_size") if name not in state]
+        if missing:
+            raise ValueError(f"state: no {', '.join(missing)}: expected the dict state_dict() returns")
+        value = {name: integer(f"state[{name!r}]", state[name]) for name in state}
+        position = {
+            "epoch": value["epoch"],
+            "batches": value["position"],
+            "world_size": value["world_size"],
+            "planned_world_size": value.get("planned_world_size", value["world_size"]),
+            "first_block": value.get("first_block", 0),
+        }
+        plan, served = self.planner.resume(position)
+        self.epoch, self.plan, self.position = value["epoch"], plan, served
+        self._loader, self._iterator, self._loader_from = None, None, 0
+
+    # Pickled as its planner and place: a loader's iterator and the plan are this process's.
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("plan", "_loader", "_iterator")}
+        state["_state"] = self.state_dict()
+        return state
+
+    def __setstate__(self, state):
+        saved = state.pop("_state")
+        self.__dict__.update(state)
+        self._start(saved["epoch"])
+        self.load_state_dict(saved)
