@@ -1,0 +1,200 @@
+"""The bload package as a PyTorch user meets it: BlockSampler's DistributedSampler conventions,
+resuming mid-epoch through a DataLoader with workers, BlockDataset over an ordinary dataset with
+every PackedBatch field checked against the block table, pickling, the library's build check,
+and the README's loop on 2 torchrun ranks."""
+
+import os
+import pickle
+import re
+import subprocess
+
+import pytest
+import torch
+from conftest import COLUMN, ROOT
+from ddp_support import HARD_TIMEOUT, TORCHRUN, free_port
+
+import bload
+
+T_MAX = 30
+
+
+class Numbered(torch.utils.data.Dataset):
+    """Item i: data [T_i, 2] with (i, t) at step t, target [T_i] = i, or both as dicts."""
+
+    def __init__(self, lengths, as_dict=False):
+        self.lengths, self.as_dict = [int(n) for n in lengths], as_dict
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, i):
+        steps = torch.arange(self.lengths[i], dtype=torch.float32)
+        data, target = torch.stack([torch.full_like(steps, i), steps], 1), torch.full((self.lengths[i],), i)
+        if self.as_dict:
+            return {"x": data, "t": steps.long()}, {"y": target}
+        return data, target
+
+
+def lengths_of(count, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(1, T_MAX + 1, (count,), generator=generator).tolist()
+
+
+def loader_for(lengths, sampler, workers=0, **kwargs):
+    return torch.utils.data.DataLoader(bload.BlockDataset(Numbered(lengths, **kwargs), T_MAX), batch_sampler=sampler,
+                                       collate_fn=bload.collate, num_workers=workers)  # fmt: skip
+
+
+def test_set_epoch_changes_the_order_and_the_same_epoch_repeats_it():
+    sampler = bload.BlockSampler(lengths_of(300), T_MAX, 4, seed=1)
+    tables = {}
+    for epoch in (0, 1, 0):
+        sampler.set_epoch(epoch)
+        tables.setdefault(epoch, []).append(torch.cat([batch.table for batch in sampler]))
+    assert torch.equal(tables[0][0], tables[0][1])
+    assert not torch.equal(tables[0][0], tables[1][0])
+    assert sampler.plan_hash() == bload.BlockSampler(lengths_of(300), T_MAX, 4, seed=1).plan_hash()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5])
+def test_every_rank_gets_len_batches_and_every_step_is_served_once(world_size):
+    lengths = lengths_of(257, seed=world_size)
+    steps = torch.zeros(len(lengths), dtype=torch.long)
+    counts = []
+    for rank in range(world_size):
+        sampler = bload.BlockSampler(lengths, T_MAX, 3, world_size=world_size, rank=rank, seed=7)
+        sampler.set_epoch(2)
+        batches = list(loader_for(lengths, sampler))
+        assert len(batches) == len(sampler) == sampler.planner.batches_per_rank(2)
+        counts.append(len(batches))
+        for batch in batches:
+            steps.index_add_(0, batch.indices, batch.table[:, COLUMN["length"]])
+    assert counts == [counts[0]] * world_size
+    assert steps.tolist() == lengths
+
+
+def check_against_table(batch, lengths, blocks):
+    """Every field of a PackedBatch, from its table alone."""
+    table = batch.table
+    assert table.dtype == torch.int64 and table.device.type == "cpu"
+    assert torch.equal(batch.indices, table[:, COLUMN["sequence"]])
+    expected_cu = [0]
+    for piece, row in enumerate(table.tolist()):
+        block, start, length = row[COLUMN["block"]], row[COLUMN["block_offset"]], row[COLUMN["length"]]
+        sequence, offset = row[COLUMN["sequence"]], row[COLUMN["offset"]]
+        assert row[COLUMN["sequence_length"]] == lengths[sequence]
+        steps = slice(start, start + length)
+        data = batch.data["x"] if isinstance(batch.data, dict) else batch.data
+        assert bool((data[block, steps, 0] == sequence).all())
+        assert data[block, steps, 1].tolist() == list(range(offset, offset + length))
+        target = batch.target["y"] if isinstance(batch.target, dict) else batch.target
+        assert bool((target[block, steps] == sequence).all())
+        assert batch.reset[block, start] and not batch.reset[block, start + 1 : start + length].any()
+        assert bool((batch.segment_ids[block, steps] == sum(1 for r in table[:piece].tolist() if r[0] == block)).all())
+        assert batch.position_ids[block, steps].tolist() == list(range(offset, offset + length))
+        expected_cu.append(expected_cu[-1] + length)
+    valid = torch.zeros(blocks, T_MAX, dtype=torch.bool)
+    for row in table.tolist():
+        valid[row[COLUMN["block"]], row[COLUMN["block_offset"]] : row[COLUMN["block_offset"]] + row[COLUMN["length"]]] = True
+    assert torch.equal(batch.valid, valid)
+    assert batch.reset.sum() == len(table) and not batch.reset[~valid].any()
+    assert bool((batch.segment_ids[~valid] == -1).all()) and bool((batch.position_ids[~valid] == 0).all())
+    assert batch.cu_seqlens.tolist() == expected_cu and batch.cu_seqlens.dtype == torch.int32
+    data = batch.data["x"] if isinstance(batch.data, dict) else batch.data
+    assert data.shape == (blocks, T_MAX, 2) and bool((data[~valid] == 0).all())
+    target = batch.target["y"] if isinstance(batch.target, dict) else batch.target
+    assert bool((target[~valid] == -100).all())
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+@pytest.mark.parametrize("split", [False, True])
+def test_block_dataset_fields_match_the_table(as_dict, split):
+    lengths = lengths_of(120, seed=3) + ([70, 45] if split else [])  # longer than t_max: split in pieces
+    sampler = bload.BlockSampler(lengths, T_MAX, 4, seed=5, split=split)
+    for batch in loader_for(lengths, sampler, as_dict=as_dict):
+        check_against_table(batch, lengths, 4)
+    assert sampler.stats()["split_sequences"] == (2 if split else 0)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_state_dict_mid_epoch_resumes_exactly_the_uninterrupted_batches(workers):
+    lengths = lengths_of(400, seed=11)
+    whole = bload.BlockSampler(lengths, T_MAX, 2, world_size=2, rank=1, seed=4)
+    whole.set_epoch(3)
+    expected = [batch.table for batch in loader_for(lengths, whole, workers)]
+    interrupted = bload.BlockSampler(lengths, T_MAX, 2, world_size=2, rank=1, seed=4)
+    interrupted.set_epoch(3)
+    trained = []
+    for batch in loader_for(lengths, interrupted, workers):  # workers fetch batches ahead of this loop
+        trained.append(batch.table)
+        if len(trained) == 7:
+            state = interrupted.state_dict()
+            break
+    assert state["epoch"] == 3 and state["position"] == 7
+    resumed = bload.BlockSampler(lengths, T_MAX, 2, world_size=2, rank=1, seed=4)
+    resumed.load_state_dict(pickle.loads(pickle.dumps(state)))
+    resumed.set_epoch(3)  # the epoch being resumed goes on where it was
+    assert len(resumed) == len(expected) - 7
+    trained += [batch.table for batch in loader_for(lengths, resumed, workers)]
+    assert len(trained) == len(expected) and all(map(torch.equal, trained, expected))
+    # The interrupted sampler itself also goes on after what the loop had, not what was fetched.
+    rest = [batch.table for batch in loader_for(lengths, interrupted, workers)]
+    assert all(map(torch.equal, rest, expected[7:])) and len(rest) == len(expected) - 7
+
+
+def test_pickling_the_sampler_the_dataset_and_a_batch():
+    lengths = lengths_of(100, seed=2)
+    sampler = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
+    sampler.set_epoch(1)
+    batches = iter(sampler)
+    next(batches), next(batches)
+    copy = pickle.loads(pickle.dumps(sampler))
+    assert copy.state_dict() == sampler.state_dict() and copy.plan_hash() == sampler.plan_hash()
+    assert all(torch.equal(a.table, b.table) for a, b in zip(copy, batches))
+    dataset = pickle.loads(pickle.dumps(bload.BlockDataset(Numbered(lengths), T_MAX)))
+    batch = dataset.__getitems__(next(iter(bload.BlockSampler(lengths, T_MAX, 2))))
+    again = pickle.loads(pickle.dumps(batch))
+    assert all(torch.equal(getattr(batch, name), getattr(again, name)) for name in ("data", "target", "table", "reset"))
+    moved = batch.to("cpu")
+    assert moved.table is batch.table and torch.equal(moved.data, batch.data)
+    if torch.cuda.is_available():
+        assert batch.pin_memory().data.is_pinned()
+
+
+def test_rank_and_world_size_are_checked_and_drop_last_is_refused():
+    with pytest.raises(ValueError, match=r"rank = 2: expected an int from 0 to 1"):
+        bload.BlockSampler([3, 4, 5], 8, world_size=2, rank=2)
+    with pytest.raises(ValueError, match="drop_last = True: expected False"):
+        bload.BlockSampler([3, 4, 5], 8, drop_last=True)
+    with pytest.raises(TypeError, match="t_max = '8': expected an int"):
+        bload.BlockSampler([3, 4, 5], "8")
+    with pytest.raises(RuntimeError, match=r"t_max = 4: expected at least the longest sequence \(5 steps\)"):
+        bload.BlockSampler([3, 4, 5], 4)
+    with pytest.raises(ValueError, match="t_max = 8: the sampler plans blocks of t_max = 10"):
+        bload.BlockDataset(Numbered([3, 4]), 8).__getitems__(next(iter(bload.BlockSampler([3, 4], 10))))
+    with pytest.raises(ValueError, match=r"dataset\[0\] data has 4 steps: expected 9"):
+        bload.BlockDataset(Numbered([4]), 10).__getitems__(next(iter(bload.BlockSampler([9], 10))))
+
+
+def test_the_library_names_the_torch_it_was_built_for(monkeypatch):
+    monkeypatch.delenv("BLOAD_LIBRARY", raising=False)
+    monkeypatch.setattr(bload._library, "_built_for", lambda: "2.11.0")
+    with pytest.raises(ImportError, match=re.escape(f"built for torch 2.11.0, but torch {torch.__version__} is running: rebuild")):
+        bload.library_path()
+
+
+def test_the_readme_loop_runs_on_two_torchrun_ranks(tmp_path):
+    """examples/python_loop.py (the README's loop) under torchrun with gloo: rank and world size
+    come from torch.distributed, and both ranks run the same batch count with the same plan."""
+    port = free_port()
+    command = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+               "--master-port", str(port), str(ROOT / "examples" / "python_loop.py")]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The ranks' lines may interleave: each is found by its pattern.
+    found = re.findall(r"rank (\d): epoch (\d): (\d+) batches, loss [\d.]+, padding [\d.]+%, plan (0x[0-9a-f]{16})", result.stdout)
+    assert sorted((rank, epoch) for rank, epoch, _, _ in found) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], result.stdout
+    for epoch in "01":
+        batches_and_plan = {(batches, plan) for _, e, batches, plan in found if e == epoch}
+        assert len(batches_and_plan) == 1, result.stdout
