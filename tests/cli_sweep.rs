@@ -329,6 +329,29 @@ fn plot_writes_an_svg_chart() {
         assert!(svg.contains(tick), "{tick}");
     }
 
+    // A long path is shortened to its file name in the title.
+    let deep = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("a rather long folder name/for lengths files");
+    std::fs::create_dir_all(&deep).unwrap();
+    let small = deep.join("small & short.lengths");
+    std::fs::write(&small, "3\n5\n8\n").unwrap();
+    let out = bload_args(&[
+        "sweep",
+        "--lengths",
+        small.to_str().unwrap(),
+        "--t-max",
+        "8..10",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        svg.contains(">Padding by block size: .../small &amp; short.lengths<"),
+        "{svg}"
+    );
+    assert_tags_nest(&svg);
+
     // A path that cannot be written is an error naming it.
     let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no such dir/sweep.svg");
     let out = bload_args(&[

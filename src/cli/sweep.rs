@@ -116,7 +116,17 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         ),
     ];
     if let Some(path) = &args.plot {
-        let title = format!("Padding by block size: {}", args.lengths.display());
+        let mut name = args.lengths.display().to_string();
+        if name.chars().count() > 56 {
+            // A long path would run off the chart; its file name still names it.
+            let file = args
+                .lengths
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy();
+            name = format!(".../{file}");
+        }
+        let title = format!("Padding by block size: {name}");
         let subtitle = about.join("; ");
         let svg = chart(&rows, &title, &subtitle, (first, last), longest, split);
         std::fs::write(path, svg).map_err(|err| {
