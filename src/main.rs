@@ -1,7 +1,8 @@
 //! `bload`: the command-line face of the planner.
 //!
 //! `bload stats` compares packing policies and the paper's baselines on a lengths file;
-//! `bload plan` prints one rank's batches with their block tables.
+//! `bload plan` prints one rank's batches with their block tables; `bload sweep` compares the
+//! padding of a range of block sizes, to choose `t_max`.
 //!
 //! Everything goes to stdout through one buffered writer whose errors end the command: a closed
 //! pipe (`bload plan ... | head`) quietly, as Unix tools end, and any other failed write (a full
@@ -11,10 +12,12 @@
 mod cli {
     pub mod args;
     pub mod plan_json;
+    pub mod svg;
+    pub mod sweep;
 }
 
 use bload::stats::{mix, truncate};
-use bload::{read_lengths, Error, MethodStats, Options, Planner, Policy};
+use bload::{read_lengths, EpochPlan, Error, MethodStats, Options, Planner, Policy};
 use cli::args::{parse_args, Args, USAGE};
 use serde_json::json;
 use std::io::{self, BufWriter, Write};
@@ -76,6 +79,7 @@ fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
     match words.first().map(String::as_str) {
         Some("stats") => stats(parse_args("stats", &words[1..])?, out),
         Some("plan") => plan(parse_args("plan", &words[1..])?, out),
+        Some("sweep") => cli::sweep::run(parse_args("sweep", &words[1..])?, out),
         Some("-h" | "--help" | "help") => Ok(writeln!(out, "{USAGE}")?),
         Some(other) => Err(Failure::Usage(format!("unknown command {other:?}"))),
         None => Err(Failure::Usage("a command is required".into())),
@@ -91,6 +95,19 @@ fn copy_of(lengths: &[u32]) -> Result<Vec<u32>, Error> {
     })?;
     copy.extend_from_slice(lengths);
     Ok(copy)
+}
+
+/// What `plan` costs, in the units of the baselines: the numbers `stats` prints for each policy,
+/// and `sweep` for each block size, so that the two commands agree.
+fn cost(plan: &EpochPlan) -> MethodStats {
+    let s = plan.stats();
+    MethodStats {
+        blocks: s.blocks,
+        padding: s.padding,
+        deleted: s.deleted,
+        efficiency: s.efficiency,
+        plan_ms: 0.0,
+    }
 }
 
 /// Runs `method` and records its wall time in its `plan_ms`.
@@ -120,16 +137,8 @@ fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         };
         let row = timed(|| {
             let planner = Planner::new(copy_of(&lengths)?, options)?;
-            let plan = planner.plan(args.epoch)?;
             bound = Some(planner.lower_bound());
-            let s = plan.stats();
-            Ok(MethodStats {
-                blocks: s.blocks,
-                padding: s.padding,
-                deleted: s.deleted,
-                efficiency: s.efficiency,
-                plan_ms: 0.0,
-            })
+            Ok(cost(&planner.plan(args.epoch)?))
         })?;
         rows.push((policy.name().into(), policy.name(), row));
     }

@@ -79,6 +79,8 @@ fn a_pipe_closed_before_anything_is_written_ends_bload_quietly() {
         "stats --lengths AG --t-max 94 --json",
         "plan --lengths AG --t-max 94 --rank 0",
         "plan --lengths AG --t-max 94 --rank 0 --json",
+        "sweep --lengths AG --t-max 30..300",
+        "sweep --lengths AG --t-max 30..300 --json",
         "--help",
     ] {
         let output = command(line)
@@ -95,6 +97,7 @@ fn a_full_disk_is_an_error() {
     for line in [
         "stats --lengths AG --t-max 94",
         "plan --lengths AG --t-max 94 --rank 0 --json",
+        "sweep --lengths AG --t-max 30..300",
         "--help",
     ] {
         let full = File::options().write(true).open("/dev/full").unwrap();

@@ -13,11 +13,16 @@ usage:
               [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]
   bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
               [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max] [--json]
+  bload sweep --lengths FILE --t-max A..B [--world-size W] [--blocks-per-batch B] [--split]
+              [--points N] [--json] [--plot FILE.svg]
 
 FILE holds one sequence length per line (blank lines and # comments are skipped). --split cuts sequences longer than t_max into
-chunks instead of refusing them. --truncate-to and --mix-to default to the mean length.";
+chunks instead of refusing them. --truncate-to and --mix-to default to the mean length. sweep plans
+best_fit and pad_to_max at N block sizes from A to B (default 24, evenly spaced, both ends included,
+and the longest length if it lies between them) and prints their padding beside the lower bound;
+--plot also draws it as an SVG chart.";
 
-/// Parsed command line, shared by both commands.
+/// Parsed command line, shared by the commands.
 pub struct Args {
     pub lengths: PathBuf,
     pub options: Options,
@@ -27,16 +32,25 @@ pub struct Args {
     pub truncate_to: Option<u32>,
     pub mix_to: Option<u32>,
     pub json: bool,
+    /// `sweep` only: the first and last block size, `A..B` (`options.t_max` is the last).
+    pub t_max_range: Option<(u32, u32)>,
+    /// `sweep` only: how many block sizes to plan.
+    pub points: Option<u32>,
+    /// `sweep` only: where to draw the chart.
+    pub plot: Option<PathBuf>,
 }
 
 /// Bounds of the flags whose bounds do not depend on other flags.
 const T_MAX: (u64, u64) = (1, MAX_T_MAX as u64);
 const COUNT: (u64, u64) = (1, u32::MAX as u64);
 const ANY_U64: (u64, u64) = (0, u64::MAX);
+/// Two points are a line; past a thousand, a chart has more points than it has pixels for them.
+const POINTS: (u64, u64) = (2, 1000);
 
 pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
     let mut lengths = None;
     let mut t_max = None;
+    let mut t_max_range = None;
     let mut rank_text = None;
     let mut args = Args {
         lengths: PathBuf::new(),
@@ -46,6 +60,9 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
         truncate_to: None,
         mix_to: None,
         json: false,
+        t_max_range: None,
+        points: None,
+        plot: None,
     };
     let mut words = words.iter();
     while let Some(flag) = words.next() {
@@ -57,14 +74,16 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
         };
         match flag.as_str() {
             "--lengths" => lengths = Some(PathBuf::from(value()?)),
+            "--t-max" if command == "sweep" => t_max_range = Some(range(flag, value()?)?),
             "--t-max" => t_max = Some(number(flag, value()?, T_MAX)?),
             "--world-size" => args.options.world_size = number(flag, value()?, COUNT)?,
             // --batch-blocks: the name before every interface said blocks_per_batch.
             "--blocks-per-batch" | "--batch-blocks" => {
                 args.options.blocks_per_batch = number(flag, value()?, COUNT)?
             }
-            "--seed" => args.options.seed = number(flag, value()?, ANY_U64)?,
-            "--epoch" => args.epoch = number(flag, value()?, ANY_U64)?,
+            // A sweep's block and padding counts are the same for every seed and epoch.
+            "--seed" if command != "sweep" => args.options.seed = number(flag, value()?, ANY_U64)?,
+            "--epoch" if command != "sweep" => args.epoch = number(flag, value()?, ANY_U64)?,
             "--split" => args.options.oversize = Oversize::Split,
             "--json" => args.json = true,
             "--rank" if command == "plan" => rank_text = Some(value()?),
@@ -79,6 +98,8 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
                 args.truncate_to = Some(number(flag, value()?, COUNT)?)
             }
             "--mix-to" if command == "stats" => args.mix_to = Some(number(flag, value()?, COUNT)?),
+            "--points" if command == "sweep" => args.points = Some(number(flag, value()?, POINTS)?),
+            "--plot" if command == "sweep" => args.plot = Some(PathBuf::from(value()?)),
             _ => {
                 return Err(Failure::Usage(format!(
                     "unknown option {flag:?} for {command}"
@@ -87,7 +108,16 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
         }
     }
     args.lengths = lengths.ok_or_else(|| Failure::Usage("--lengths FILE is required".into()))?;
-    args.options.t_max = t_max.ok_or_else(|| Failure::Usage("--t-max N is required".into()))?;
+    if command == "sweep" {
+        let (first, last) =
+            t_max_range.ok_or_else(|| Failure::Usage("--t-max A..B is required".into()))?;
+        args.t_max_range = Some((first, last));
+        // The options are checked at the largest block size, where the bounds that grow with it
+        // (steps per batch) bind first.
+        args.options.t_max = last;
+    } else {
+        args.options.t_max = t_max.ok_or_else(|| Failure::Usage("--t-max N is required".into()))?;
+    }
     if let Some(text) = rank_text {
         // Only now is the world size known: --rank may come before --world-size.
         let last = args.options.world_size.saturating_sub(1);
@@ -110,6 +140,21 @@ fn number<T: TryFrom<u64>>(flag: &str, text: &str, (low, high): (u64, u64)) -> R
                 flag,
                 format!("{text:?}"),
                 format!("an integer from {low} to {high}"),
+            ))
+        })
+}
+
+/// The value of `flag` for `sweep`: `A..B`, block sizes with `1 <= A < B <= MAX_T_MAX` (one block
+/// size is `bload stats`).
+fn range(flag: &str, text: &str) -> Result<(u32, u32), Failure> {
+    text.split_once("..")
+        .and_then(|(first, last)| Some((first.parse::<u32>().ok()?, last.parse::<u32>().ok()?)))
+        .filter(|&(first, last)| 1 <= first && first < last && last <= MAX_T_MAX)
+        .ok_or_else(|| {
+            Failure::Input(Error::invalid(
+                flag,
+                format!("{text:?}"),
+                format!("a range A..B of block sizes, integers with 1 <= A < B <= {MAX_T_MAX}"),
             ))
         })
 }
@@ -209,6 +254,33 @@ mod tests {
         assert_eq!(args.options.t_max, MAX_T_MAX);
         assert_eq!(args.options.world_size, u32::MAX);
         assert_eq!((args.options.seed, args.epoch), (u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn a_sweep_takes_a_range_and_plans_up_to_its_end() {
+        let line = "--lengths x --t-max 30..300 --points 5 --plot c.svg";
+        let args = parse_args("sweep", &words(line)).ok().expect("a range");
+        assert_eq!(args.t_max_range, Some((30, 300)));
+        assert_eq!((args.options.t_max, args.points), (300, Some(5)));
+        assert_eq!(args.plot, Some(PathBuf::from("c.svg")));
+        for value in [
+            "30",
+            "0..5",
+            "9..3",
+            "a..b",
+            "4..4",
+            "1..16777217",
+            "-1..3",
+            "1..2..3",
+        ] {
+            let err = error("sweep", &format!("--lengths x --t-max {value}"));
+            assert_eq!(err.argument, "--t-max");
+            assert_eq!(err.value, format!("{value:?}"));
+            assert!(err.expected.starts_with("a range A..B"), "{value}");
+        }
+        // One block size is for stats and plan, which refuse a range.
+        let err = error("stats", "--lengths x --t-max 30..300");
+        assert_eq!(err.expected, "an integer from 1 to 16777216");
     }
 
     #[test]
