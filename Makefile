@@ -98,7 +98,7 @@ test-rust:
 test-cpp: plugin
 	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure
 
-test-python: plugin python
+test-python: build plugin python
 	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/python
 	$(VPY) examples/python_loop.py > /dev/null
 
