@@ -1,25 +1,10 @@
 //! The `bload` command line, run as a user would.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+mod cli_support;
 
-fn bload_args(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bload"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-/// Runs a command line given as one string of words; `AG` stands for the bundled
-/// Action-Genome-shaped lengths.
-fn bload(line: &str) -> Output {
-    let words: Vec<&str> = line
-        .split_whitespace()
-        .map(|word| if word == "AG" { AG } else { word })
-        .collect();
-    bload_args(&words)
-}
+use cli_support::{bload, bload_args};
+use std::process::Output;
 
 fn stdout_json(output: &Output) -> serde_json::Value {
     assert!(
@@ -35,8 +20,6 @@ fn stdout_json(output: &Output) -> serde_json::Value {
     );
     serde_json::from_str(&text).unwrap()
 }
-
-const AG: &str = "examples/data/action_genome_like.lengths";
 
 #[test]
 fn stats_json_reproduces_table_one_and_the_ddp_target() {

@@ -3,27 +3,9 @@
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+mod cli_support;
 
-const AG: &str = "examples/data/action_genome_like.lengths";
-
-fn bload_args(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bload"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-/// Runs a command line given as one string of words; `AG` stands for the bundled
-/// Action-Genome-shaped lengths.
-fn bload(line: &str) -> Output {
-    let words: Vec<&str> = line
-        .split_whitespace()
-        .map(|word| if word == "AG" { AG } else { word })
-        .collect();
-    bload_args(&words)
-}
+use cli_support::{bload, bload_args, AG};
 
 fn stdout(line: &str) -> String {
     let output = bload(line);
