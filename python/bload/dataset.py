@@ -134,7 +134,7 @@ class BlockDataset(torch.utils.data.Dataset):
 
     def pack(self, table, blocks):
         """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks."""
-        t_max, column = self.t_max, ops.COLUMN
+        column = ops.COLUMN
         rows = table.tolist()
         # A piece of a split sequence shares the sequence's item with its other pieces.
         items = {}
@@ -142,26 +142,12 @@ class BlockDataset(torch.utils.data.Dataset):
             sequence = row[column["sequence"]]
             if sequence not in items:
                 items[sequence] = self._item(sequence, row[column["sequence_length"]])
-        per_row = [items[row[column["sequence"]]] for row in rows]
-        if not rows:  # a batch of empty blocks: one item gives the padding its shape and dtype
-            donor = self._item(0, None)
-        shape = (table, blocks, t_max)
-
-        def packed(part, padding):
-            def one(select):
-                if not rows:
-                    like = select(donor[part])
-                    return torch.full((blocks, t_max, *like.shape[1:]), padding, dtype=like.dtype)
-                return ops.pack([select(item[part]) for item in per_row], table, blocks, t_max, padding)
-
-            first = (per_row[0] if rows else donor)[part]
-            if isinstance(first, dict):
-                return {key: one(lambda steps, key=key: steps[key]) for key in first}
-            return one(lambda steps: steps)
-
+        # A batch of empty blocks: one item gives the padding its shape and dtype.
+        per_row = [items[row[column["sequence"]]] for row in rows] or [self._item(0, None)]
+        shape = (table, blocks, self.t_max)
         return PackedBatch(
-            data=packed(0, self.data_padding),
-            target=packed(1, self.target_padding),
+            data=_packed([item[0] for item in per_row], *shape, self.data_padding),
+            target=_packed([item[1] for item in per_row], *shape, self.target_padding),
             reset=ops.reset_mask(*shape),
             valid=ops.valid_mask(*shape),
             segment_ids=ops.segment_ids(*shape),
@@ -170,3 +156,14 @@ class BlockDataset(torch.utils.data.Dataset):
             indices=table[:, column["sequence"]].clone(),
             table=table,
         )
+
+
+def _packed(steps, table, blocks, t_max, padding):
+    """`steps` packed: row i's whole sequence [T, ...] (or a dict of them) for each table row, or,
+    for a table of no row, one item that gives the padding its shape and dtype."""
+    first = steps[0]
+    if isinstance(first, dict):
+        return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding) for key in first}
+    if len(table) == 0:
+        return torch.full((blocks, t_max, *first.shape[1:]), padding, dtype=first.dtype)
+    return ops.pack(steps, table, blocks, t_max, padding)

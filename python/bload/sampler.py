@@ -248,5 +248,4 @@ class BlockSampler(torch.utils.data.Sampler):
     def __setstate__(self, state):
         saved = state.pop("_state")
         self.__dict__.update(state)
-        self._start(saved["epoch"])
-        self.load_state_dict(saved)
+        self.load_state_dict(saved)  # sets the plan and the place in it

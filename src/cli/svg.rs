@@ -23,6 +23,15 @@ pub struct Line<'a> {
     pub points: Vec<Option<(f64, f64, String)>>,
 }
 
+impl Line<'_> {
+    /// The SVG attribute that dashes the line and its legend sample alike; empty for a solid one.
+    fn dash_attribute(&self) -> String {
+        self.dash
+            .map(|dash| format!(r#" stroke-dasharray="{dash}""#))
+            .unwrap_or_default()
+    }
+}
+
 pub struct Chart<'a> {
     pub title: &'a str,
     pub subtitle: &'a str,
@@ -143,10 +152,7 @@ pub fn render(chart: &Chart) -> String {
                 None => drawing = false,
             }
         }
-        let dash = line
-            .dash
-            .map(|dash| format!(r#" stroke-dasharray="{dash}""#))
-            .unwrap_or_default();
+        let dash = line.dash_attribute();
         let _ = writeln!(
             svg,
             r#"<path d="{}" fill="none" stroke="{}" stroke-width="{}" stroke-linejoin="round"{dash}><title>{}</title></path>"#,
@@ -188,10 +194,7 @@ fn legend(svg: &mut String, lines: &[Line], middle: f64, y: f64) {
     let total = widths.iter().sum::<f64>() + gap * (widths.len().saturating_sub(1)) as f64;
     let mut x = middle - total / 2.0;
     for (line, width) in lines.iter().zip(&widths) {
-        let dash = line
-            .dash
-            .map(|dash| format!(r#" stroke-dasharray="{dash}""#))
-            .unwrap_or_default();
+        let dash = line.dash_attribute();
         let _ = writeln!(
             svg,
             r#"<line x1="{x:.1}" y1="{y}" x2="{:.1}" y2="{y}" stroke="{}" stroke-width="{}"{dash}/><text x="{:.1}" y="{}">{}</text>"#,
