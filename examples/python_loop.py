@@ -53,6 +53,7 @@ def main():
     sampler = bload.BlockSampler(lengths, t_max=94, blocks_per_batch=8, seed=0)
     loader = DataLoader(bload.BlockDataset(Clips(lengths), t_max=94), batch_sampler=sampler,
                         collate_fn=bload.collate, num_workers=2)  # fmt: skip
+    torch.manual_seed(0)  # the same weights every run (DDP also starts every rank from rank 0's)
     model = GRU()
     if torch.distributed.is_initialized():
         model = DistributedDataParallel(model)
