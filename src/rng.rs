@@ -43,7 +43,7 @@ impl PlanRng {
     }
 
     /// Fisher-Yates shuffle. Slices handed to it hold fewer than 2^32 items (the planner checks
-    /// that the total number of steps fits 32 bits).
+    /// that an epoch's blocks, the most items it shuffles, fit 32-bit positions).
     pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for last in (1..items.len()).rev() {
             let pick = self.below(last as u32 + 1) as usize;

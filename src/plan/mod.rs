@@ -64,9 +64,10 @@ pub struct Planner {
 
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
-    /// an empty dataset, a zero length, a total over 32 bits, sequences longer than `t_max` (unless
-    /// split), or fewer pieces than the `world_size * blocks_per_batch` blocks of a global batch;
-    /// and no memory for the per-length tables.
+    /// an empty dataset, a zero length, sequences longer than `t_max` (unless split), fewer pieces
+    /// than the `world_size * blocks_per_batch` blocks of a global batch, or more than 2^32 - 1
+    /// (split sequences cut into that many chunks); and no memory for the per-length tables. The
+    /// total of steps is not bounded: epochs of 10^12 steps plan like any other.
     pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
         let gathered = validate::gather(&lengths, &options)?;
         Ok(Planner {
