@@ -4,8 +4,11 @@
 //! the same run. Prints time, sequences per second and nanoseconds per sequence, padding, and
 //! peak heap bytes per sequence. Then epochs of any size (issue 13): 1M, 10M and 100M lognormal
 //! lengths of mean about 1,000 steps in blocks of 4,096 (10^11 steps at 100M), bload only.
+//! Last, small hard sets (issue 13): a few hundred lengths from `t_max / 13` to `t_max`
+//! (`tests/common/hard_sets.rs`), blocks against the lower bound, and the time to plan each.
 //! Single-threaded. Set `BLOAD_BENCH_SIZES=1000000` to change the synthetic sizes of the first
-//! rows, `BLOAD_BENCH_SCALE_SIZES` those of the scale rows.
+//! rows, `BLOAD_BENCH_SCALE_SIZES` those of the scale rows; `BLOAD_BENCH_ONLY=hard_sets` runs the
+//! hard sets alone.
 
 use bload::{read_lengths, Options, Oversize, Planner};
 use seqpacker::{PackStrategy, Packer};
@@ -13,6 +16,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+#[path = "../tests/common/hard_sets.rs"]
+mod hard_sets;
 
 /// Counts live and peak heap bytes, to report memory per sequence honestly.
 struct CountingAllocator;
@@ -179,8 +185,46 @@ fn sizes(variable: &str, default: &str) -> Vec<usize> {
         .collect()
 }
 
+/// Each hard set's blocks against the lower bound, and how long planning it took.
+fn hard_set_rows() {
+    println!();
+    println!(
+        "{:<32} {:>9} {:>7} {:>7} {:>6} {:>9}",
+        "hard set", "sequences", "blocks", "bound", "above", "median_ms"
+    );
+    let (mut at_bound, mut within_one, mut above, mut count) = (0, 0, 0, 0);
+    let mut slowest = 0.0f64;
+    for (name, t_max, lengths) in hard_sets::hard_sets() {
+        let row = bload_row(&name, &lengths, &Options::new(t_max));
+        let over = row.blocks - row.bound;
+        println!(
+            "{:<32} {:>9} {:>7} {:>7} {:>6} {:>9.3}",
+            name,
+            lengths.len(),
+            row.blocks,
+            row.bound,
+            over,
+            row.timing.median * 1e3
+        );
+        count += 1;
+        at_bound += usize::from(over == 0);
+        within_one += usize::from(over <= 1);
+        above += over;
+        slowest = slowest.max(row.timing.median);
+    }
+    println!(
+        "{count} sets: {at_bound} at the bound, {within_one} within one block, {above} blocks \
+         above in all; slowest median {:.1} ms",
+        slowest * 1e3
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported and ignored.
+    if std::env::var("BLOAD_BENCH_ONLY").as_deref() == Ok("hard_sets") {
+        hard_set_rows();
+        return;
+    }
     let sizes_2048 = sizes("BLOAD_BENCH_SIZES", "1000000,10000000");
     println!(
         "{:<34} {:>10} {:>8} {:>8} {:>8} {:>7} {:>9} {:>11} {:>7}",
@@ -236,4 +280,5 @@ fn main() {
             (row.blocks - row.bound) as f64 * 100.0 / row.bound as f64
         );
     }
+    hard_set_rows();
 }

@@ -14,6 +14,9 @@ pub(crate) enum Stream {
     BlockOrder = 2,
     /// The draws of the `random_fill` policy.
     RandomFill = 3,
+    /// The random choices of `best_fit`'s improvement search (`pack/improve.rs`), drawn with
+    /// seed and epoch 0: the packing depends on the lengths alone, not on the seed or epoch.
+    Improve = 4,
 }
 
 pub(crate) struct PlanRng(ChaCha8Rng);
