@@ -125,17 +125,15 @@ pub(crate) fn packing_bound(counts: &[u32]) -> Result<u64> {
 /// prefix counts, so `c * ln 128` in all at most.
 fn carlier_clautiaux_moukrim(counts: &[u32]) -> Result<u64> {
     let capacity = counts.len() - 1;
-    // count_below[w]: items shorter than w, small (< c/2) and large (> c/2, by c - x) apart.
-    let mut small_below = try_vec("the short items up to each length", capacity + 2, 0u64)?;
-    let mut large_below = try_vec("the long items up to each room", capacity + 2, 0u64)?;
-    for w in 0..=capacity {
-        let (small, large) = if 2 * w < capacity {
-            (u64::from(counts[w]), u64::from(counts[capacity - w]))
-        } else {
-            (0, 0)
-        };
-        small_below[w + 1] = small_below[w] + small;
-        large_below[w + 1] = large_below[w] + large;
+    // small_below[w]: items (< c/2) shorter than w; large_below[w]: items (> c/2) that leave
+    // less than w of room. 32 bits: there are at most 2^32 - 1 items in all.
+    // Only lengths below c/2 (and rooms below c/2) are looked up: `top` entries and one more.
+    let top = capacity.div_ceil(2);
+    let mut small_below = try_vec("the short items up to each length", top + 1, 0u32)?;
+    let mut large_below = try_vec("the long items up to each room", top + 1, 0u32)?;
+    for w in 0..top {
+        small_below[w + 1] = small_below[w] + counts[w];
+        large_below[w + 1] = large_below[w] + counts[capacity - w];
     }
     let half = if capacity % 2 == 0 {
         u64::from(counts[capacity / 2])
@@ -149,13 +147,12 @@ fn carlier_clautiaux_moukrim(counts: &[u32]) -> Result<u64> {
         // Sum of floor(x / a) over small items, and of floor((c - x) / a) over large ones: items
         // in [k a, (k + 1) a) count k.
         let (mut small, mut large) = (0u64, 0u64);
-        let top = capacity.div_ceil(2);
         for k in 1..=top / a {
             let (from, to) = (k * a, ((k + 1) * a).min(top));
-            small += k as u64 * (small_below[to] - small_below[from]);
-            large += k as u64 * (large_below[to] - large_below[from]);
+            small += k as u64 * u64::from(small_below[to] - small_below[from]);
+            large += k as u64 * u64::from(large_below[to] - large_below[from]);
         }
-        let large_items = large_below[top];
+        let large_items = u64::from(large_below[top]);
         let total = 2 * small + half * per_block + 2 * (large_items * per_block - large);
         best = best.max(total.div_ceil(2 * per_block));
     }
