@@ -131,4 +131,32 @@ impl Search {
         self.work += sets.len() as u64;
         self.pool_changed = false;
     }
+
+    fn collect(&mut self, bin: u32) {
+        self.scratch.clear();
+        let mut item = self.head[bin as usize];
+        while item != NONE {
+            self.scratch.push(item);
+            item = self.next[item as usize];
+        }
+    }
+
+    /// The `at`-th item of the bin collected, or NONE past its end.
+    fn out_item(&self, at: usize) -> u32 {
+        self.scratch.get(at).copied().unwrap_or(NONE)
+    }
+
+    fn steps_of(&self, items: [u32; 2]) -> u32 {
+        items
+            .into_iter()
+            .filter(|&item| item != NONE)
+            .map(|item| self.size[item as usize])
+            .sum()
+    }
+
+    fn is_tabu(&self, item: u32, bin: u32) -> bool {
+        item != NONE
+            && self.tabu_bin[item as usize] == bin
+            && self.tabu_until[item as usize] > self.trades
+    }
 }
