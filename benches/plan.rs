@@ -1,8 +1,14 @@
 //! `cargo bench`: plans 1M and 10M lognormal lengths (t_max 2048), 1M longer ones in blocks of
 //! 65,536 steps, and the bundled length sets with
 //! bload's `best_fit`, and packs the same lengths with `seqpacker`'s fastest best-fit (OBFD), in
-//! the same run. Prints time, sequences per second, padding, and peak heap bytes per sequence.
-//! Single-threaded. Set `BLOAD_BENCH_SIZES=1000000` to change the synthetic sizes.
+//! the same run. Prints time, sequences per second and nanoseconds per sequence, padding, and
+//! peak heap bytes per sequence. Then epochs of any size (issue 13): 1M, 10M and 100M lognormal
+//! lengths of mean about 1,000 steps in blocks of 4,096 (10^11 steps at 100M), bload only.
+//! Last, small hard sets (issue 13): a few hundred lengths from `t_max / 13` to `t_max`
+//! (`tests/common/hard_sets.rs`), blocks against the lower bound, and the time to plan each.
+//! Single-threaded. Set `BLOAD_BENCH_SIZES=1000000` to change the synthetic sizes of the first
+//! rows, `BLOAD_BENCH_SCALE_SIZES` those of the scale rows; `BLOAD_BENCH_ONLY=hard_sets` runs the
+//! hard sets alone.
 
 use bload::{read_lengths, Options, Oversize, Planner};
 use seqpacker::{PackStrategy, Packer};
@@ -10,6 +16,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+#[path = "../tests/common/hard_sets.rs"]
+mod hard_sets;
 
 /// Counts live and peak heap bytes, to report memory per sequence honestly.
 struct CountingAllocator;
@@ -98,18 +107,21 @@ struct Row {
     sequences: usize,
     timing: Timing,
     blocks: u64,
+    /// The lower bound on blocks (bload's; 0 for seqpacker).
+    bound: u64,
     padding: u64,
     peak_bytes: usize,
 }
 
 fn print_row(row: &Row) {
     println!(
-        "{:<34} {:>10} {:>8.3} {:>8.3} {:>8.2} {:>9} {:>11} {:>7.1}",
+        "{:<34} {:>10} {:>8.3} {:>8.3} {:>8.2} {:>7.1} {:>9} {:>11} {:>7.1}",
         row.name,
         row.sequences,
         row.timing.median,
         row.timing.fastest,
         row.sequences as f64 / row.timing.median / 1e6,
+        row.timing.median * 1e9 / row.sequences as f64,
         row.blocks,
         row.padding,
         row.peak_bytes as f64 / row.sequences as f64,
@@ -129,6 +141,7 @@ fn bload_row(name: &str, lengths: &[u32], options: &Options) -> Row {
         sequences: lengths.len(),
         timing,
         blocks: plan.stats().blocks,
+        bound: plan.stats().lower_bound.blocks,
         padding: plan.stats().padding,
         peak_bytes,
     }
@@ -153,35 +166,80 @@ fn seqpacker_row(name: &str, lengths: &[u32], t_max: u32) -> Row {
         sequences: lengths.len(),
         timing,
         blocks: result.packs.len() as u64,
+        bound: 0,
         padding: result.metrics.padding_tokens as u64,
         peak_bytes,
     }
 }
 
-fn main() {
-    // `cargo bench` passes `--bench`; a filter argument is not supported and ignored.
-    let sizes: Vec<usize> = std::env::var("BLOAD_BENCH_SIZES")
-        .unwrap_or_else(|_| "1000000,10000000".into())
+/// Comma-separated sizes from `variable`, or `default`.
+fn sizes(variable: &str, default: &str) -> Vec<usize> {
+    std::env::var(variable)
+        .unwrap_or_else(|_| default.into())
         .split(',')
         .map(|size| {
             size.trim()
                 .parse()
-                .expect("BLOAD_BENCH_SIZES: comma-separated integers")
+                .unwrap_or_else(|_| panic!("{variable}: comma-separated integers"))
         })
-        .collect();
+        .collect()
+}
+
+/// Each hard set's blocks against the lower bound, and how long planning it took.
+fn hard_set_rows() {
+    println!();
     println!(
-        "{:<34} {:>10} {:>8} {:>8} {:>8} {:>9} {:>11} {:>7}",
+        "{:<32} {:>9} {:>7} {:>7} {:>6} {:>9}",
+        "hard set", "sequences", "blocks", "bound", "above", "median_ms"
+    );
+    let (mut at_bound, mut within_one, mut above, mut count) = (0, 0, 0, 0);
+    let mut slowest = 0.0f64;
+    for (name, t_max, lengths) in hard_sets::hard_sets() {
+        let row = bload_row(&name, &lengths, &Options::new(t_max));
+        let over = row.blocks - row.bound;
+        println!(
+            "{:<32} {:>9} {:>7} {:>7} {:>6} {:>9.3}",
+            name,
+            lengths.len(),
+            row.blocks,
+            row.bound,
+            over,
+            row.timing.median * 1e3
+        );
+        count += 1;
+        at_bound += usize::from(over == 0);
+        within_one += usize::from(over <= 1);
+        above += over;
+        slowest = slowest.max(row.timing.median);
+    }
+    println!(
+        "{count} sets: {at_bound} at the bound, {within_one} within one block, {above} blocks \
+         above in all; slowest median {:.1} ms",
+        slowest * 1e3
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported and ignored.
+    if std::env::var("BLOAD_BENCH_ONLY").as_deref() == Ok("hard_sets") {
+        hard_set_rows();
+        return;
+    }
+    let sizes_2048 = sizes("BLOAD_BENCH_SIZES", "1000000,10000000");
+    println!(
+        "{:<34} {:>10} {:>8} {:>8} {:>8} {:>7} {:>9} {:>11} {:>7}",
         "planner / lengths",
         "sequences",
         "median_s",
         "best_s",
         "Mseq/s",
+        "ns/seq",
         "blocks",
         "padding",
         "B/seq"
     );
     println!("(median and fastest of {RUNS} runs; Mseq/s from the median; B/seq: peak heap per sequence)");
-    for size in sizes {
+    for size in sizes_2048 {
         let lengths = lognormal_lengths(size, 200.0, 2048);
         let name = format!("lognormal {}M t2048", size as f64 / 1e6);
         print_row(&bload_row(&name, &lengths, &Options::new(2048)));
@@ -208,4 +266,19 @@ fn main() {
         print_row(&bload_row(name, &lengths, &options));
         print_row(&seqpacker_row(name, &lengths, t_max));
     }
+    // Epochs of any size: median 760, sigma 1, within 1..=4096 (mean about 990 steps), so 100M
+    // sequences hold about 10^11 steps. Only bload: seqpacker would need about 12 GB here.
+    for size in sizes("BLOAD_BENCH_SCALE_SIZES", "1000000,10000000,100000000") {
+        let lengths = lognormal_lengths(size, 760.0, 4096);
+        let name = format!("lognormal {}M t4096", size as f64 / 1e6);
+        let row = bload_row(&name, &lengths, &Options::new(4096));
+        print_row(&row);
+        let steps: u64 = lengths.iter().map(|&length| u64::from(length)).sum();
+        println!(
+            "  {steps} steps; lower bound {} blocks, {:.4}% below the plan's",
+            row.bound,
+            (row.blocks - row.bound) as f64 * 100.0 / row.bound as f64
+        );
+    }
+    hard_set_rows();
 }

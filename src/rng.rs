@@ -14,6 +14,9 @@ pub(crate) enum Stream {
     BlockOrder = 2,
     /// The draws of the `random_fill` policy.
     RandomFill = 3,
+    /// The random choices of `best_fit`'s improvement search (`pack/improve.rs`), drawn with
+    /// seed and epoch 0: the packing depends on the lengths alone, not on the seed or epoch.
+    Improve = 4,
 }
 
 pub(crate) struct PlanRng(ChaCha8Rng);
@@ -43,7 +46,7 @@ impl PlanRng {
     }
 
     /// Fisher-Yates shuffle. Slices handed to it hold fewer than 2^32 items (the planner checks
-    /// that the total number of steps fits 32 bits).
+    /// that an epoch's blocks, the most items it shuffles, fit 32-bit positions).
     pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for last in (1..items.len()).rev() {
             let pick = self.below(last as u32 + 1) as usize;

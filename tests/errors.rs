@@ -40,13 +40,16 @@ fn zero_options() {
 }
 
 #[test]
-fn totals_over_32_bits() {
-    let err = refusal(vec![u32::MAX, 1], |o| {
-        o.t_max = bload::MAX_T_MAX;
+fn more_pieces_than_32_bit_positions() {
+    // Totals over 32 bits are planned (tests/epochs.rs); pieces past 32-bit positions are not:
+    // two sequences of 2^32 - 1 steps cut into 1-step chunks.
+    let err = refusal(vec![u32::MAX, u32::MAX], |o| {
+        o.t_max = 1;
         o.oversize = Oversize::Split;
     });
-    assert_eq!(err.argument, "sum of lengths");
-    assert_eq!(err.value, "4294967296");
+    assert_eq!(err.argument, "pieces");
+    assert_eq!(err.value, "8589934590");
+    assert!(err.expected.contains("raise t_max"), "{err}");
 }
 
 #[test]

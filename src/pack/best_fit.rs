@@ -11,7 +11,9 @@
 //! say speech at `t_max` 4096), best-fit decreasing, which weighs every length against all open
 //! blocks, may waste less: both run, and the one with fewer blocks is kept.
 
-use super::{best_fit_decreasing, item_count, most_blocks_closed_when_full, LengthPool, Packing};
+use super::{
+    best_fit_decreasing, improve, item_count, most_blocks_closed_when_full, LengthPool, Packing,
+};
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;
 
@@ -34,11 +36,12 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Result<Packing
         return Ok(filled);
     }
     let decreasing = best_fit_decreasing(counts, t_max)?;
-    Ok(if decreasing.ends.len() < filled.ends.len() {
+    let better = if decreasing.ends.len() < filled.ends.len() {
         decreasing
     } else {
         filled
-    })
+    };
+    improve(better, t_max, bound)
 }
 
 /// Opens each block with the longest remaining length and fills it as fully as the rest allow.

@@ -4,10 +4,12 @@
 
 mod best_fit;
 mod decreasing;
+mod improve;
 mod random_fill;
 
 pub(crate) use best_fit::best_fit;
 pub(crate) use decreasing::best_fit_decreasing;
+pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
 
 use crate::alloc::{try_vec, try_with_capacity};

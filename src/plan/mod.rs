@@ -25,7 +25,7 @@ pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
 pub use resume::{EpochPosition, Resumed};
 
-use crate::alloc::try_with_capacity;
+use crate::alloc::{try_copy, try_with_capacity};
 use crate::error::Result;
 use crate::options::{Options, Policy};
 use crate::pack;
@@ -64,9 +64,10 @@ pub struct Planner {
 
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
-    /// an empty dataset, a zero length, a total over 32 bits, sequences longer than `t_max` (unless
-    /// split), or fewer pieces than the `world_size * blocks_per_batch` blocks of a global batch;
-    /// and no memory for the per-length tables.
+    /// an empty dataset, a zero length, sequences longer than `t_max` (unless split), fewer pieces
+    /// than the `world_size * blocks_per_batch` blocks of a global batch, or more than 2^32 - 1
+    /// (split sequences cut into that many chunks); and no memory for the per-length tables. The
+    /// total of steps is not bounded: epochs of 10^12 steps plan like any other.
     pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
         let gathered = validate::gather(&lengths, &options)?;
         Ok(Planner {
@@ -119,17 +120,22 @@ impl Planner {
             }
             Policy::PadToMax => pack::one_per_block(&self.counts)?,
         };
+        // The packers size the block ends for the most blocks a packing could have, about twice
+        // as many as it has: an exact copy saves a byte per sequence at the peak, which comes
+        // next (the scratch of `sequences_for`).
+        let ends = try_copy("the ends of the packed blocks", &packing.ends)?;
+        drop(packing.ends);
         // First, so that its scratch is gone before the blocks are allocated (a lower peak).
         let piece_sequences = self.sequences_for(packing.lengths, epoch)?;
         // The packed blocks and a block per full chunk, rounded up to whole global batches: all
         // the blocks there will be, allocated at once.
-        let packed_blocks = packing.ends.len() as u64 + self.full_chunks;
+        let packed_blocks = ends.len() as u64 + self.full_chunks;
         let blocks = stats::round_up(packed_blocks, options.blocks_per_global_batch());
         // (Past usize, as on a 32-bit machine, it is as out of reach as memory can be.)
         let capacity = usize::try_from(blocks).unwrap_or(usize::MAX);
         let mut spans = try_with_capacity("the plan's blocks", capacity)?;
         let mut start = 0;
-        for &end in &packing.ends {
+        for &end in &ends {
             spans.push(Span { start, end });
             start = end;
         }

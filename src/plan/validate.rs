@@ -26,9 +26,11 @@ pub(super) struct Gathered {
     pub(super) lower_bound: LowerBound,
 }
 
-/// Checks the lengths and options: an empty dataset, a zero length, a total over 32 bits,
-/// sequences longer than `t_max` (unless split), or fewer pieces than the blocks of one global
-/// batch are refused.
+/// Checks the lengths and options: an empty dataset, a zero length, sequences longer than
+/// `t_max` (unless split), fewer pieces than the blocks of one global batch, or more pieces than
+/// 32-bit positions reach are refused. The total of steps may be anything up to 2^64 - 1 (at
+/// most 2^32 - 1 sequences of at most 2^32 - 1 steps make under 2^64): steps are summed in 64
+/// bits, and nothing of a plan is addressed by step.
 pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
     options.validate()?;
     if lengths.is_empty() {
@@ -79,16 +81,6 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
         // Chunks with no tail leave nothing to pack.
         counts[0] = 0;
     }
-    if steps > u64::from(u32::MAX) {
-        return Err(Error::invalid(
-            "sum of lengths",
-            steps,
-            format!(
-                "at most {} steps per epoch (plans use 32-bit offsets)",
-                u32::MAX
-            ),
-        ));
-    }
     if oversized_count > 0 && options.oversize == Oversize::Reject {
         return Err(Error::invalid(
             "t_max",
@@ -102,6 +94,7 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
     let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
     let pieces = full_chunks + packed_parts;
     check_blocks_per_global_batch(pieces, options)?;
+    check_piece_positions(pieces, options)?;
 
     // Counted first, so that the list is allocated at its size.
     let mut oversized = try_with_capacity("the sequences to split", oversized_count as usize)?;
@@ -132,6 +125,28 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
         pieces,
         lower_bound,
     })
+}
+
+/// A plan stores a piece as its sequence and a block as a span of 32-bit piece positions, and
+/// shuffles its blocks with 32-bit draws: at most `u32::MAX` pieces, and blocks (at most one per
+/// piece, rounded up to whole global batches). Only split sequences cut into very many `t_max`
+/// chunks, or nearly 2^32 sequences, come near it; the total of steps does not matter.
+fn check_piece_positions(pieces: u64, options: &Options) -> Result<()> {
+    let most_blocks = stats::round_up(pieces, options.blocks_per_global_batch());
+    if most_blocks <= u64::from(u32::MAX) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "pieces",
+        pieces,
+        format!(
+            "at most {} pieces per epoch, rounded up to whole global batches of {} blocks \
+             (plans use 32-bit piece positions): one per sequence, and one per t_max chunk of a \
+             split sequence; raise t_max to cut fewer chunks",
+            u32::MAX,
+            options.blocks_per_global_batch()
+        ),
+    ))
 }
 
 /// Every block of a global batch (`world_size * blocks_per_batch` blocks) needs a piece: with
@@ -169,6 +184,7 @@ fn check_blocks_per_global_batch(pieces: u64, options: &Options) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::MAX_T_MAX;
 
     fn split_options(t_max: u32) -> Options {
         let mut options = Options::new(t_max);
@@ -237,6 +253,28 @@ mod tests {
         options.blocks_per_batch = 1;
         options.world_size = 3;
         assert_eq!(gather(&[6, 7, 5], &options).unwrap().pieces, 3);
+    }
+
+    #[test]
+    fn totals_past_32_bits_are_planned_and_pieces_past_32_bits_refused() {
+        // 2^32 steps: once refused, now an epoch like any other.
+        let mut options = split_options(MAX_T_MAX);
+        let gathered = gather(&[u32::MAX, 1], &options).unwrap();
+        assert_eq!(gathered.steps, 1 << 32);
+        // Two sequences of 2^32 - 1 steps in chunks of 1 step: 2^33 - 2 pieces.
+        options.t_max = 1;
+        let err = gather(&[u32::MAX, u32::MAX], &options).unwrap_err();
+        assert_eq!(err.argument, "pieces");
+        assert_eq!(err.value, (2 * u64::from(u32::MAX)).to_string());
+        assert!(
+            err.expected.starts_with("at most 4294967295 pieces"),
+            "{err}"
+        );
+        // The rounding to whole global batches counts: u32::MAX pieces fit, unless rounded up.
+        assert!(check_piece_positions(u64::from(u32::MAX), &options).is_ok());
+        options.world_size = 2;
+        let err = check_piece_positions(u64::from(u32::MAX), &options).unwrap_err();
+        assert!(err.expected.contains("global batches of 2 blocks"), "{err}");
     }
 
     #[test]

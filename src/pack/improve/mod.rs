@@ -1,0 +1,388 @@
+//! Improving a packing that ends above the lower bound.
+//!
+//! Filling one block at a time, and best-fit decreasing, both commit each length for good. On
+//! small sets whose lengths are a large share of `t_max` that can leave them a few blocks above
+//! the bound (133 blocks against 130 on a few hundred real lengths). This search takes such a
+//! packing apart again, one block at a time: the three emptiest blocks are dissolved into a pool,
+//! and lengths are traded between the pool and the other blocks, up to two for up to two, each
+//! trade making a block fuller and so the pool smaller; once the pool fits in two blocks, the
+//! packing has one block fewer, and the search goes on for the next. When no trade helps, a
+//! random pool length is forced into a random block, and what it pushes out may not go straight
+//! back there (it is tabu for a few trades). This is a simple form of Buljubasic and Vasquez's
+//! consistent neighbourhood search for bin packing (2016).
+//!
+//! Work is counted in trades examined, not time, and bounded, so a plan is the same on every
+//! machine; the random choices come from a fixed ChaCha stream, so the packing does not depend
+//! on the seed or the epoch. It runs only above the bound. On small sets every block takes part;
+//! on larger ones only the blocks with room (a full block cannot get fuller, and nearly all
+//! blocks of a large set are full), and past `MAX_LENGTHS` of those, none.
+
+mod split;
+mod trades;
+
+use super::Packing;
+use crate::alloc::{try_vec, try_with_capacity};
+use crate::error::Result;
+use crate::rng::{PlanRng, Stream};
+
+/// The search may examine this many trades per length it holds (plus a fixed allowance), and
+/// never more than `MAX_WORK`: a few milliseconds for a few hundred lengths, and a bounded cost
+/// however large the set.
+const WORK_PER_LENGTH: u64 = 5_000;
+const WORK_ALLOWANCE: u64 = 1 << 16;
+const MAX_WORK: u64 = 1 << 23;
+/// Sets with more lengths in blocks with room are left as they are: the search is meant for
+/// the small sets where one block is a large share of the total.
+const MAX_LENGTHS: usize = 1 << 16;
+/// Pairs of pool lengths are traded only while the pool is this small (their number grows with
+/// its square).
+const MAX_POOL_FOR_PAIRS: usize = 64;
+/// Distinct sums the split of the pool in two may track; past this, the pool counts as not fitting.
+const MAX_SPLIT_SUMS: usize = 1 << 16;
+/// Trades during which a length pushed out of a block by force may not return to it.
+const TABU_TENURE: u64 = 8;
+/// Random bins tried for one forced placement.
+const KICK_TRIES: u32 = 8;
+
+const NONE: u32 = u32::MAX;
+
+/// `packing` with fewer blocks where the search finds them, otherwise unchanged. `bound` is the
+/// fewest blocks any packing of these lengths can have.
+pub(crate) fn improve(packing: Packing, t_max: u32, bound: u64) -> Result<Packing> {
+    let blocks = packing.ends.len();
+    if blocks as u64 <= bound {
+        return Ok(packing);
+    }
+    // Every block takes part while the set is small; on larger sets only those with room
+    // (full blocks cannot get fuller), and past that the search is skipped.
+    let every_block = packing.lengths.len() <= MAX_LENGTHS;
+    let (mut open, mut lengths, mut start) = (0usize, 0usize, 0usize);
+    for &end in &packing.ends {
+        let block = &packing.lengths[start..end as usize];
+        if every_block || block.iter().sum::<u32>() < t_max {
+            open += 1;
+            lengths += block.len();
+        }
+        start = end as usize;
+    }
+    if open < 2 || lengths > MAX_LENGTHS {
+        return Ok(packing);
+    }
+    let full = (blocks - open) as u64;
+    let budget = (WORK_ALLOWANCE + WORK_PER_LENGTH * lengths as u64).min(MAX_WORK);
+    let mut search = Search::new(&packing, t_max, lengths, open, every_block, budget)?;
+    if !search.run(bound.saturating_sub(full))? {
+        return Ok(packing);
+    }
+    // The full blocks as they were, then the searched ones.
+    let mut improved = Packing {
+        lengths: try_with_capacity("the packed lengths", packing.lengths.len())?,
+        ends: try_with_capacity("the ends of the packed blocks", blocks)?,
+    };
+    let mut start = 0;
+    for &end in &packing.ends {
+        let block = &packing.lengths[start..end as usize];
+        if !every_block && block.iter().sum::<u32>() == t_max {
+            improved.lengths.extend_from_slice(block);
+            improved.close_block();
+        }
+        start = end as usize;
+    }
+    for bin in 0..search.bins {
+        let mut item = search.head[bin];
+        while item != NONE {
+            improved.lengths.push(search.size[item as usize]);
+            item = search.next[item as usize];
+        }
+        improved.close_block();
+    }
+    Ok(improved)
+}
+
+/// A trade: bin lengths `out` go to the pool, pool lengths `into` go to the bin (NONE: absent).
+#[derive(Clone, Copy)]
+struct Trade {
+    out: [u32; 2],
+    into: [u32; 2],
+    /// Steps the bin gains (times 8), plus the items the pool gains: higher is better.
+    score: i64,
+}
+
+struct Search {
+    t_max: u32,
+    /// Per length (item): its steps, its bin (NONE: in the pool), and its neighbours in its bin.
+    size: Vec<u32>,
+    bin: Vec<u32>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    /// Where an item pushed out by force may not return, and until which trade.
+    tabu_bin: Vec<u32>,
+    tabu_until: Vec<u64>,
+    /// Per bin: its first item and its steps. Bins `0..bins` are in use.
+    head: Vec<u32>,
+    fill: Vec<u32>,
+    bins: usize,
+    pool: Vec<u32>,
+    pool_steps: u64,
+    /// Every pool item and (while the pool is small) pair: (steps, first, second or NONE), by steps.
+    pool_sets: Vec<(u32, u32, u32)>,
+    pool_changed: bool,
+    /// Bins the pool may fill (one fewer than were dissolved into it).
+    spare: u32,
+    /// The subset sum that splits the pool in two: its entries, the reachable sums (as entries)
+    /// before and after adding an item, and the items of the first part.
+    sums: Vec<(u32, u32, u32)>,
+    reached: Vec<u32>,
+    merged: Vec<u32>,
+    split: Vec<u32>,
+    /// The items of the bin being traded with.
+    scratch: Vec<u32>,
+    trades: u64,
+    work: u64,
+    budget: u64,
+    rng: PlanRng,
+}
+
+impl Search {
+    /// The blocks of `packing` that take part (every block, or those with room), as bins.
+    fn new(
+        packing: &Packing,
+        t_max: u32,
+        items: usize,
+        bins: usize,
+        every_block: bool,
+        budget: u64,
+    ) -> Result<Self> {
+        let pairs = MAX_POOL_FOR_PAIRS * (MAX_POOL_FOR_PAIRS - 1) / 2;
+        let sums = MAX_SPLIT_SUMS.min(t_max as usize + 1);
+        let mut search = Search {
+            t_max,
+            size: try_with_capacity("the lengths searched", items)?,
+            bin: try_with_capacity("the bin of each length searched", items)?,
+            next: try_vec("the next length in each bin", items, NONE)?,
+            prev: try_vec("the previous length in each bin", items, NONE)?,
+            tabu_bin: try_vec("the bin each length may not return to", items, NONE)?,
+            tabu_until: try_vec("how long each length may not return", items, 0)?,
+            head: try_vec("the first length of each bin", bins, NONE)?,
+            fill: try_vec("the steps of each bin", bins, 0)?,
+            bins: 0,
+            pool: try_with_capacity("the pool of lengths", items)?,
+            pool_steps: 0,
+            pool_sets: try_with_capacity("the pool's lengths and pairs", items + pairs)?,
+            pool_changed: true,
+            spare: 1,
+            sums: try_with_capacity("the sums of the pool's parts", sums)?,
+            reached: try_with_capacity("the sums the pool reaches", sums)?,
+            merged: try_with_capacity("the sums the pool reaches", sums)?,
+            split: try_with_capacity("a part of the pool", items)?,
+            scratch: try_with_capacity("the lengths of a bin", items)?,
+            trades: 0,
+            work: 0,
+            budget,
+            rng: PlanRng::new(0, 0, Stream::Improve),
+        };
+        let mut start = 0;
+        for &end in &packing.ends {
+            let block = &packing.lengths[start..end as usize];
+            if every_block || block.iter().sum::<u32>() < t_max {
+                for &length in block {
+                    search.size.push(length);
+                    search.bin.push(NONE);
+                }
+                search.bin[search.size.len() - block.len()..].fill(search.bins as u32);
+                search.bins += 1;
+            }
+            start = end as usize;
+        }
+        search.link_all();
+        Ok(search)
+    }
+
+    /// Rebuilds the bins' lists and steps from `bin`; the pool is empty.
+    fn link_all(&mut self) {
+        self.head[..self.bins].fill(NONE);
+        self.fill[..self.bins].fill(0);
+        self.pool.clear();
+        self.pool_steps = 0;
+        self.pool_changed = true;
+        for item in (0..self.size.len() as u32).rev() {
+            self.link(item, self.bin[item as usize]);
+        }
+    }
+
+    /// Takes one block off the bins at a time while the bound (`fewest` bins) allows one
+    /// fewer; true if it took any. The bins are left as they were after the last success.
+    fn run(&mut self, fewest: u64) -> Result<bool> {
+        let mut saved = try_vec("the best bins found", self.size.len(), 0u32)?;
+        saved.copy_from_slice(&self.bin);
+        let mut saved_bins = self.bins;
+        while self.bins as u64 > fewest.max(1) && self.work < self.budget {
+            // Aim for one bin fewer: all but three bins (two if only two), and a pool that
+            // fits in the others but one.
+            let dissolved = self.bins.min(3);
+            for _ in 0..dissolved {
+                self.dissolve_emptiest();
+            }
+            self.spare = dissolved as u32 - 1;
+            if !self.search() {
+                break;
+            }
+            // The pool becomes a bin, or two (`split` in the first, the rest in the second).
+            let needed = match (self.pool.is_empty(), self.split.is_empty()) {
+                (true, _) => 0,
+                (false, true) => 1,
+                (false, false) => 2,
+            };
+            let first = self.bins as u32;
+            for bin in self.bins..self.bins + needed {
+                self.head[bin] = NONE;
+                self.fill[bin] = 0;
+            }
+            for at in 0..self.split.len() {
+                self.link(self.split[at], first);
+            }
+            for at in 0..self.pool.len() {
+                let item = self.pool[at];
+                if self.bin[item as usize] == NONE {
+                    self.link(item, first + needed as u32 - 1);
+                }
+            }
+            self.bins += needed;
+            self.pool.clear();
+            self.pool_steps = 0;
+            self.pool_changed = true;
+            saved.copy_from_slice(&self.bin);
+            saved_bins = self.bins;
+        }
+        let better = saved_bins < self.head.len();
+        self.bin.copy_from_slice(&saved);
+        self.bins = saved_bins;
+        self.link_all();
+        Ok(better)
+    }
+
+    /// Trades until the pool fits in the spare bins (true) or the work runs out (false). Each
+    /// sweep over the bins (from a random one) makes every trade that fills a bin more; after a
+    /// sweep that finds none, a random pool item is forced into a random bin.
+    fn search(&mut self) -> bool {
+        loop {
+            if self.pool_fits() {
+                return true;
+            }
+            // (With no bin left, nothing can take a pool item.)
+            if self.work >= self.budget || self.bins == 0 {
+                return false;
+            }
+            let bins = self.bins as u32;
+            let start = self.rng.below(bins);
+            let mut improved = false;
+            for offset in 0..bins {
+                let bin = (start + offset) % bins;
+                if let Some(trade) = self.best_trade(bin).filter(|trade| trade.score > 0) {
+                    self.apply(bin, trade);
+                    improved = true;
+                    if self.work >= self.budget || self.pool_fits() {
+                        break;
+                    }
+                }
+            }
+            if !improved {
+                self.kick();
+            }
+        }
+    }
+
+    /// Moves every item of the emptiest bin to the pool and takes the bin away.
+    fn dissolve_emptiest(&mut self) {
+        let fills = &self.fill[..self.bins];
+        let emptiest = (0..self.bins).min_by_key(|&bin| fills[bin]).unwrap_or(0);
+        while self.head[emptiest] != NONE {
+            let item = self.head[emptiest];
+            self.unlink(item);
+            self.pool.push(item);
+            self.pool_steps += u64::from(self.size[item as usize]);
+        }
+        // The last bin takes its place.
+        self.bins -= 1;
+        let last = self.bins;
+        if emptiest != last {
+            self.head[emptiest] = self.head[last];
+            self.fill[emptiest] = self.fill[last];
+            let mut item = self.head[emptiest];
+            while item != NONE {
+                self.bin[item as usize] = emptiest as u32;
+                item = self.next[item as usize];
+            }
+        }
+        self.pool_changed = true;
+    }
+
+    fn link(&mut self, item: u32, bin: u32) {
+        let (i, b) = (item as usize, bin as usize);
+        self.bin[i] = bin;
+        self.prev[i] = NONE;
+        self.next[i] = self.head[b];
+        if self.head[b] != NONE {
+            self.prev[self.head[b] as usize] = item;
+        }
+        self.head[b] = item;
+        self.fill[b] += self.size[i];
+    }
+
+    fn unlink(&mut self, item: u32) {
+        let i = item as usize;
+        let b = self.bin[i] as usize;
+        match self.prev[i] {
+            NONE => self.head[b] = self.next[i],
+            prev => self.next[prev as usize] = self.next[i],
+        }
+        if self.next[i] != NONE {
+            self.prev[self.next[i] as usize] = self.prev[i];
+        }
+        self.fill[b] -= self.size[i];
+        self.bin[i] = NONE;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packing(blocks: &[&[u32]]) -> Packing {
+        let mut packing = Packing::default();
+        for block in blocks {
+            packing.lengths.extend_from_slice(block);
+            packing.ends.push(packing.lengths.len() as u32);
+        }
+        packing
+    }
+
+    fn sorted(mut lengths: Vec<u32>) -> Vec<u32> {
+        lengths.sort_unstable();
+        lengths
+    }
+
+    #[test]
+    fn trades_reach_the_bound_greedy_missed() {
+        // 30 steps in blocks of 10 packed in 4; {6, 4}, {5, 5}, {4, 3, 3} fill 3 exactly.
+        let greedy = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
+        let improved = improve(packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]), 10, 3).unwrap();
+        assert_eq!(improved.ends.len(), 3);
+        assert!(improved
+            .blocks()
+            .all(|block| block.iter().sum::<u32>() <= 10));
+        assert_eq!(sorted(improved.lengths), sorted(greedy.lengths));
+    }
+
+    #[test]
+    fn a_packing_at_the_bound_or_beyond_reach_is_kept() {
+        let at_bound = improve(packing(&[&[6, 4], &[5, 5]]), 10, 2).unwrap();
+        assert_eq!(
+            (at_bound.lengths, at_bound.ends),
+            (vec![6, 4, 5, 5], vec![2, 4])
+        );
+        // Three 6s need three blocks whatever the bound says: the search gives up, unchanged.
+        let stuck = improve(packing(&[&[6], &[6], &[6]]), 10, 2).unwrap();
+        assert_eq!((stuck.lengths, stuck.ends), (vec![6, 6, 6], vec![1, 2, 3]));
+    }
+}
