@@ -57,6 +57,14 @@ Planner::Planner(c10::ArrayRef<int64_t> lengths, const Options& options) {
   impl_ = std::make_shared<const Impl>(Impl{std::move(planner), options});
 }
 
+Planner::Planner(c10::ArrayRef<int32_t> lengths, const Options& options) {
+  auto planner = rethrowing([&] {
+    return ffi::new_planner_from_i32(rust::Slice<const int32_t>(lengths.data(), lengths.size()),
+                                     options.plan);
+  });
+  impl_ = std::make_shared<const Impl>(Impl{std::move(planner), options});
+}
+
 EpochPlan Planner::plan(int64_t epoch) const {
   auto plan = rethrowing([&] { return impl_->planner->plan_epoch(epoch); });
   return EpochPlan(std::make_shared<const EpochPlan::Impl>(

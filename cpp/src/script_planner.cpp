@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,19 +27,21 @@
 namespace bload {
 namespace {
 
-// `lengths` as a contiguous int64 host tensor: the tensor itself when it is one (no copy: the
-// core reads it once and keeps 32 bits a sequence).
-at::Tensor lengths_on_host(const at::Tensor& lengths) {
+// The core's planner of `lengths`, a 1-d integer tensor, read in place where it is a contiguous
+// int32 or int64 host tensor (the core keeps its own 32 bits a sequence), converted once
+// otherwise.
+Planner planner_of(const at::Tensor& lengths, const Options& options) {
   TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
                   !at::isComplexType(lengths.scalar_type()) &&
                   lengths.scalar_type() != at::kBool,
               "lengths: expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
-  return lengths.to(at::kCPU, at::kLong).contiguous();
-}
-
-c10::ArrayRef<int64_t> values(const at::Tensor& host) {
-  return c10::ArrayRef<int64_t>(host.const_data_ptr<int64_t>(), host.numel());
+  if (lengths.scalar_type() == at::kInt) {
+    auto host = lengths.to(at::kCPU).contiguous();
+    return Planner(c10::ArrayRef<int32_t>(host.const_data_ptr<int32_t>(), host.numel()), options);
+  }
+  auto host = lengths.to(at::kCPU, at::kLong).contiguous();
+  return Planner(c10::ArrayRef<int64_t>(host.const_data_ptr<int64_t>(), host.numel()), options);
 }
 
 // The pickled state: the lengths, and the plan options as the core's JSON.
@@ -112,7 +115,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
                                    .split_oversized(split_oversized)) {}
 
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
-      : planner_(values(lengths_on_host(lengths)), options) {}
+      : planner_(planner_of(lengths, options)) {}
 
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
 
@@ -140,10 +143,18 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   PlannerState state() const {
-    // The lengths back from the core's copy (none is kept here: 8 bytes a sequence saved).
+    // The lengths back from the core's copy (none is kept here), 4 bytes a sequence where they
+    // fit int32 (all below 2^31 steps), else 8.
     const auto lengths = planner_.lengths();
-    auto tensor = at::empty({static_cast<int64_t>(lengths.size())}, at::kLong);
-    std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int64_t>());
+    const bool fit_int32 = std::all_of(lengths.begin(), lengths.end(), [](uint32_t length) {
+      return length <= static_cast<uint32_t>(std::numeric_limits<int32_t>::max());
+    });
+    auto tensor = at::empty({static_cast<int64_t>(lengths.size())}, fit_int32 ? at::kInt : at::kLong);
+    if (fit_int32) {
+      std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int32_t>());
+    } else {
+      std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int64_t>());
+    }
     return {tensor, plan_options_to_json(planner_.options())};
   }
 

@@ -7,6 +7,7 @@ the DataLoader's workers when there are any.
 """
 
 import dataclasses
+import sys
 from typing import Dict, Union
 
 import torch
@@ -80,7 +81,11 @@ def collate(batch):
 class BlockDataset(torch.utils.data.Dataset):
     """Wraps a map-style dataset whose item i is (data_i, target_i), each a tensor [T_i, ...] or a
     dict of them (T_i: sequence i's length, as in the lengths BlockSampler plans with), and serves
-    the BlockBatches BlockSampler yields as PackedBatches:
+    the BlockBatches BlockSampler yields as PackedBatches. A dataset that can read part of a
+    sequence defines `get_range(index, offset, length)`, returning the same pair for steps
+    [offset, offset + length) only: it is then asked for the packed steps alone, never for a
+    whole sequence split across batches. Other datasets are read whole, once per sequence per
+    batch.
 
         loader = DataLoader(BlockDataset(dataset, t_max), batch_sampler=sampler,
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
@@ -88,6 +93,8 @@ class BlockDataset(torch.utils.data.Dataset):
 
     def __init__(self, dataset, t_max, *, data_padding=0.0, target_padding=-100):
         self.dataset = dataset
+        self._reads_ranges = callable(getattr(dataset, "get_range", None))
+        self._buffers = _Buffers()
         self.t_max = t_max
         self.data_padding, self.target_padding = data_padding, target_padding
 
@@ -113,41 +120,55 @@ class BlockDataset(torch.utils.data.Dataset):
             )
         return self.pack(batch.table, batch.blocks)
 
-    def _item(self, index, length):
-        item = self.dataset[index]
+    @staticmethod
+    def _checked(item, where, length=None, meaning=""):
+        """`item`, checked to be (data, target) of `length` steps each (any length if None), the
+        `meaning` of that length."""
         if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise TypeError(
-                f"dataset[{index}]: expected (data, target), each a tensor [T, ...] or a dict of "
-                f"them, got {type(item).__name__}"
+                f"{where}: expected (data, target), each a tensor [T, ...] or a dict of them, got "
+                f"{type(item).__name__}"
             )
         for name, steps in zip(("data", "target"), item):
             for key, tensor in (steps.items() if isinstance(steps, dict) else [(None, steps)]):
-                where = f"dataset[{index}] {name}" + (f"[{key!r}]" if key is not None else "")
+                place = f"{where} {name}" + (f"[{key!r}]" if key is not None else "")
                 if not isinstance(tensor, Tensor) or tensor.dim() == 0:
-                    raise TypeError(f"{where}: expected a tensor [T, ...], got {tensor!r:.60}")
+                    raise TypeError(f"{place}: expected a tensor [T, ...], got {tensor!r:.60}")
                 if length is not None and tensor.size(0) != length:
-                    raise ValueError(
-                        f"{where} has {tensor.size(0)} steps: expected {length}, the sequence's "
-                        "length in the lengths the sampler plans with"
-                    )
+                    raise ValueError(f"{place} has {tensor.size(0)} steps: expected {length}, {meaning}")
         return item
 
-    def pack(self, table, blocks):
-        """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks."""
+    def _rows(self, table):
+        """One item per table row: the piece's steps alone where the dataset reads ranges
+        (get_range), else its sequence's whole item, read once per batch."""
         column = ops.COLUMN
         rows = table.tolist()
-        # A piece of a split sequence shares the sequence's item with its other pieces.
+        if self._reads_ranges:
+            return [
+                self._checked(self.dataset.get_range(sequence, offset, length), f"dataset.get_range({sequence}, "
+                              f"{offset}, {length})", length, "the length of the range asked for")
+                for sequence, offset, length in (
+                    (row[column["sequence"]], row[column["offset"]], row[column["length"]]) for row in rows
+                )
+            ]  # fmt: skip
         items = {}
         for row in rows:
             sequence = row[column["sequence"]]
             if sequence not in items:
-                items[sequence] = self._item(sequence, row[column["sequence_length"]])
+                items[sequence] = self._checked(self.dataset[sequence], f"dataset[{sequence}]",
+                                                row[column["sequence_length"]],
+                                                "the sequence's length in the lengths the sampler plans with")  # fmt: skip
+        return [items[row[column["sequence"]]] for row in rows]
+
+    def pack(self, table, blocks):
+        """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks."""
+        column = ops.COLUMN
         # A batch of empty blocks: one item gives the padding its shape and dtype.
-        per_row = [items[row[column["sequence"]]] for row in rows] or [self._item(0, None)]
+        per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
         return PackedBatch(
-            data=_packed([item[0] for item in per_row], *shape, self.data_padding),
-            target=_packed([item[1] for item in per_row], *shape, self.target_padding),
+            data=_packed([item[0] for item in per_row], *shape, self.data_padding, self._buffers),
+            target=_packed([item[1] for item in per_row], *shape, self.target_padding, self._buffers),
             reset=ops.reset_mask(*shape),
             valid=ops.valid_mask(*shape),
             segment_ids=ops.segment_ids(*shape),
@@ -158,12 +179,50 @@ class BlockDataset(torch.utils.data.Dataset):
         )
 
 
-def _packed(steps, table, blocks, t_max, padding):
-    """`steps` packed: row i's whole sequence [T, ...] (or a dict of them) for each table row, or,
-    for a table of no row, one item that gives the padding its shape and dtype."""
+class _Buffers:
+    """Packed tensors kept to be written again once their batch is gone, as the C++ dataset's
+    PackBuffers: a loader then reuses its memory batch after batch rather than faulting in fresh
+    pages (the C library gives large blocks back to the system when they are freed). A tensor is
+    reused when nothing but this list refers to it or to its storage (no view of it lives).
+
+    In a DataLoader worker the batch goes to the main process through shared memory; it is packed
+    there directly, so sending it moves no byte (an ordinary tensor would be copied there)."""
+
+    KEPT = 8  # two tensors of each batch in flight, with prefetching
+
+    def __init__(self):
+        self.kept = []
+
+    def __getstate__(self):  # a copy (a worker's) starts with none
+        return {"kept": []}
+
+    def take(self, shape, dtype):
+        shape = torch.Size(shape)
+        if torch.utils.data.get_worker_info() is not None:
+            storage = torch.UntypedStorage._new_shared(shape.numel() * dtype.itemsize)
+            return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+        for i in range(len(self.kept)):
+            if self.kept[i].shape == shape and self.kept[i].dtype == dtype and self._free(i):
+                return self.kept[i]
+        if len(self.kept) == self.KEPT:
+            self.kept.pop(0)  # the oldest: its holder keeps it
+        self.kept.append(torch.empty(shape, dtype=dtype))
+        return self.kept[-1]
+
+    def _free(self, i):
+        # Held by the list alone (getrefcount counts its argument too), and the storage by the
+        # tensor alone (and the storage object asked).
+        storage = self.kept[i].untyped_storage()
+        return sys.getrefcount(self.kept[i]) == 2 and torch._C._storage_Use_Count(storage._cdata) == 2
+
+
+def _packed(steps, table, blocks, t_max, padding, buffers):
+    """`steps` packed: row i's whole sequence [T, ...] or its piece (or a dict of them) for each
+    table row, or, for a table of no row, one item that gives the padding its shape and dtype."""
     first = steps[0]
     if isinstance(first, dict):
-        return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding) for key in first}
+        return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding, buffers) for key in first}
+    out = buffers.take((blocks, t_max, *first.shape[1:]), first.dtype)
     if len(table) == 0:
-        return torch.full((blocks, t_max, *first.shape[1:]), padding, dtype=first.dtype)
-    return ops.pack(steps, table, blocks, t_max, padding)
+        return out.fill_(padding)
+    return ops.pack(steps, table, blocks, t_max, padding, out=out)

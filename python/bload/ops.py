@@ -9,7 +9,7 @@ a bare number. Every operator checks every cell, and a bad one raises a RuntimeE
 """
 
 import os
-from typing import List, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 import torch
 
@@ -80,11 +80,27 @@ def cu_seqlens(table: Tensor) -> Tensor:
 
 
 def pack(
-    sequences: Sequence[Tensor], table: Tensor, blocks: int, t_max: int, padding_value: float = 0
+    sequences: Sequence[Tensor],
+    table: Tensor,
+    blocks: int,
+    t_max: int,
+    padding_value: float = 0,
+    *,
+    out: Optional[Tensor] = None,
 ) -> Tensor:
-    """[blocks, t_max, ...]: the pieces the table names, each cut from its row's sequence
-    (`sequences[i]` is row i's whole sequence [sequence_length, ...]), laid where the table says;
-    `padding_value` everywhere else. Differentiable with respect to the sequences."""
+    """[blocks, t_max, ...]: the pieces the table names, laid where the table says, and
+    `padding_value` everywhere else. `sequences[i]` is row i's whole sequence [sequence_length,
+    ...], from which the piece is cut, or the piece alone [length, ...] (as a dataset that reads
+    ranges gives it). Every output element is written once.
+
+    out: a tensor [blocks, t_max, ...] of the sequences' dtype and device to write into (a buffer
+    reused batch after batch, or pinned memory) instead of a new one; it is returned. Records no
+    gradient. Without it, pack is differentiable with respect to the sequences."""
+    if out is not None:
+        if tuple(out.shape[:2]) != (blocks, t_max):
+            raise ValueError(f"out: expected shape [blocks, t_max, ...] = [{blocks}, {t_max}, ...], got {list(out.shape)}")
+        torch.ops.bload.pack_into(out, list(sequences), table, padding_value)
+        return out
     return torch.ops.bload.pack(list(sequences), table, blocks, t_max, padding_value)
 
 
@@ -96,5 +112,6 @@ def unpack(packed: Tensor, table: Tensor) -> List[Tensor]:
 
 
 def pack_backward(grad: Tensor, table: Tensor, steps: Sequence[int]) -> List[Tensor]:
-    """pack's gradient: one [steps[i], ...] tensor per table row, zero outside row i's piece."""
+    """pack's gradient: one [steps[i], ...] tensor per table row (the length of the tensor given
+    to pack for it), zero outside row i's piece."""
     return list(torch.ops.bload.pack_backward(grad, table, list(steps)))

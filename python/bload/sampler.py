@@ -69,7 +69,10 @@ def _lengths_tensor(lengths):
     if isinstance(lengths, torch.Tensor):
         return lengths
     try:
-        return torch.as_tensor(lengths, dtype=torch.int64)
+        # A numpy array's memory as it is (int32 and int64 are read in place); an empty list
+        # becomes int64 rather than float.
+        tensor = torch.as_tensor(lengths)
+        return tensor if tensor.numel() else tensor.long()
     except (TypeError, ValueError, RuntimeError, OverflowError) as err:
         raise TypeError(
             f"lengths: expected a lengths file's path, a 1-d integer tensor or a sequence of ints "

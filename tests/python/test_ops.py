@@ -243,11 +243,11 @@ def with_cell(row, column, value):
         ),
         (
             lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2, 5]),
-            "steps[2] = 5: expected 6, the length of sequence 7 in table row 2",
+            "steps[2] has 5 steps: expected 6, the length of sequence 7 in table row 2",
         ),
         (
             lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2, -6]),
-            "steps[2] = -6: expected 6",
+            "steps[2] has -6 steps: expected 6",
         ),
         (lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2]), "steps: expected 3 lengths"),
         (

@@ -3,12 +3,16 @@
 // packed batches, for the requests BlockSampler hands out.
 //
 // The inner dataset's examples are torch::data::Example<> whose data and target are per-step
-// tensors [T_i, ...] (T_i the sequence's length in the lengths the sampler was built from).
+// tensors [T_i, ...] (T_i the sequence's length in the lengths the sampler was built from). An
+// inner dataset that reads ranges (ReadsRanges below) is asked for each piece's steps alone.
 
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
 
+#include <concepts>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -30,12 +34,47 @@ struct PackedBatch {
   at::Tensor table;         // int64 [pieces, kTableColumns]: the block table, on the CPU
 };
 
-// Packs one request from the examples of its pieces, one per table row, in row order. When the
-// table has no row (a batch of empty blocks: rounding the epoch up to whole global batches can
-// leave fewer empty blocks than a global batch holds, more pieces than blocks notwithstanding),
-// `data` and `target` hold one example that only gives the trailing shape and dtype.
+// Packed batches' data and target tensors, kept to be written again once their batch is gone:
+// a loader then writes the same memory batch after batch instead of faulting in fresh pages (the
+// C library returns large blocks to the system when they are freed). A buffer is reused only
+// when nothing else holds it or a view of it. A copy of the dataset (one per DataLoader worker)
+// starts with none.
+class BLOAD_API PackBuffers {
+ public:
+  PackBuffers() = default;
+  PackBuffers(const PackBuffers&) {}
+  PackBuffers& operator=(const PackBuffers&) { return *this; }
+
+  // A tensor of `shape` and `options`, reused where one is free.
+  at::Tensor take(at::IntArrayRef shape, const at::TensorOptions& options);
+
+ private:
+  static constexpr size_t kKept = 8;  // two tensors of each batch in flight, with prefetching
+  std::mutex mutex_;
+  struct Kept {
+    at::Tensor tensor;
+    bool pinned;
+  };
+  std::vector<Kept> kept_;
+};
+
+// Packs one request from the examples of its pieces, one per table row, in row order: each is
+// the piece's whole sequence or the piece alone (see bload::pack). When the table has no row (a
+// batch of empty blocks: rounding the epoch up to whole global batches can leave fewer empty
+// blocks than a global batch holds, more pieces than blocks notwithstanding), `data` and
+// `target` hold one example that only gives the trailing shape and dtype. The outputs come from
+// `buffers` when given.
 BLOAD_API PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor>& data,
-                                 const std::vector<at::Tensor>& target, const Options& options);
+                                 const std::vector<at::Tensor>& target, const Options& options,
+                                 PackBuffers* buffers = nullptr);
+
+// An inner dataset that can read part of a sequence: `get_range(index, offset, length)` returns
+// steps [offset, offset + length) of example `index`. BlockDataset then reads only the steps it
+// packs; other datasets are read whole, once per sequence per batch.
+template <typename Inner>
+concept ReadsRanges = requires(Inner& inner, size_t index, int64_t offset, int64_t length) {
+  { inner.get_range(index, offset, length) } -> std::convertible_to<torch::data::Example<>>;
+};
 
 template <typename Inner>
 class BlockDataset
@@ -46,18 +85,30 @@ class BlockDataset
 
   PackedBatch get_batch(BatchRequest request) override {
     const int64_t rows = request.table.size(0);
-    // A table with no row still loads one example, for the output's trailing shape and dtype.
-    const int64_t examples = std::max<int64_t>(rows, 1);
     std::vector<at::Tensor> data, target;
-    data.reserve(examples);
-    target.reserve(examples);
-    auto cells = request.table.template accessor<int64_t, 2>();
-    for (int64_t row = 0; row < examples; ++row) {
-      auto example = inner_.get(rows == 0 ? 0 : static_cast<size_t>(cells[row][kSequence]));
+    data.reserve(std::max<int64_t>(rows, 1));
+    target.reserve(std::max<int64_t>(rows, 1));
+    auto add = [&](torch::data::Example<> example) {
       data.push_back(std::move(example.data));
       target.push_back(std::move(example.target));
+    };
+    std::unordered_map<int64_t, size_t> read_at;  // a sequence's first row, read whole
+    auto cells = request.table.template accessor<int64_t, 2>();
+    for (int64_t row = 0; row < rows; ++row) {
+      const auto piece = cells[row];
+      const auto index = static_cast<size_t>(piece[kSequence]);
+      if constexpr (ReadsRanges<Inner>) {
+        add(inner_.get_range(index, piece[kOffset], piece[kLength]));
+      } else if (auto [at, first] = read_at.try_emplace(piece[kSequence], data.size()); first) {
+        add(inner_.get(index));
+      } else {  // another piece of a sequence read for this batch
+        data.push_back(data[at->second]);
+        target.push_back(target[at->second]);
+      }
     }
-    return pack_batch(request, data, target, options_);
+    // A table with no row still loads one example, for the output's trailing shape and dtype.
+    if (rows == 0) add(inner_.get(0));
+    return pack_batch(request, data, target, options_, &buffers_);
   }
 
   std::optional<size_t> size() const override { return inner_.size(); }
@@ -68,6 +119,7 @@ class BlockDataset
  private:
   Inner inner_;
   Options options_;
+  PackBuffers buffers_;
 };
 
 }  // namespace bload

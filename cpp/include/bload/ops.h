@@ -28,15 +28,18 @@ BLOAD_API at::Tensor position_ids(const at::Tensor& table, int64_t blocks, int64
 BLOAD_API at::Tensor cu_seqlens(const at::Tensor& table);
 
 // [blocks, t_max, ...]: `sequences[i]` is the whole sequence of the table's row i ([T_i, ...],
-// all of one dtype, device and trailing shape); its piece is copied in and the rest is
-// `padding_value`. Output on the sequences' device.
+// all of one dtype, device and trailing shape) or its piece alone ([length_i, ...], as a dataset
+// that reads ranges returns it); the piece is copied in and the rest is `padding_value`. Output
+// on the sequences' device. Every output element is written once: on the CPU with plain copies,
+// elsewhere with one gather whose work on the device does not grow with the pieces.
 BLOAD_API at::Tensor pack(const std::vector<at::Tensor>& sequences, const at::Tensor& table,
                           int64_t blocks, int64_t t_max, const at::Scalar& padding_value = 0);
 // The pieces of a packed [blocks, t_max, ...] tensor, one [length, ...] tensor per table row.
 BLOAD_API std::vector<at::Tensor> unpack(const at::Tensor& packed, const at::Tensor& table);
 
-// What `pack` does, into an `out` tensor the caller allocated ([blocks, t_max, ...], for
-// example in pinned memory): pieces are copied in, every other step is set to `padding_value`.
+// The operator pack_into: what `pack` does, into an `out` tensor the caller allocated ([blocks,
+// t_max, ...] on the sequences' device, for example a buffer reused batch after batch, or pinned
+// memory): pieces are copied in, every other step is set to `padding_value`.
 BLOAD_API void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequences,
                          const at::Tensor& table, const at::Scalar& padding_value);
 

@@ -140,6 +140,7 @@ class BLOAD_API Planner {
  public:
   // `lengths` are read, not kept: the core holds its own compact copy (32 bits a sequence).
   Planner(c10::ArrayRef<int64_t> lengths, const Options& options);
+  Planner(c10::ArrayRef<int32_t> lengths, const Options& options);
   // The plan of `epoch` (at least 0): the same on every rank and machine.
   EpochPlan plan(int64_t epoch) const;
   // The rest of an epoch from a saved position, for this planner's world size (the other

@@ -69,6 +69,24 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
   return PackFunction::apply(sequences, table, blocks, t_max, padding_value);
 }
 
+// Like torch's out= functions, pack_into records no gradient: it refuses arguments that need
+// one rather than leave them without.
+void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
+               const at::Scalar& padding_value) {
+  const bool recording = at::GradMode::is_enabled();
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    TORCH_CHECK(!(recording && sequences[i].requires_grad()), "sequences[", i,
+                "] requires grad: pack with out= records no gradient (call pack without out=)");
+  }
+  TORCH_CHECK(!(recording && out.requires_grad()),
+              "out requires grad: pack with out= records no gradient (call pack without out=)");
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    bload::pack_into(out, sequences.vec(), table, padding_value);
+  }
+  torch::autograd::impl::bump_version(out);  // as in-place and out= operators do
+}
+
 std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
   return UnpackFunction::apply(packed, table);
 }
@@ -77,6 +95,7 @@ std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
 
 TORCH_LIBRARY_IMPL(bload, Autograd, m) {
   m.impl("pack", &pack);
+  m.impl("pack_into", &pack_into);
   m.impl("unpack", &unpack);
   for (const char* name :
        {"reset_mask", "valid_mask", "segment_ids", "position_ids", "cu_seqlens"}) {

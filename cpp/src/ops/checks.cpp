@@ -59,6 +59,15 @@ void check_gradient_layout(const at::Tensor& grad, const c10::SymInt& rows, size
               " lengths, one per table row, got ", steps);
 }
 
+void check_pack_into(const at::Tensor& out, const at::Tensor& first) {
+  TORCH_CHECK(out.dim() >= 2 && out.sym_sizes().slice(2) == first.sym_sizes().slice(1),
+              "out: expected shape [blocks, t_max, ", first.sym_sizes().slice(1),
+              "] (the sequences' trailing shape), got ", out.sym_sizes());
+  TORCH_CHECK(out.scalar_type() == first.scalar_type() && out.device() == first.device(),
+              "out: expected dtype ", first.scalar_type(), " on ", first.device(),
+              " like the sequences, got ", out.scalar_type(), " on ", out.device());
+}
+
 std::vector<c10::SymInt> packed_shape(const at::Tensor& first, c10::SymInt blocks,
                                       c10::SymInt t_max) {
   std::vector<c10::SymInt> shape{std::move(blocks), std::move(t_max)};

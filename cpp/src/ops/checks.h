@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "bload/export.h"
 #include "bload/planner.h"
 
 namespace bload::ops {
@@ -29,22 +30,41 @@ void check_gradient_layout(const at::Tensor& grad, const c10::SymInt& rows, size
 std::vector<c10::SymInt> packed_shape(const at::Tensor& first, c10::SymInt blocks,
                                       c10::SymInt t_max);
 
-// Where a checked table row's piece lies: its steps in a packed [blocks, t_max, ...] tensor,
-// and in its whole sequence [T_i, ...]. Both are views.
+// Where a checked table row's piece starts in the tensor given for it: a sequence is given whole
+// ([sequence_length, ...], the piece at its offset) or as the piece alone ([length, ...], from
+// step 0, as a dataset that reads ranges returns it). Any other step count is an error naming
+// `argument`[row].
+template <typename Row>
+int64_t piece_start(const Row& piece, int64_t steps, const char* argument, int64_t row) {
+  if (steps == piece[kSequenceLength]) return piece[kOffset];
+  TORCH_CHECK(steps == piece[kLength], argument, "[", row, "] has ", steps, " steps: expected ",
+              piece[kSequenceLength], ", the length of sequence ", piece[kSequence],
+              " in table row ", row, " (or ", piece[kLength], ", its piece alone)");
+  return 0;
+}
+
+// Where a checked table row's piece lies: its first step among the batch's blocks * t_max, and
+// its steps in a packed [blocks, t_max, ...] tensor (a view).
+template <typename Row>
+int64_t first_step(const Row& piece, int64_t t_max) {
+  return piece[kBlock] * t_max + piece[kBlockOffset];
+}
+
 template <typename Row>
 at::Tensor steps_in_block(const at::Tensor& packed, const Row& piece) {
   return packed.select(0, piece[kBlock]).narrow(0, piece[kBlockOffset], piece[kLength]);
 }
 
-template <typename Row>
-at::Tensor steps_in_sequence(const at::Tensor& sequence, const Row& piece) {
-  return sequence.narrow(0, piece[kOffset], piece[kLength]);
-}
-
-// Packs into `out` ([blocks, t_max, ...], allocated): pieces copied in, padding elsewhere.
-// `host` is a checked host table and `sequences` are checked; defined with the device kernels.
-void fill_packed(at::Tensor& out, at::TensorList sequences, const at::Tensor& host,
-                 const at::Scalar& padding_value);
+// `pack` and `pack_into` write `out` ([blocks, t_max, ...], allocated, on the sequences'
+// device): pieces copied in, padding elsewhere. `host` is a checked host table and `sequences`
+// are checked. The CPU kernel copies bytes (cpu_kernels.cpp); this one, for every other device,
+// gathers every step with one index_select, so its work on the device does not grow with the
+// pieces (device_kernels.cpp; exported so that a test can run it on CPU tensors).
+BLOAD_API void pack_by_gather(at::Tensor& out, at::TensorList sequences, const at::Tensor& host,
+                    const at::Scalar& padding_value);
+// pack_into's checks of `out` against the sequences: [blocks, t_max, ...] of their trailing shape,
+// dtype and device.
+void check_pack_into(const at::Tensor& out, const at::Tensor& first);
 
 // pack's backward through the dispatcher (an operator of its own, so AOT autograd traces it).
 std::vector<at::Tensor> call_pack_backward(const at::Tensor& grad, const at::Tensor& table,

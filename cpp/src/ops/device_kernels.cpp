@@ -5,22 +5,36 @@
 
 #include <torch/library.h>
 
+#include <numeric>
+
 #include "../rust_bridge.h"
 #include "checks.h"
 
 namespace bload::ops {
 
-void fill_packed(at::Tensor& out, at::TensorList sequences, const at::Tensor& host,
-                 const at::Scalar& padding_value) {
+void pack_by_gather(at::Tensor& out, at::TensorList sequences, const at::Tensor& host,
+                    const at::Scalar& padding_value) {
+  const auto& first = sequences[0];
+  // The sources, end to end: every sequence as given, then one step of padding.
+  std::vector<at::Tensor> sources(sequences.begin(), sequences.end());
+  sources.push_back(at::full_symint(packed_shape(first, 1, 1), padding_value, first.options())[0]);
+  int64_t source_steps = 0;
+  for (const auto& sequence : sequences) source_steps += sequence.size(0);
+  // Which source step every output step takes: the padding step unless a piece lies there.
+  const int64_t t_max = out.size(1);
+  auto index = at::full({out.size(0) * t_max}, source_steps, at::kLong);
+  auto* taken = index.mutable_data_ptr<int64_t>();
   auto cells = host.accessor<int64_t, 2>();
-  out.fill_(padding_value);
+  int64_t sequence_start = 0;
   for (int64_t row = 0; row < host.size(0); ++row) {
-    const auto& sequence = sequences[row];
-    TORCH_CHECK(sequence.size(0) == cells[row][kSequenceLength], "sequences[", row, "] has ",
-                sequence.size(0), " steps: expected ", cells[row][kSequenceLength],
-                ", the length of sequence ", cells[row][kSequence], " in table row ", row);
-    steps_in_block(out, cells[row]).copy_(steps_in_sequence(sequence, cells[row]));
+    const auto piece = cells[row];
+    const int64_t start = piece_start(piece, sequences[row].size(0), "sequences", row);
+    std::iota(taken + first_step(piece, t_max), taken + first_step(piece, t_max) + piece[kLength],
+              sequence_start + start);
+    sequence_start += sequences[row].size(0);
   }
+  auto steps = at::cat(sources, 0).index_select(0, index.to(first.device()));
+  out.copy_(steps.view(out.sizes()));
 }
 
 namespace {
@@ -65,8 +79,16 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
   auto host = checked_host_table(table, blocks, t_max);
   check_sequences(sequences, host.size(0));
   auto out = at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
-  fill_packed(out, sequences, host, padding_value);
+  pack_by_gather(out, sequences, host, padding_value);
   return out;
+}
+
+void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
+               const at::Scalar& padding_value) {
+  check_sequences(sequences, table.size(0));
+  check_pack_into(out, sequences[0]);
+  auto host = checked_host_table(table, out.size(0), out.size(1));
+  pack_by_gather(out, sequences, host, padding_value);
 }
 
 std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
@@ -82,7 +104,8 @@ std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
   return pieces;
 }
 
-// The gradient of each row's whole sequence, [steps[row], ...], zero outside its piece.
+// The gradient of each row's sequence as given to pack, [steps[row], ...] (the whole sequence,
+// zero outside its piece, or the piece alone).
 std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
                                   c10::SymIntArrayRef steps) {
   check_table_layout(table);
@@ -91,14 +114,13 @@ std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
   auto cells = host.accessor<int64_t, 2>();
   std::vector<Tensor> grads;
   for (int64_t row = 0; row < host.size(0); ++row) {
+    const auto piece = cells[row];
     const int64_t length = steps[row].expect_int();
-    TORCH_CHECK(length == cells[row][kSequenceLength], "steps[", row, "] = ", length,
-                ": expected ", cells[row][kSequenceLength], ", the length of sequence ",
-                cells[row][kSequence], " in table row ", row);
+    const int64_t start = piece_start(piece, length, "steps", row);
     std::vector<int64_t> shape{length};
     for (auto size : grad.sizes().slice(2)) shape.push_back(size);
     auto sequence_grad = at::zeros(shape, grad.options());
-    steps_in_sequence(sequence_grad, cells[row]).copy_(steps_in_block(grad, cells[row]));
+    sequence_grad.narrow(0, start, piece[kLength]).copy_(steps_in_block(grad, piece));
     grads.push_back(sequence_grad);
   }
   return grads;
@@ -113,6 +135,7 @@ TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
   m.impl("position_ids", &position_ids);
   m.impl("cu_seqlens", &cu_seqlens);
   m.impl("pack", &pack);
+  m.impl("pack_into", &pack_into);
   m.impl("unpack", &unpack);
   m.impl("pack_backward", &pack_backward);
 }

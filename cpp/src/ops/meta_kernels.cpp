@@ -39,6 +39,13 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
   return at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
 }
 
+void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table, const at::Scalar&) {
+  check_table_layout(table);
+  check_sequences(sequences, table.sym_size(0));
+  check_on_meta(sequences[0], "sequences[0]");
+  check_pack_into(out, sequences[0]);
+}
+
 std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
                                   c10::SymIntArrayRef steps) {
   check_table_layout(table);
@@ -62,6 +69,7 @@ TORCH_LIBRARY_IMPL(bload, Meta, m) {
   m.impl("position_ids", &step_table<at::kLong>);
   m.impl("cu_seqlens", &cu_seqlens);
   m.impl("pack", &pack);
+  m.impl("pack_into", &pack_into);
   m.impl("pack_backward", &pack_backward);
 }
 

@@ -17,8 +17,8 @@ namespace {
 using at::Tensor;
 
 template <typename Signature>
-auto typed_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+auto typed_op(const char* name, const char* overload = "") {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
 }
 using StepTableOp = Tensor(const Tensor&, int64_t, int64_t);
 
@@ -48,6 +48,9 @@ TORCH_LIBRARY(bload, m) {
   m.def(
       "pack(Tensor[] sequences, Tensor table, int blocks, int t_max, Scalar padding_value=0) "
       "-> Tensor");
+  // pack into a caller's buffer, whose shape gives blocks and t_max. It returns nothing, as
+  // functionalization wants of a custom operator that mutates (torch.compile can trace it).
+  m.def("pack_into(Tensor(a!) out, Tensor[] sequences, Tensor table, Scalar padding_value=0) -> ()");
   m.def("unpack(Tensor packed, Tensor table) -> Tensor[]");
   m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
   m.def("read_lengths(str path) -> Tensor", &read_lengths_op);
@@ -98,19 +101,11 @@ std::vector<Tensor> ops::call_pack_backward(const Tensor& grad, const Tensor& ta
   return op.call(grad, table, steps);
 }
 
-// Not an operator: what the `pack` kernel does, into a tensor the caller allocated.
 void pack_into(Tensor& out, const std::vector<Tensor>& sequences, const Tensor& table,
                const at::Scalar& padding_value) {
-  TORCH_CHECK(out.dim() >= 2, "out: expected a tensor [blocks, t_max, ...], got a ", out.dim(),
-              "-d tensor");
-  auto host = ops::checked_host_table(table, out.size(0), out.size(1));
-  ops::check_sequences(sequences, host.size(0));
-  TORCH_CHECK(out.sizes().slice(2) == sequences[0].sizes().slice(1) &&
-                  out.scalar_type() == sequences[0].scalar_type(),
-              "out: expected shape [blocks, t_max, ", sequences[0].sizes().slice(1), "] and dtype ",
-              sequences[0].scalar_type(), " like the sequences, got ", out.sizes(), " and ",
-              out.scalar_type());
-  ops::fill_packed(out, sequences, host, padding_value);
+  static auto op = typed_op<void(Tensor&, at::TensorList, const Tensor&, const at::Scalar&)>(
+      "bload::pack_into");
+  op.call(out, sequences, table, padding_value);
 }
 
 }  // namespace bload
