@@ -134,9 +134,13 @@ test-tch: plugin python $(MODEL)
 	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- \
 		--sequences 1500 --model $(MODEL)
 
-# Timings belong here, not in tests: see BENCHMARKS.md.
-bench:
+# Timings belong here, not in tests: see BENCHMARKS.md. Planning (Rust), packing (C++: pack,
+# pack_into and get_batch beside torch.cat and memcpy), and Python's lengths ingestion beside the
+# Rust constructor.
+bench: plugin python
 	$(CARGO) bench --locked --bench plan
+	$(BUILD)/pack_bench examples/data
+	$(VPY) benches/ingest.py
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
 bench-ddp: plugin python $(MODEL)

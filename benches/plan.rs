@@ -8,7 +8,9 @@
 //! (`tests/common/hard_sets.rs`), blocks against the lower bound, and the time to plan each.
 //! Single-threaded. Set `BLOAD_BENCH_SIZES=1000000` to change the synthetic sizes of the first
 //! rows, `BLOAD_BENCH_SCALE_SIZES` those of the scale rows; `BLOAD_BENCH_ONLY=hard_sets` runs the
-//! hard sets alone.
+//! hard sets alone. `BLOAD_BENCH_ONLY=ingest` times `Planner::new` alone on the lengths file
+//! `BLOAD_BENCH_LENGTHS` (t_max `BLOAD_BENCH_T_MAX`, default 2048): the baseline that
+//! `benches/ingest.py` compares Python's ingestion of the same lengths with.
 
 use bload::{read_lengths, Options, Oversize, Planner};
 use seqpacker::{PackStrategy, Packer};
@@ -50,13 +52,13 @@ unsafe impl GlobalAlloc for CountingAllocator {
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-/// Runs `work` `RUNS` times: its last result, the median and fastest wall time, and the peak
+/// Runs `work` `runs` times: its last result, the median and fastest wall time, and the peak
 /// heap bytes above what was live when a run started.
-fn measure<T>(mut work: impl FnMut() -> T) -> (T, Timing, usize) {
+fn measure<T>(runs: usize, mut work: impl FnMut() -> T) -> (T, Timing, usize) {
     let mut seconds = Vec::new();
     let mut peak = 0;
     let mut out = None;
-    for _ in 0..RUNS {
+    for _ in 0..runs {
         drop(out.take());
         let base = LIVE.load(Ordering::Relaxed);
         PEAK.store(base, Ordering::Relaxed);
@@ -70,10 +72,12 @@ fn measure<T>(mut work: impl FnMut() -> T) -> (T, Timing, usize) {
         median: seconds[seconds.len() / 2],
         fastest: seconds[0],
     };
-    (out.expect("RUNS > 0"), timing, peak)
+    (out.expect("runs > 0"), timing, peak)
 }
 
 const RUNS: usize = 5;
+/// The constructor alone takes milliseconds: more runs for a steadier median.
+const INGEST_RUNS: usize = 7;
 
 struct Timing {
     median: f64,
@@ -131,7 +135,7 @@ fn print_row(row: &Row) {
 fn bload_row(name: &str, lengths: &[u32], options: &Options) -> Row {
     // The lengths are copied outside the timed region: the planner takes them by value.
     let mut inputs: Vec<Vec<u32>> = (0..RUNS).map(|_| lengths.to_vec()).collect();
-    let (plan, timing, peak_bytes) = measure(|| {
+    let (plan, timing, peak_bytes) = measure(RUNS, || {
         let input = inputs.pop().expect("one input per run");
         let planner = Planner::new(input, options.clone()).expect("valid bench input");
         planner.plan(0).expect("memory for the bench plan")
@@ -160,7 +164,8 @@ fn seqpacker_row(name: &str, lengths: &[u32], t_max: u32) -> Row {
     }
     let packer =
         Packer::new(t_max as usize).with_strategy(PackStrategy::OptimizedBestFitDecreasing);
-    let (result, timing, peak_bytes) = measure(|| packer.pack_lengths(&chunks).expect("packs"));
+    let (result, timing, peak_bytes) =
+        measure(RUNS, || packer.pack_lengths(&chunks).expect("packs"));
     Row {
         name: format!("seqpacker OBFD {name}"),
         sequences: lengths.len(),
@@ -219,11 +224,44 @@ fn hard_set_rows() {
     );
 }
 
+/// `Planner::new` alone (no plan) on the lengths file `BLOAD_BENCH_LENGTHS`: one line
+/// `planner_new_median_s SECONDS` for scripts (`benches/ingest.py`), then one for people.
+fn ingest_row() {
+    let path = std::env::var("BLOAD_BENCH_LENGTHS")
+        .expect("BLOAD_BENCH_ONLY=ingest: BLOAD_BENCH_LENGTHS names a lengths file");
+    let t_max: u32 = std::env::var("BLOAD_BENCH_T_MAX").map_or(2048, |value| {
+        value
+            .trim()
+            .parse()
+            .expect("BLOAD_BENCH_T_MAX: an integer from 1 to 4294967295")
+    });
+    let lengths = read_lengths(Path::new(&path)).unwrap_or_else(|err| panic!("{err}"));
+    let options = Options::new(t_max);
+    // The lengths are copied outside the timed region, as in `bload_row`: the planner takes them
+    // by value, so what is timed is the checks and per-length tables it builds.
+    let mut inputs: Vec<Vec<u32>> = (0..INGEST_RUNS).map(|_| lengths.clone()).collect();
+    let (_, timing, peak_bytes) = measure(INGEST_RUNS, || {
+        let input = inputs.pop().expect("one input per run");
+        Planner::new(input, options.clone()).expect("valid bench input")
+    });
+    println!("planner_new_median_s {:.9}", timing.median);
+    println!(
+        "Planner::new of {} lengths from {path} (t_max {t_max}): median {:.3} ms, fastest {:.3} \
+         ms of {INGEST_RUNS} runs, {:.2} ns/seq, peak heap {:.1} B/seq above the lengths",
+        lengths.len(),
+        timing.median * 1e3,
+        timing.fastest * 1e3,
+        timing.median * 1e9 / lengths.len() as f64,
+        peak_bytes as f64 / lengths.len() as f64,
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported and ignored.
-    if std::env::var("BLOAD_BENCH_ONLY").as_deref() == Ok("hard_sets") {
-        hard_set_rows();
-        return;
+    match std::env::var("BLOAD_BENCH_ONLY").as_deref() {
+        Ok("hard_sets") => return hard_set_rows(),
+        Ok("ingest") => return ingest_row(),
+        _ => {}
     }
     let sizes_2048 = sizes("BLOAD_BENCH_SIZES", "1000000,10000000");
     println!(

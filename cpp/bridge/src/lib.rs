@@ -51,7 +51,139 @@ mod ffi {
         fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
         fn plan_options_from_json(text: &str) -> Result<PlanOptions>;
 
-        fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, BridgeError> {
+        fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>>;
+        /// The same from 32-bit lengths, read without widening.
+        fn new_planner_from_i32(lengths: &[i32], options: &PlanOptions) -> Result<Box<Planner>>;
+        fn lengths(self: &Planner) -> &[u32];
+        fn lengths_hash(self: &Planner) -> u64;
+        fn plan_epoch(self: &Planner, epoch: i64) -> Result<Box<EpochPlan>>;
+        /// The rest of an epoch from a saved position, for this planner's world size.
+        fn resume_epoch(self: &Planner, at: &EpochPosition) -> Result<Resumed>;
+
+        fn epoch(self: &EpochPlan) -> u64;
+        fn batches_per_rank(self: &EpochPlan) -> usize;
+        /// The block table of a batch, row-major (`bload::Column` order).
+        fn batch_table(self: &EpochPlan, rank: i64, batch: i64) -> Result<Vec<i64>>;
+        fn stats(self: &EpochPlan) -> PlanStats;
+        fn stat_counts(self: &EpochPlan) -> Vec<StatCount>;
+        fn plan_hash(self: &EpochPlan) -> u64;
+        /// Where the ranks stand once each has served `batches` batches of the plan.
+        fn position(self: &EpochPlan, batches: i64) -> Result<EpochPosition>;
+
+        /// bload's one stable hash (FNV-1a over little-endian 64-bit words), for the sampler's
+        /// archive checksum.
+        fn stable_hash(words: &[u64]) -> u64;
+
+        /// The block table's column names, in order.
+        fn table_column_names() -> Vec<String>;
+        fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<()>;
+        fn write_reset_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
+            -> Result<()>;
+        fn write_valid_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
+            -> Result<()>;
+        fn write_segment_ids(table: &[i64], blocks: i64, t_max: i64, out: &mut [i32])
+            -> Result<()>;
+        fn write_position_ids(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            out: &mut [i64],
+        ) -> Result<()>;
+        fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<()>;
+    }
+}
+
+use ffi::{Resumed, StatCount};
+
+pub struct Planner(bload::Planner);
+pub struct EpochPlan(bload::EpochPlan);
+
+/// The message of a rejected call, as C++ will see it in `what()`.
+#[derive(Debug)]
+pub struct BridgeError(String);
+
+impl fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BridgeError {}
+
+/// Runs `body`, turning its error, or a panic (a bug in bload), into an error for C++.
+fn guarded<T>(call: &str, body: impl FnOnce() -> bload::Result<T>) -> Result<T, BridgeError> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(BridgeError(error.to_string())),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            Err(BridgeError(format!(
+                "internal error in bload ({call}): {message}; please report it"
+            )))
+        }
+    }
+}
+
+/// The same, for calls that cannot fail but for a bug: the panic is caught and reported by
+/// value, never unwound into C++.
+fn infallible<T: Default>(call: &str, body: impl FnOnce() -> T) -> T {
+    guarded(call, || Ok(body())).unwrap_or_else(|error| {
+        eprintln!("{error}");
+        T::default()
+    })
+}
+
+/// An empty vector with room for `len` elements, or the error that memory for them is lacking
+/// (an abort here would take the whole Python or C++ process with it).
+fn sized<T>(what: &str, len: usize) -> bload::Result<Vec<T>> {
+    let mut vec = Vec::new();
+    vec.try_reserve_exact(len)
+        .map_err(|_| Error::out_of_memory(what, len, std::mem::size_of::<T>()))?;
+    Ok(vec)
+}
+
+fn default_plan_options(t_max: i64) -> PlanOptions {
+    let mut options = PlanOptions::from(&bload::Options::new(1));
+    options.t_max = t_max;
+    options
+}
+
+fn parse_policy(name: &str) -> Result<Policy, BridgeError> {
+    guarded("parse_policy", || Ok(name.parse::<bload::Policy>()?.into()))
+}
+
+fn policy_name(policy: Policy) -> Result<String, BridgeError> {
+    guarded("policy_name", || {
+        Ok(bload::Policy::try_from(policy)?.name().to_string())
+    })
+}
+
+fn read_lengths_file(path: &str) -> Result<Vec<i64>, BridgeError> {
+    guarded("read_lengths_file", || {
+        let lengths = bload::read_lengths(std::path::Path::new(path))?;
+        let mut wide = sized("the lengths as 64-bit integers", lengths.len())?;
+        wide.extend(lengths.into_iter().map(i64::from));
+        Ok(wide)
+    })
+}
+
+fn plan_options_to_json(options: &PlanOptions) -> Result<String, BridgeError> {
+    guarded("plan_options_to_json", || {
+        Ok(bload::Options::try_from(options)?.to_json())
+    })
+}
+
+fn plan_options_from_json(text: &str) -> Result<PlanOptions, BridgeError> {
+    guarded("plan_options_from_json", || {
+        Ok(PlanOptions::from(&bload::Options::from_json(text)?))
+    })
+}
+
+fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, BridgeError> {
     guarded("new_planner", || planner_from(lengths, options))
 }
 
@@ -72,7 +204,11 @@ fn planner_from<T: Copy + Into<i64>>(
     let fits = |length: i64| (0..=i64::from(u32::MAX)).contains(&length);
     if let Some(i) = lengths.iter().position(|&length| !fits(length.into())) {
         let expected = format!("a length from 1 to {} steps", u32::MAX);
-        return Err(Error::invalid(format!("lengths[{i}]"), lengths[i].into(), expected));
+        return Err(Error::invalid(
+            format!("lengths[{i}]"),
+            lengths[i].into(),
+            expected,
+        ));
     }
     let mut narrow = sized("the lengths as 32-bit integers", lengths.len())?;
     narrow.extend(lengths.iter().map(|&length| length.into() as u32));

@@ -7,7 +7,12 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <ATen/Dispatch_v2.h>
+#include <c10/core/impl/alloc_cpu.h>
+
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "checks.h"
 
@@ -17,25 +22,30 @@ namespace {
 using at::Tensor;
 
 // The bytes of one padding step ([trailing...] of `out`'s dtype), written over `steps` steps at
-// `destination` by doubling copies (or one memset where the padding is all zero bytes).
+// `destination` by doubling copies (or one memset where the padding is all zero bytes). Built
+// without dispatching an operator: a small batch costs little more than its copies.
 class PaddingSteps {
  public:
-  PaddingSteps(const Tensor& out, const at::Scalar& value)
-      : step_(at::full(out.sizes().slice(2), value, out.options()).contiguous()),
-        bytes_(static_cast<size_t>(step_.nbytes())) {
-    const auto* first = static_cast<const std::byte*>(step_.const_data_ptr());
-    zero_ = std::all_of(first, first + bytes_, [](std::byte b) { return b == std::byte{0}; });
+  PaddingSteps(const Tensor& out, const at::Scalar& value) {
+    std::vector<std::byte> element(out.element_size());
+    AT_DISPATCH_V2(out.scalar_type(), "bload::pack padding", AT_WRAP([&] {
+      const auto converted = value.to<scalar_t>();
+      std::memcpy(element.data(), &converted, sizeof converted);
+    }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
+    zero_ = std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; });
+    const int64_t elements = out.numel() / (out.size(0) * out.size(1));
+    for (int64_t i = 0; i < elements; ++i) step_.insert(step_.end(), element.begin(), element.end());
   }
 
   void write(std::byte* destination, int64_t steps) const {
-    const size_t total = bytes_ * static_cast<size_t>(steps);
+    const size_t total = step_.size() * static_cast<size_t>(steps);
     if (total == 0) return;
     if (zero_) {
       std::memset(destination, 0, total);
       return;
     }
-    std::memcpy(destination, step_.const_data_ptr(), bytes_);
-    for (size_t done = bytes_; done < total;) {
+    std::memcpy(destination, step_.data(), step_.size());
+    for (size_t done = step_.size(); done < total;) {
       const size_t next = std::min(done, total - done);
       std::memcpy(destination + done, destination, next);
       done += next;
@@ -43,9 +53,54 @@ class PaddingSteps {
   }
 
  private:
-  Tensor step_;
-  size_t bytes_;
+  std::vector<std::byte> step_;
   bool zero_ = false;
+};
+
+// Memory for `pack`'s large outputs, kept when their tensor is freed and handed out again: the C
+// library gives blocks over 32 MB back to the system on free, and faulting a batch's pages in
+// again costs more than packing it. A block returns here only through its tensor's deleter, so
+// nothing that still holds it (a view, or a worker moving the batch to shared memory, which
+// copies it first) can see it reused. At most kKept blocks wait here.
+class OutputCache {
+ public:
+  static constexpr size_t kSmallest = size_t{128} << 10;  // malloc serves smaller ones from its heap
+  static constexpr size_t kKept = 8;
+
+  static OutputCache& instance() {
+    static auto* cache = new OutputCache();  // never destroyed: tensors may outlive main
+    return *cache;
+  }
+
+  Tensor empty(at::IntArrayRef shape, const at::TensorOptions& options) {
+    const size_t bytes = c10::multiply_integers(shape) * options.dtype().itemsize();
+    if (bytes < kSmallest || options.pinned_memory()) return at::empty(shape, options);
+    void* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto kept = free_.find(bytes);
+      if (kept != free_.end()) {
+        block = kept->second;
+        free_.erase(kept);
+      }
+    }
+    if (!block) block = c10::alloc_cpu(bytes);
+    return at::from_blob(block, shape, [bytes](void* data) { instance().give_back(data, bytes); },
+                         options);
+  }
+
+ private:
+  void give_back(void* block, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() == kKept) {  // the smallest goes
+      c10::free_cpu(free_.begin()->second);
+      free_.erase(free_.begin());
+    }
+    free_.emplace(bytes, block);
+  }
+
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
 };
 
 // Packs into a contiguous CPU `out`, the table's rows [begin, end), each with the gap before its
@@ -120,7 +175,9 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
             const at::Scalar& padding_value) {
   auto host = checked_host_table(table, blocks, t_max);
   check_sequences(sequences, host.size(0));
-  auto out = at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
+  std::vector<int64_t> shape{blocks, t_max};
+  for (auto size : sequences[0].sizes().slice(1)) shape.push_back(size);
+  auto out = OutputCache::instance().empty(shape, sequences[0].options());
   pack_on_cpu(out, sequences, host, padding_value);
   return out;
 }
