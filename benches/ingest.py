@@ -1,6 +1,6 @@
 """Python's ingestion of 10M lengths against the Rust constructor, side by side, for BENCHMARKS.md.
 
-    PYTHONPATH=python BLOAD_LIBRARY=$PWD/build/libbload.so .venv/bin/python benches/ingest.py
+    make bench        # or, with the package installed: .venv/bin/python benches/ingest.py
 
 The baseline is `Planner::new` in Rust (`BLOAD_BENCH_ONLY=ingest cargo bench --bench plan`) on
 the same lengths, written to a lengths file: the checks and per-length tables every planner

@@ -75,6 +75,17 @@ fn measure<T>(runs: usize, mut work: impl FnMut() -> T) -> (T, Timing, usize) {
     (out.expect("runs > 0"), timing, peak)
 }
 
+/// `measure` of `work` on a fresh copy of `lengths` each run, the copies made (and their pages
+/// touched) before the clock: the planner takes its lengths by value.
+fn measure_on_copies<T>(
+    lengths: &[u32],
+    runs: usize,
+    mut work: impl FnMut(Vec<u32>) -> T,
+) -> (T, Timing, usize) {
+    let mut inputs: Vec<Vec<u32>> = (0..runs).map(|_| lengths.to_vec()).collect();
+    measure(runs, || work(inputs.pop().expect("one input per run")))
+}
+
 const RUNS: usize = 5;
 /// The constructor alone takes milliseconds: more runs for a steadier median.
 const INGEST_RUNS: usize = 7;
@@ -133,10 +144,7 @@ fn print_row(row: &Row) {
 }
 
 fn bload_row(name: &str, lengths: &[u32], options: &Options) -> Row {
-    // The lengths are copied outside the timed region: the planner takes them by value.
-    let mut inputs: Vec<Vec<u32>> = (0..RUNS).map(|_| lengths.to_vec()).collect();
-    let (plan, timing, peak_bytes) = measure(RUNS, || {
-        let input = inputs.pop().expect("one input per run");
+    let (plan, timing, peak_bytes) = measure_on_copies(lengths, RUNS, |input| {
         let planner = Planner::new(input, options.clone()).expect("valid bench input");
         planner.plan(0).expect("memory for the bench plan")
     });
@@ -237,11 +245,8 @@ fn ingest_row() {
     });
     let lengths = read_lengths(Path::new(&path)).unwrap_or_else(|err| panic!("{err}"));
     let options = Options::new(t_max);
-    // The lengths are copied outside the timed region, as in `bload_row`: the planner takes them
-    // by value, so what is timed is the checks and per-length tables it builds.
-    let mut inputs: Vec<Vec<u32>> = (0..INGEST_RUNS).map(|_| lengths.clone()).collect();
-    let (_, timing, peak_bytes) = measure(INGEST_RUNS, || {
-        let input = inputs.pop().expect("one input per run");
+    // What is timed is the checks and per-length tables the planner builds.
+    let (_, timing, peak_bytes) = measure_on_copies(&lengths, INGEST_RUNS, |input| {
         Planner::new(input, options.clone()).expect("valid bench input")
     });
     println!("planner_new_median_s {:.9}", timing.median);

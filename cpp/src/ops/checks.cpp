@@ -68,6 +68,20 @@ void check_pack_into(const at::Tensor& out, const at::Tensor& first) {
               " like the sequences, got ", out.scalar_type(), " on ", out.device());
 }
 
+at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table, int64_t blocks,
+                               int64_t t_max) {
+  auto host = checked_host_table(table, blocks, t_max);
+  check_sequences(sequences, host.size(0));
+  return host;
+}
+
+at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
+                                    const at::Tensor& table) {
+  check_sequences(sequences, table.size(0));
+  check_pack_into(out, sequences[0]);
+  return checked_host_table(table, out.size(0), out.size(1));
+}
+
 std::vector<c10::SymInt> packed_shape(const at::Tensor& first, c10::SymInt blocks,
                                       c10::SymInt t_max) {
   std::vector<c10::SymInt> shape{std::move(blocks), std::move(t_max)};

@@ -66,6 +66,14 @@ BLOAD_API void pack_by_gather(at::Tensor& out, at::TensorList sequences, const a
 // dtype and device.
 void check_pack_into(const at::Tensor& out, const at::Tensor& first);
 
+// The checks of pack's and pack_into's kernels, whatever the device: `sequences` against the
+// table, the table (brought to the host) against the batch shape, which is `out`'s for pack_into.
+// The checked host table.
+at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table, int64_t blocks,
+                               int64_t t_max);
+at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
+                                    const at::Tensor& table);
+
 // pack's backward through the dispatcher (an operator of its own, so AOT autograd traces it).
 std::vector<at::Tensor> call_pack_backward(const at::Tensor& grad, const at::Tensor& table,
                                            c10::SymIntArrayRef steps);

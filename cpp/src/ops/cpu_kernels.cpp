@@ -4,11 +4,10 @@
 // table in order, the gap before a row ends where the row's piece starts, so rows are
 // independent and large batches are written in parallel.
 
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
 #include <ATen/Dispatch_v2.h>
+#include <ATen/Parallel.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <torch/library.h>
 
 #include <cstring>
 #include <map>
@@ -173,21 +172,16 @@ void pack_on_cpu(Tensor& out, at::TensorList sequences, const Tensor& host,
 
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
             const at::Scalar& padding_value) {
-  auto host = checked_host_table(table, blocks, t_max);
-  check_sequences(sequences, host.size(0));
-  std::vector<int64_t> shape{blocks, t_max};
-  for (auto size : sequences[0].sizes().slice(1)) shape.push_back(size);
-  auto out = OutputCache::instance().empty(shape, sequences[0].options());
+  auto host = checked_pack_inputs(sequences, table, blocks, t_max);
+  const auto shape = packed_shape(sequences[0], blocks, t_max);
+  auto out = OutputCache::instance().empty(C10_AS_INTARRAYREF_SLOW(shape), sequences[0].options());
   pack_on_cpu(out, sequences, host, padding_value);
   return out;
 }
 
 void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
                const at::Scalar& padding_value) {
-  check_sequences(sequences, table.size(0));
-  check_pack_into(out, sequences[0]);
-  auto host = checked_host_table(table, out.size(0), out.size(1));
-  pack_on_cpu(out, sequences, host, padding_value);
+  pack_on_cpu(out, sequences, checked_pack_into_inputs(out, sequences, table), padding_value);
 }
 
 }  // namespace

@@ -76,8 +76,7 @@ Tensor cu_seqlens(const Tensor& table) {
 
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
             const at::Scalar& padding_value) {
-  auto host = checked_host_table(table, blocks, t_max);
-  check_sequences(sequences, host.size(0));
+  auto host = checked_pack_inputs(sequences, table, blocks, t_max);
   auto out = at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
   pack_by_gather(out, sequences, host, padding_value);
   return out;
@@ -85,10 +84,7 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
 
 void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
                const at::Scalar& padding_value) {
-  check_sequences(sequences, table.size(0));
-  check_pack_into(out, sequences[0]);
-  auto host = checked_host_table(table, out.size(0), out.size(1));
-  pack_by_gather(out, sequences, host, padding_value);
+  pack_by_gather(out, sequences, checked_pack_into_inputs(out, sequences, table), padding_value);
 }
 
 std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
