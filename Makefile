@@ -50,7 +50,7 @@ $(BUILD)/build.ninja: $(VENV)/installed $(GLOO_INCLUDE)/gloo/context.h $(GTEST_R
 	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
 		-DPython3_EXECUTABLE=$(abspath $(VPY)) -DBLOAD_CARGO_TARGET_DIR=$(abspath target) \
 		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL)) -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) \
-		-DGTest_ROOT=$(GTEST_ROOT)
+		-DGTest_ROOT=$(GTEST_ROOT) -DBLOAD_REQUIRE_NCCL=ON
 
 # libbload.so, the C++ tests, and the installed package under build/install.
 plugin: $(BUILD)/build.ninja

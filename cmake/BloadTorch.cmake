@@ -5,6 +5,7 @@
 # is used. PyPI's torch wheels are CUDA builds whose TorchConfig aborts when no CUDA toolkit is
 # installed, and that abort cannot be caught, so a child CMake tries it first; where it fails,
 # the paths come from Python's torch instead. Set BLOAD_TORCH_FROM_PYTHON to choose.
+# BLOAD_TORCH_CUDA is set ON where torch is a CUDA build (the DDP trainer then builds with NCCL).
 
 if(TARGET bload::torch)
   return()
@@ -72,6 +73,9 @@ if(NOT BLOAD_TORCH_FROM_PYTHON)
   message(STATUS "bload: torch ${Torch_VERSION} from find_package(Torch) in ${Torch_DIR}")
   set(BLOAD_TORCH_VERSION "${Torch_VERSION}")
   target_link_libraries(bload::torch INTERFACE ${TORCH_LIBRARIES})
+  if(TORCH_CUDA_LIBRARIES)
+    set(BLOAD_TORCH_CUDA ON)
+  endif()
   target_include_directories(bload::torch INTERFACE ${TORCH_INCLUDE_DIRS})
   separate_arguments(torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
   target_compile_options(bload::torch INTERFACE ${torch_flags})
@@ -99,6 +103,7 @@ print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__)"
       # CUDA kernels register themselves when their library loads, so it must be loaded even
       # though nothing calls into it directly (a linker with --as-needed would drop it).
       target_link_libraries(bload::torch INTERFACE "-Wl,--no-as-needed,${bload_lib_${name}}")
+      set(BLOAD_TORCH_CUDA ON)
     elseif(bload_lib_${name})
       target_link_libraries(bload::torch INTERFACE "${bload_lib_${name}}")
     endif()

@@ -113,6 +113,13 @@ def test_cpp_trainer_names_a_bad_torchrun_environment(env, flags, expected):
     assert result.returncode == 1 and expected in result.stderr, result.stderr
 
 
+@pytest.mark.skipif(torch.version.cuda is None, reason="torch is not a CUDA build")
+def test_cpp_trainer_is_built_with_nccl_for_a_cuda_torch():
+    # `make` builds the CUDA variant wherever torch is a CUDA build, GPU or not (examples/cpp).
+    usage = subprocess.run([str(CPP_TRAINER), "--help"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 0 and "NCCL on CUDA, gloo on CPU" in usage.stdout, usage.stdout
+
+
 TOO_MANY_RANKS = "world_size * blocks_per_batch = 800 (100 x 8): expected at most 5"
 
 

@@ -13,6 +13,12 @@
 namespace trainer {
 namespace {
 
+#ifdef BLOAD_WITH_NCCL
+#define BLOAD_GROUPS "NCCL on CUDA, gloo on CPU"
+#else
+#define BLOAD_GROUPS "gloo: this build has no NCCL"
+#endif
+
 constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --world-size W        ranks to run (default 2)
   --rank R --port P     run one rank, with the launcher's TCPStore on 127.0.0.1:P (set by the
@@ -32,7 +38,7 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --seed S              seed of the plans, the data and the model's weights (default 0)
   --lr X                Adam's learning rate (default 0.01)
   --workers N           DataLoader worker threads per rank (default 1)
-  --device cpu|cuda     (default: cuda where available)
+  --device cpu|cuda     (default: cuda where available; the process group is )" BLOAD_GROUPS R"()
   --timeout S           seconds a collective may wait for the other ranks (default 300)
   --json                rank 0 ends with one JSON line of the run's figures
   --checkpoint DIR      where rank 0 keeps the last checkpoint, DIR/checkpoint.pt: the model, the
