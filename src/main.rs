@@ -17,7 +17,7 @@ mod cli {
 }
 
 use bload::stats::{mix, truncate};
-use bload::{read_lengths, EpochPlan, Error, MethodStats, Options, Planner, Policy};
+use bload::{read_lengths, EpochPlan, Error, LowerBound, MethodStats, Options, Planner, Policy};
 use cli::args::{parse_args, Args, USAGE};
 use serde_json::json;
 use std::io::{self, BufWriter, Write};
@@ -129,7 +129,8 @@ fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
 
     // (label in the table, name in JSON, cost)
     let mut rows: Vec<(String, &str, MethodStats)> = Vec::new();
-    let mut bound = None;
+    // The packing policies share one bound; lanes, whose rows run for the whole epoch, another.
+    let (mut bound, mut lanes_bound) = (LowerBound::default(), LowerBound::default());
     for policy in Policy::ALL {
         let options = Options {
             policy,
@@ -137,12 +138,15 @@ fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         };
         let row = timed(|| {
             let planner = Planner::new(copy_of(&lengths)?, options)?;
-            bound = Some(planner.lower_bound());
+            *(if policy.carries_state() {
+                &mut lanes_bound
+            } else {
+                &mut bound
+            }) = planner.lower_bound();
             Ok(cost(&planner.plan(args.epoch)?))
         })?;
         rows.push((policy.name().into(), policy.name(), row));
     }
-    let bound = bound.unwrap_or_default();
     let o = &args.options;
     let cut = timed(|| truncate(&lengths, truncate_to, o))?;
     rows.push((format!("truncate({truncate_to})"), "truncate", cut));
@@ -154,7 +158,11 @@ fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             .iter()
             .map(|(_, name, row)| (name.to_string(), json!(row)))
             .collect();
-        let document = json!({"lower_bound_padding": bound.padding, "policies": policies});
+        let document = json!({
+            "lower_bound_padding": bound.padding,
+            "lanes_lower_bound_padding": lanes_bound.padding,
+            "policies": policies,
+        });
         writeln!(out, "{document}")?;
         return Ok(());
     }
@@ -188,11 +196,9 @@ fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             row.plan_ms
         )?;
     }
-    writeln!(
-        out,
-        "{:<14} {:>9} {:>10}",
-        "lower bound", bound.blocks, bound.padding
-    )?;
+    for (label, bound) in [("lower bound", bound), ("lanes bound", lanes_bound)] {
+        writeln!(out, "{label:<14} {:>9} {:>10}", bound.blocks, bound.padding)?;
+    }
     Ok(())
 }
 

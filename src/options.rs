@@ -19,17 +19,33 @@ pub enum Policy {
     /// Each sequence alone in its block, padded to `t_max`: what padding every sequence to the
     /// longest costs (the paper's "padding" baseline). For comparison, not for training.
     PadToMax,
+    /// Recurrent state carried across batches: each row of a rank's batches is a lane that runs
+    /// its sequences end to end for the whole epoch, `t_max` steps a batch, so sequences of any
+    /// length are served whole and only the ends of lanes are padded (`plan/lanes.rs`). The
+    /// `oversize` option does not apply: no sequence is too long.
+    Lanes,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 3] = [Policy::BestFit, Policy::RandomFill, Policy::PadToMax];
+    pub const ALL: [Policy; 4] = [
+        Policy::BestFit,
+        Policy::RandomFill,
+        Policy::PadToMax,
+        Policy::Lanes,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Policy::BestFit => "best_fit",
             Policy::RandomFill => "random_fill",
             Policy::PadToMax => "pad_to_max",
+            Policy::Lanes => "lanes",
         }
+    }
+
+    /// Whether a model carries its state from one batch to the next (each row is a lane).
+    pub fn carries_state(self) -> bool {
+        self == Policy::Lanes
     }
 }
 
@@ -49,7 +65,7 @@ impl FromStr for Policy {
                 Error::invalid(
                     "policy",
                     format!("{text:?}"),
-                    "best_fit, random_fill or pad_to_max",
+                    "best_fit, random_fill, pad_to_max or lanes",
                 )
             })
     }

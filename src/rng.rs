@@ -17,6 +17,8 @@ pub(crate) enum Stream {
     /// The random choices of `best_fit`'s improvement search (`pack/improve.rs`), drawn with
     /// seed and epoch 0: the packing depends on the lengths alone, not on the seed or epoch.
     Improve = 4,
+    /// The `lanes` policy's deal: ties, lane numbers and the order inside each lane.
+    Lanes = 5,
 }
 
 pub(crate) struct PlanRng(ChaCha8Rng);

@@ -32,7 +32,14 @@ fn stats_json_reproduces_table_one_and_the_ddp_target() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["best_fit", "mix", "pad_to_max", "random_fill", "truncate"]
+        [
+            "best_fit",
+            "lanes",
+            "mix",
+            "pad_to_max",
+            "random_fill",
+            "truncate"
+        ]
     );
     for row in policies.values() {
         for key in ["blocks", "padding", "deleted"] {

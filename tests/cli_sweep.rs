@@ -93,7 +93,7 @@ fn best_fit_lies_between_the_bound_and_pad_to_max() {
                 bound <= best_fit && best_fit <= blocks("pad_to_max"),
                 "{row}"
             );
-            for method in ["best_fit", "pad_to_max", "lower_bound"] {
+            for method in ["best_fit", "pad_to_max", "lanes", "lower_bound"] {
                 let t_max = row["t_max"].as_u64().unwrap();
                 let share = row[method]["padding_share"].as_f64().unwrap();
                 let padding = row[method]["padding"].as_u64().unwrap() as f64;
@@ -117,7 +117,7 @@ fn each_point_is_what_stats_reports_for_its_t_max() {
             let t_max = row["t_max"].as_u64().unwrap();
             let stats_line = format!("stats --lengths AG --t-max {t_max} {options}");
             let stats = json(&format!("{stats_line} --json"));
-            for method in ["best_fit", "pad_to_max"] {
+            for method in ["best_fit", "pad_to_max", "lanes"] {
                 for key in ["blocks", "padding"] {
                     assert_eq!(row[method][key], stats["policies"][method][key], "{t_max}");
                 }
@@ -292,10 +292,11 @@ fn plot_writes_an_svg_chart() {
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(svg.ends_with("</svg>\n"));
     assert_tags_nest(&svg);
-    assert_eq!(svg.matches("<path ").count(), 3, "a line per method");
+    assert_eq!(svg.matches("<path ").count(), 4, "a line per method");
     for label in [
         ">best_fit<",
         ">pad_to_max<",
+        ">lanes<",
         ">lower bound<",
         "action_genome_like.lengths",
     ] {

@@ -89,14 +89,18 @@ fn check_plan(plan: &EpochPlan, planner: &Planner) {
     assert!(s.blocks >= plan.stats().lower_bound.blocks);
     let empty = plan.blocks().filter(|b| b.is_empty()).count() as u64;
     assert_eq!(s.empty_blocks, empty);
-    if s.pieces >= s.blocks {
-        assert_eq!(
-            empty, 0,
-            "blocks left empty although there were pieces enough"
-        );
+    // Lanes end where their sequences do (tests/lanes.rs checks them); packed plans split and
+    // leave blocks empty only where they must.
+    if !o.policy.carries_state() {
+        if s.pieces >= s.blocks {
+            assert_eq!(
+                empty, 0,
+                "blocks left empty although there were pieces enough"
+            );
+        }
+        let oversized = lengths.iter().filter(|&&l| l > o.t_max).count() as u64;
+        assert_eq!(s.split_sequences, oversized);
     }
-    let oversized = lengths.iter().filter(|&&l| l > o.t_max).count() as u64;
-    assert_eq!(s.split_sequences, oversized);
 
     // The per-step tables agree with the block table.
     let batch = plan.batch(0, 0).unwrap();
@@ -146,6 +150,7 @@ fn check_lengths_and_options(
             // Only two refusals are possible for these inputs, and each must be deserved.
             if err.argument == "t_max" {
                 prop_assert!(options.oversize == Oversize::Reject && longest > options.t_max);
+                prop_assert!(!options.policy.carries_state(), "lanes take any length");
             } else {
                 let argument = if options.blocks_per_batch == 1 {
                     "world_size"
@@ -153,9 +158,13 @@ fn check_lengths_and_options(
                     "world_size * blocks_per_batch"
                 };
                 prop_assert_eq!(err.argument.as_str(), argument, "{}", err);
+                // Lanes cut no sequence into pieces of its own.
                 let pieces: u64 = lengths
                     .iter()
-                    .map(|&l| u64::from(l.div_ceil(options.t_max)))
+                    .map(|&l| match options.policy.carries_state() {
+                        true => 1,
+                        false => u64::from(l.div_ceil(options.t_max)),
+                    })
                     .sum();
                 prop_assert!(pieces < options.blocks_per_global_batch());
             }

@@ -32,7 +32,12 @@ fn small_input_plan_hashes_are_pinned() {
         "0x351e482fad8f7b4e"
     );
     options.policy = Policy::RandomFill;
-    assert_eq!(hash_of(lengths, options, 0), "0x15c788dda71ba08a");
+    assert_eq!(
+        hash_of(lengths.clone(), options.clone(), 0),
+        "0x15c788dda71ba08a"
+    );
+    options.policy = Policy::Lanes;
+    assert_eq!(hash_of(lengths, options, 0), "0xb950ab84a88f0eca");
 }
 
 #[test]

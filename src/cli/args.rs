@@ -12,13 +12,13 @@ usage:
   bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
               [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]
   bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
-              [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max] [--json]
+              [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max|lanes] [--json]
   bload sweep --lengths FILE --t-max A..B [--world-size W] [--blocks-per-batch B] [--split]
               [--points N] [--json] [--plot FILE.svg]
 
 FILE holds one sequence length per line (blank lines and # comments are skipped). --split cuts sequences longer than t_max into
 chunks instead of refusing them. --truncate-to and --mix-to default to the mean length. sweep plans
-best_fit and pad_to_max at N block sizes from A to B (default 24, evenly spaced, both ends included,
+best_fit, pad_to_max and lanes at N block sizes from A to B (default 24, evenly spaced, both ends included,
 and the longest length if it lies between them) and prints their padding beside the lower bound;
 --plot also draws it as an SVG chart.";
 

@@ -1,6 +1,7 @@
 //! `bload sweep`: what a range of block sizes costs, to choose `t_max`.
 //!
-//! At each block size it plans `best_fit` and `pad_to_max` and takes the planner's lower bound:
+//! At each block size it plans `best_fit`, `pad_to_max` and `lanes` (whose rows carry state
+//! across batches, see `Policy::Lanes`) and takes the packing lower bound:
 //! the numbers `bload stats` prints for that `t_max` (the same planner, the same `cost`). A block
 //! size the planner refuses (sequences longer than it, without `--split`) is a row that says why,
 //! not the end of the sweep: the rows either side of the longest sequence are the ones wanted.
@@ -17,11 +18,14 @@ use std::io::Write;
 const DEFAULT_POINTS: u32 = 24;
 
 /// The columns: name in JSON, label in the table and the chart's legend.
-const METHODS: [(&str, &str); 3] = [
+const METHODS: [(&str, &str); 4] = [
     ("best_fit", "best_fit"),
     ("pad_to_max", "pad_to_max"),
+    ("lanes", "lanes"),
     ("lower_bound", "lower bound"),
 ];
+/// The column of the packing lower bound.
+const BOUND: usize = METHODS.len() - 1;
 
 /// Blocks and padding steps of one method at one block size.
 #[derive(Clone, Copy, Default)]
@@ -47,7 +51,7 @@ impl Cost {
 /// One block size: the costs in `METHODS` order, or the planner's reason to refuse it.
 struct Row {
     t_max: u32,
-    costs: Result<[Cost; 3], Error>,
+    costs: Result<[Cost; METHODS.len()], Error>,
 }
 
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
@@ -212,9 +216,10 @@ fn costs(
     lengths: &[u32],
     options: &Options,
     t_max: u32,
-) -> Result<Result<[Cost; 3], Error>, Failure> {
-    let mut costs = [Cost::default(); 3];
-    for (slot, policy) in [Policy::BestFit, Policy::PadToMax].into_iter().enumerate() {
+) -> Result<Result<[Cost; METHODS.len()], Error>, Failure> {
+    let mut costs = [Cost::default(); METHODS.len()];
+    let policies = [Policy::BestFit, Policy::PadToMax, Policy::Lanes];
+    for (slot, policy) in policies.into_iter().enumerate() {
         let options = Options {
             t_max,
             policy,
@@ -226,9 +231,11 @@ fn costs(
         };
         let plan = cost(&planner.plan(0)?);
         costs[slot] = Cost::new(plan.blocks, plan.padding, t_max);
-        // The same for every policy: it bounds any plan of these lengths and options.
-        let bound = planner.lower_bound();
-        costs[2] = Cost::new(bound.blocks, bound.padding, t_max);
+        // The same for every packing policy: it bounds any packing of these lengths and options.
+        if !policy.carries_state() {
+            let bound = planner.lower_bound();
+            costs[BOUND] = Cost::new(bound.blocks, bound.padding, t_max);
+        }
     }
     Ok(Ok(costs))
 }
@@ -267,6 +274,7 @@ fn chart(
     let styles = [
         ("#1f77b4", 3.5, None),
         ("#d62728", 2.0, None),
+        ("#2ca02c", 2.5, None),
         ("#222222", 1.5, Some("6 4")),
     ];
     let lines = METHODS

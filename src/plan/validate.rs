@@ -9,7 +9,7 @@
 use super::identities::packed_part;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::{Error, Result};
-use crate::options::{Options, Oversize};
+use crate::options::{Options, Oversize, Policy};
 use crate::stats::{self, LowerBound};
 
 /// Everything the planner keeps about valid lengths besides the lengths (see `Planner`'s fields).
@@ -81,6 +81,9 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
         // Chunks with no tail leave nothing to pack.
         counts[0] = 0;
     }
+    if options.policy == Policy::Lanes {
+        return lanes_gathered(lengths.len() as u64, steps, longest, counts, options);
+    }
     if oversized_count > 0 && options.oversize == Oversize::Reject {
         return Err(Error::invalid(
             "t_max",
@@ -124,6 +127,37 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
         steps,
         pieces,
         lower_bound,
+    })
+}
+
+/// What a `lanes` plan needs: no packing tables, as no sequence is packed or split into chunks
+/// (`counts` is kept only as the planner's field); the lanes' own lower bound.
+fn lanes_gathered(
+    sequences: u64,
+    steps: u64,
+    longest: u32,
+    counts: Vec<u32>,
+    options: &Options,
+) -> Result<Gathered> {
+    check_blocks_per_global_batch(sequences, options)?;
+    let blocks = super::lanes::lanes_bound(steps, longest, options);
+    if blocks > u64::from(u32::MAX) {
+        return Err(super::lanes::too_many_blocks(blocks, options.t_max));
+    }
+    Ok(Gathered {
+        counts,
+        class_starts: Vec::new(),
+        oversized: Vec::new(),
+        full_chunks: 0,
+        packing_bound: 0,
+        split_pieces: 0,
+        steps,
+        pieces: sequences,
+        lower_bound: LowerBound {
+            blocks_unrounded: blocks,
+            blocks,
+            padding: blocks * u64::from(options.t_max) - steps,
+        },
     })
 }
 

@@ -1,0 +1,214 @@
+//! The `lanes` policy: recurrent state carried across batches.
+//!
+//! There are `G = world_size * blocks_per_batch` lanes; row `j` of rank `r`'s every batch is lane
+//! `r * blocks_per_batch + j`. Each epoch the sequences are dealt to lanes so that the lanes'
+//! lengths are as equal as possible, and each lane is its sequences end to end, in a random
+//! order. Batch `k` holds steps `[k * t_max, (k + 1) * t_max)` of every lane, so a model that
+//! keeps each row's state from one batch to the next sees every sequence whole, whatever its
+//! length. Padding is only at the end of a lane.
+//!
+//! The plan is an ordinary [`EpochPlan`]: block `k * G + lane` is window `k` of the lane, which is
+//! exactly the block the sharding gives row `lane % B` of rank `lane / B` in batch `k`. A window
+//! boundary cuts a sequence into pieces, recorded as split pieces; a piece that continues its
+//! sequence always opens its block, and the model carries its state into it.
+
+use super::shard::Span;
+use super::split::SplitPiece;
+use super::{EpochPlan, Planner};
+use crate::alloc::{try_vec, try_with_capacity};
+use crate::error::{Error, Result};
+use crate::rng::{PlanRng, Stream};
+use crate::stats::{self, PlanStats};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`.
+struct Deal {
+    order: Vec<u32>,
+    starts: Vec<usize>,
+    steps: Vec<u64>,
+}
+
+impl Planner {
+    /// The `lanes` plan of `epoch` (see the module's comment).
+    pub(super) fn plan_lanes(&self, epoch: u64) -> Result<EpochPlan> {
+        let options = &self.options;
+        let lanes = options.blocks_per_global_batch() as usize;
+        let t_max = u64::from(options.t_max);
+        let deal = self.deal(epoch, lanes)?;
+        let longest_lane = deal.steps.iter().copied().max().unwrap_or(0);
+        let windows = longest_lane.div_ceil(t_max).max(1);
+        let blocks = windows * lanes as u64;
+        if blocks > u64::from(u32::MAX) {
+            return Err(too_many_blocks(blocks, options.t_max));
+        }
+        let mut spans = try_vec(
+            "the plan's blocks",
+            blocks as usize,
+            Span { start: 0, end: 0 },
+        )?;
+        // Each window boundary cuts at most one sequence: at most one piece per block more.
+        let most_pieces = self.lengths.len() + blocks as usize;
+        let mut piece_sequences = try_with_capacity("the plan's pieces", most_pieces)?;
+        let mut split_pieces = Vec::new();
+        let (mut split_sequences, mut pieces_of_split) = (0u64, 0u64);
+        for lane in 0..lanes {
+            let (mut window, mut used, mut start) = (0usize, 0u64, piece_sequences.len());
+            for &sequence in &deal.order[deal.starts[lane]..deal.starts[lane + 1]] {
+                let length = u64::from(self.lengths[sequence as usize]);
+                let whole = used + length <= t_max;
+                if !whole {
+                    split_sequences += 1;
+                }
+                let mut offset = 0;
+                while offset < length {
+                    let take = (t_max - used).min(length - offset);
+                    let position = piece_position(piece_sequences.len())?;
+                    if !whole {
+                        pieces_of_split += 1;
+                        split_pieces.push(SplitPiece {
+                            position,
+                            offset: offset as u32,
+                            length: take as u32,
+                        });
+                    }
+                    piece_sequences.push(sequence);
+                    (offset, used) = (offset + take, used + take);
+                    if used == t_max {
+                        let end = piece_position(piece_sequences.len())?;
+                        spans[window * lanes + lane] = Span {
+                            start: start as u32,
+                            end,
+                        };
+                        (window, used, start) = (window + 1, 0, end as usize);
+                    }
+                }
+            }
+            if used > 0 {
+                let end = piece_position(piece_sequences.len())?;
+                spans[window * lanes + lane] = Span {
+                    start: start as u32,
+                    end,
+                };
+            }
+        }
+        let padding = blocks * t_max - self.steps;
+        let stats = PlanStats {
+            sequences: self.lengths.len() as u64,
+            steps: self.steps,
+            pieces: piece_sequences.len() as u64,
+            blocks,
+            padding,
+            deleted: 0,
+            split_sequences,
+            split_pieces: pieces_of_split,
+            rounding_blocks: 0,
+            rounding_padding: 0,
+            empty_blocks: spans.iter().filter(|span| span.start == span.end).count() as u64,
+            efficiency: stats::efficiency(self.steps, 0, padding),
+            lower_bound: self.lower_bound,
+        };
+        // split_pieces were pushed in position order: each lane's pieces follow the last lane's.
+        Ok(EpochPlan {
+            epoch,
+            options: options.clone(),
+            lengths: std::sync::Arc::clone(&self.lengths),
+            piece_sequences,
+            split_pieces,
+            spans,
+            stats,
+            origin: super::resume::Origin::own(options.world_size),
+        })
+    }
+
+    /// Deals the sequences to `lanes` lanes, longest first, each to the lane with the fewest
+    /// steps so far (ties to the lowest lane), which leaves the lanes within one sequence of each
+    /// other. Randomness decides among sequences of equal length (the order is shuffled before a
+    /// stable sort), which lane number each dealt lane gets, and the order inside each lane.
+    fn deal(&self, epoch: u64, lanes: usize) -> Result<Deal> {
+        let lengths = &self.lengths;
+        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Lanes);
+        let mut order: Vec<u32> = try_with_capacity("the order of the sequences", lengths.len())?;
+        order.extend(0..lengths.len() as u32);
+        rng.shuffle(&mut order);
+        order.sort_by_key(|&sequence| Reverse(lengths[sequence as usize]));
+
+        let mut lane_numbers: Vec<u32> = (0..lanes as u32).collect();
+        rng.shuffle(&mut lane_numbers);
+        let mut lane_of = try_with_capacity("the lane of every sequence", order.len())?;
+        let mut steps = try_vec("the steps of every lane", lanes, 0u64)?;
+        let mut counts = try_vec("the sequences of every lane", lanes, 0usize)?;
+        let mut lightest: BinaryHeap<Reverse<(u64, usize)>> =
+            (0..lanes).map(|dealt| Reverse((0, dealt))).collect();
+        for &sequence in &order {
+            // The heap holds every lane: it is never empty.
+            let Some(Reverse((load, dealt))) = lightest.pop() else {
+                break;
+            };
+            let lane = lane_numbers[dealt] as usize;
+            let load = load + u64::from(lengths[sequence as usize]);
+            lane_of.push(lane as u32);
+            steps[lane] = load;
+            counts[lane] += 1;
+            lightest.push(Reverse((load, dealt)));
+        }
+
+        let mut starts = try_vec("the start of every lane", lanes + 1, 0usize)?;
+        for lane in 0..lanes {
+            starts[lane + 1] = starts[lane] + counts[lane];
+        }
+        let mut next = starts.clone();
+        let mut dealt = try_vec("the sequences by lane", order.len(), 0u32)?;
+        for (&sequence, &lane) in order.iter().zip(&lane_of) {
+            dealt[next[lane as usize]] = sequence;
+            next[lane as usize] += 1;
+        }
+        for lane in 0..lanes {
+            rng.shuffle(&mut dealt[starts[lane]..starts[lane + 1]]);
+        }
+        Ok(Deal {
+            order: dealt,
+            starts,
+            steps,
+        })
+    }
+}
+
+/// A piece's position in the plan, which plans keep in 32 bits.
+fn piece_position(position: usize) -> Result<u32> {
+    u32::try_from(position).map_err(|_| {
+        Error::invalid(
+            "pieces",
+            position,
+            format!(
+                "at most {} pieces per epoch (plans use 32-bit piece positions); raise t_max \
+                 to cut sequences at fewer window boundaries",
+                u32::MAX
+            ),
+        )
+    })
+}
+
+/// The error for an epoch of more blocks than plans address.
+pub(super) fn too_many_blocks(blocks: u64, t_max: u32) -> Error {
+    Error::invalid(
+        "t_max",
+        t_max,
+        format!(
+            "a block size that gives at most {} blocks per epoch (plans use 32-bit positions); \
+             these lengths need {blocks}",
+            u32::MAX
+        ),
+    )
+}
+
+/// The fewest blocks any lanes plan can have: every lane runs as many windows as the longest,
+/// which holds at least its share of the steps and at least the longest sequence.
+pub(super) fn lanes_bound(steps: u64, longest: u32, options: &crate::Options) -> u64 {
+    let lanes = options.blocks_per_global_batch();
+    let t_max = u64::from(options.t_max);
+    let windows = steps
+        .div_ceil(lanes * t_max)
+        .max(u64::from(longest).div_ceil(t_max));
+    lanes * windows.max(1)
+}
