@@ -107,7 +107,20 @@ fn check_plan(plan: &EpochPlan, planner: &Planner) {
     let tables = batch.tables();
     let pieces: usize = batch.blocks().map(|b| b.len()).sum();
     let used: u32 = batch.blocks().map(|b| b.used()).sum();
-    assert_eq!(tables.reset.iter().filter(|&&r| r).count(), pieces);
+    // With carried state (lanes), a piece that continues its sequence goes on from its row's
+    // state instead of resetting.
+    let carried = match o.policy.carries_state() {
+        true => batch
+            .blocks()
+            .map(|b| b.pieces().filter(|p| p.continues).count())
+            .sum(),
+        false => 0,
+    };
+    assert_eq!(
+        tables.reset.iter().filter(|&&r| r).count(),
+        pieces - carried
+    );
+    assert_eq!(tables.carry.iter().filter(|&&c| c).count(), carried);
     assert_eq!(tables.valid.iter().filter(|&&v| v).count(), used as usize);
     assert_eq!(tables.cu_seqlens.len(), pieces + 1);
     assert_eq!(*tables.cu_seqlens.last().unwrap(), used as i32);

@@ -132,6 +132,19 @@ impl<'a> Batch<'a> {
     pub fn lengths(&self) -> &'a [u32] {
         self.plan.lengths()
     }
+
+    /// Whether each row carries its recurrent state from the previous batch (`lanes`).
+    pub fn carries_state(&self) -> bool {
+        self.plan.options.policy.carries_state()
+    }
+
+    /// The lane of each row, `rank * blocks_per_batch + row` (lanes stay put all epoch; in a
+    /// packed plan the number only says where the row lies in the global batch).
+    pub fn lanes(&self) -> impl ExactSizeIterator<Item = u32> {
+        let lanes = self.plan.options.blocks_per_global_batch() as usize;
+        let first = (self.first_block % lanes) as u32;
+        first..first + self.plan.options.blocks_per_batch
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ impl Batch<'_> {
             cells: &cells,
             blocks,
             t_max: self.t_max() as usize,
+            carry: self.carries_state(),
         }
         .step_tables()
     }

@@ -71,6 +71,10 @@ pub struct BlockTable<'a> {
     cells: &'a [i64],
     blocks: usize,
     t_max: usize,
+    /// Each block is a row whose recurrent state carries over from the previous batch (the
+    /// `lanes` policy): a piece that continues its sequence at the start of its block goes on
+    /// from that state instead of resetting.
+    carry: bool,
 }
 
 impl<'a> BlockTable<'a> {
@@ -78,6 +82,13 @@ impl<'a> BlockTable<'a> {
     /// batch of `blocks` blocks of `t_max` steps: rows sorted by block, pieces of a block in step
     /// order without overlap, each inside its block and inside its sequence.
     pub fn new(cells: &'a [i64], blocks: i64, t_max: i64) -> Result<Self> {
+        Self::with_carry(cells, blocks, t_max, false)
+    }
+
+    /// [`BlockTable::new`], for a batch whose rows carry their state from the previous batch
+    /// when `carry` (the `lanes` policy's batches): then a piece may continue its sequence (an
+    /// `offset` above 0) only at the start of its block, where the state it goes on from is.
+    pub fn with_carry(cells: &'a [i64], blocks: i64, t_max: i64, carry: bool) -> Result<Self> {
         check_batch_shape(blocks, t_max)?;
         check_whole_rows(cells)?;
         let (mut previous_block, mut previous_end) = (-1i64, 0i64);
@@ -120,6 +131,12 @@ impl<'a> BlockTable<'a> {
             if offset < 0 {
                 return fail(Column::Offset, "at least 0".into());
             }
+            if carry && offset > 0 && start > 0 {
+                let expected = "0 where the piece does not open its block (with state carried \
+                                across batches, a piece continues its sequence only at the start \
+                                of a row)";
+                return fail(Column::Offset, expected.into());
+            }
             // Checked: offset + length may exceed i64 (and positions would wrap).
             match offset.checked_add(length) {
                 Some(end) if Column::SequenceLength.of(cell) >= end => {}
@@ -141,6 +158,7 @@ impl<'a> BlockTable<'a> {
             cells,
             blocks: blocks as usize,
             t_max: t_max as usize,
+            carry,
         })
     }
 
@@ -157,14 +175,54 @@ impl<'a> BlockTable<'a> {
         self.t_max
     }
 
-    /// `true` at the first step of every piece: a recurrent model resets its state there. State
-    /// never carries across blocks, so a piece that continues a split sequence resets too (its
-    /// positions say it is not the sequence's start).
+    /// `true` at the first step of every piece: a recurrent model resets its state there.
+    /// Without carried state, state never crosses a block, so a piece that continues a split
+    /// sequence resets too (its positions say it is not the sequence's start). With it, a piece
+    /// that continues its sequence goes on from the state its row carried: only the starts of
+    /// sequences reset.
     pub fn write_reset_mask(&self, out: &mut [bool]) -> Result<()> {
         let out = self.step_table("reset", out)?;
         out.fill(false);
         for row in self.rows() {
-            out[self.first_step(row)] = true;
+            if !(self.carry && Column::Offset.of(row) > 0) {
+                out[self.first_step(row)] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `true` at the last step of every sequence (where a piece reaches its sequence's end), so
+    /// a loss on a sequence's final state needs no arithmetic on the table.
+    pub fn write_end_mask(&self, out: &mut [bool]) -> Result<()> {
+        let out = self.step_table("ends", out)?;
+        out.fill(false);
+        for row in self.rows() {
+            // Checked in new(): offset + length fits i64 and is at most the sequence's length.
+            if Column::Offset.of(row) + Column::Length.of(row) == Column::SequenceLength.of(row) {
+                out[self.steps(row).end - 1] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[blocks]`: `true` where the block's first step continues the state its row had at the
+    /// end of the previous batch (a model keeps that state; it zeroes the others'). Only a table
+    /// with carried state has any.
+    pub fn write_carry_mask(&self, out: &mut [bool]) -> Result<()> {
+        if out.len() != self.blocks {
+            let expected = format!("{} values, one per block", self.blocks);
+            return Err(Error::invalid(
+                "carry",
+                format!("{} values", out.len()),
+                expected,
+            ));
+        }
+        out.fill(false);
+        for row in self.rows() {
+            if self.carry && Column::Offset.of(row) > 0 {
+                // with_carry() checked that such a piece opens its block.
+                out[Column::Block.of(row) as usize] = true;
+            }
         }
         Ok(())
     }
@@ -221,6 +279,8 @@ impl<'a> BlockTable<'a> {
             t_max: self.t_max,
             reset: vec![false; steps],
             valid: vec![false; steps],
+            ends: vec![false; steps],
+            carry: vec![false; self.blocks],
             segment_ids: vec![0; steps],
             position_ids: vec![0; steps],
             cu_seqlens: vec![0; self.rows().len() + 1],
@@ -230,6 +290,8 @@ impl<'a> BlockTable<'a> {
         let written = self
             .write_reset_mask(&mut tables.reset)
             .and_then(|()| self.write_valid_mask(&mut tables.valid))
+            .and_then(|()| self.write_end_mask(&mut tables.ends))
+            .and_then(|()| self.write_carry_mask(&mut tables.carry))
             .and_then(|()| self.write_segment_ids(&mut tables.segment_ids))
             .and_then(|()| self.write_position_ids(&mut tables.position_ids))
             .and_then(|()| write_cu_seqlens_of(self.cells, &mut tables.cu_seqlens));
@@ -352,6 +414,10 @@ pub struct StepTables {
     pub t_max: usize,
     pub reset: Vec<bool>,
     pub valid: Vec<bool>,
+    /// `true` at the last step of every sequence.
+    pub ends: Vec<bool>,
+    /// `[blocks]`: the block's row carries its state over from the previous batch.
+    pub carry: Vec<bool>,
     pub segment_ids: Vec<i32>,
     pub position_ids: Vec<i64>,
     /// Prefix sums of piece lengths over the batch's valid steps, in block then piece order,

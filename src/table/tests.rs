@@ -52,6 +52,30 @@ fn step_tables_by_hand() {
 }
 
 #[test]
+fn carried_state_resets_only_where_sequences_start() {
+    // TABLE's block 1 continues sequence 7 at its first step: carried, it does not reset there.
+    let bools = |v: &[bool]| v.iter().map(|&b| u8::from(b)).collect::<Vec<_>>();
+    let packed = BlockTable::new(&TABLE, 2, 6).unwrap().step_tables();
+    assert_eq!(bools(&packed.carry), [0, 0]);
+    let lanes = BlockTable::with_carry(&TABLE, 2, 6, true)
+        .unwrap()
+        .step_tables();
+    assert_eq!(bools(&lanes.reset), [1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(bools(&lanes.carry), [0, 1]);
+    // Sequence 5 and 1 end in block 0; sequence 7 (6 steps) ends at its step 5, block 1's fourth.
+    let ends = [0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0];
+    assert_eq!(bools(&packed.ends), ends);
+    assert_eq!(bools(&lanes.ends), ends);
+    // A piece that continues its sequence inside a block has no carried state to go on from.
+    let mut inside = TABLE.to_vec();
+    inside[Column::Offset as usize + Column::COUNT] = 1;
+    inside[Column::SequenceLength as usize + Column::COUNT] = 3;
+    let err = BlockTable::with_carry(&inside, 2, 6, true).unwrap_err();
+    assert_eq!(err.argument, "table[1, offset]");
+    assert!(BlockTable::new(&inside, 2, 6).is_ok());
+}
+
+#[test]
 fn an_empty_table_is_all_padding() {
     let tables = BlockTable::new(&[], 2, 3).unwrap().step_tables();
     assert!(tables.valid.iter().all(|&v| !v));
