@@ -76,7 +76,8 @@ Batch first_batch(const std::vector<int64_t>& lengths, int64_t t_max, int64_t bl
 }
 
 void pack_rows(const std::string& name, const Batch& batch, int calls) {
-  const auto& [table, blocks, t_max] = batch.request;
+  const auto& table = batch.request.table;
+  const int64_t blocks = batch.request.blocks, t_max = batch.request.t_max;
   const auto label = name + " (" + std::to_string(table.size(0)) + " pieces)";
   auto [pack_us, cat_us] = side_by_side(
       [&] { bload::pack(batch.sequences, table, blocks, t_max, 0); },
@@ -127,7 +128,8 @@ class InMemory : public torch::data::datasets::Dataset<InMemory> {
 };
 
 void get_batch_row(const Batch& batch) {
-  const auto& [table, blocks, t_max] = batch.request;
+  const auto& table = batch.request.table;
+  const int64_t blocks = batch.request.blocks, t_max = batch.request.t_max;
   auto dataset = bload::BlockDataset(InMemory(batch), bload::Options(t_max));
   auto [get_us, pack_us] = side_by_side([&] { dataset.get_batch(batch.request); },
                                         [&] { bload::pack(batch.sequences, table, blocks, t_max, 0); },

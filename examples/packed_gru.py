@@ -1,6 +1,7 @@
 """The recurrent model of the DDP demos, for TorchScript: a GRU cell stepped over each packed
 block, its state zeroed wherever the block table starts a sequence (`torch.ops.bload.reset_mask`),
-and a linear head on every step. examples/cpp/packed_gru.h is the same model in C++.
+and a linear head on every step. `forward_lanes` runs a batch of the lanes policy, going on from
+each row's carried state. examples/cpp/packed_gru.h is the same model in C++.
 
 Saves the scripted model for the C++ and Rust trainers to load (run from the repository root
 after `make`, which installs the bload package into .venv):
@@ -10,6 +11,7 @@ after `make`, which installs the bload package into .venv):
 
 import argparse
 import os
+from typing import Tuple
 
 import torch
 
@@ -28,14 +30,31 @@ class PackedGRU(torch.nn.Module):
 
     def forward(self, data: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         """data [blocks, t_max, features] and the batch's block table -> [blocks, t_max, outputs]."""
-        blocks, t_max = data.size(0), data.size(1)
-        keep = torch.ops.bload.reset_mask(table, blocks, t_max).logical_not().to(data.device, data.dtype)
+        blocks = data.size(0)
         state = torch.zeros(blocks, self.hidden, dtype=data.dtype, device=data.device)
+        keep = torch.ops.bload.reset_mask(table, blocks, data.size(1)).logical_not()
+        return self._run(data, keep, state)[0]
+
+    @torch.jit.export
+    def forward_lanes(
+        self, data: torch.Tensor, table: torch.Tensor, carry: torch.Tensor, state: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """A batch of the lanes policy: each row goes on from `state` [blocks, hidden] (its lane's
+        final state after the previous batch) where `carry` [blocks] is true, from zero elsewhere,
+        and resets only where a sequence starts. -> (outputs [blocks, t_max, outputs], the final
+        state [blocks, hidden], to pass on, detached for truncated back-propagation)."""
+        blocks = data.size(0)
+        keep = torch.ops.bload.reset_mask(table, blocks, data.size(1), True).logical_not()
+        state = state * carry.to(state.device, state.dtype).unsqueeze(1)
+        return self._run(data, keep, state)
+
+    def _run(self, data: torch.Tensor, keep: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        keep = keep.to(data.device, data.dtype)
         states = []
-        for step in range(t_max):
+        for step in range(data.size(1)):
             state = self.cell(data[:, step], state * keep[:, step].unsqueeze(1))
             states.append(state)
-        return self.head(torch.stack(states, 1))
+        return self.head(torch.stack(states, 1)), state
 
 
 def scripted(seed: int = 0) -> torch.jit.ScriptModule:

@@ -201,3 +201,17 @@ fn lanes_are_within_one_percent_of_their_bound_on_every_set() {
         }
     }
 }
+
+#[test]
+fn lanes_resume_with_their_lane_count_only() {
+    let lengths: Vec<u32> = (0..300).map(|i| 1 + (i * 13) % 50).collect();
+    let planner = Planner::new(lengths.clone(), lanes_options(8, 2, 2, 0)).unwrap();
+    let plan = planner.plan(1).unwrap();
+    let at = plan.position(3).unwrap();
+    let resumed = planner.resume(&at).unwrap();
+    assert_eq!((resumed.batches, resumed.plan.hash()), (3, plan.hash()));
+    let other = Planner::new(lengths, lanes_options(8, 4, 2, 0)).unwrap();
+    let err = other.resume(&at).unwrap_err();
+    assert_eq!(err.argument, "world_size");
+    assert!(err.to_string().contains("lane count"), "{err}");
+}

@@ -62,8 +62,12 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
   batch.data = pack_or_pad(request, data, options.data_padding(), options.pin_memory(), buffers);
   batch.target =
       pack_or_pad(request, target, options.target_padding(), options.pin_memory(), buffers);
-  batch.reset = reset_mask(table, request.blocks, request.t_max);
+  batch.reset = reset_mask(table, request.blocks, request.t_max, request.carry);
   batch.valid = valid_mask(table, request.blocks, request.t_max);
+  batch.ends = end_mask(table, request.blocks, request.t_max);
+  batch.carry = request.carry ? carry_mask(table, request.blocks, request.t_max)
+                              : at::zeros({request.blocks}, at::kBool);
+  batch.lanes = at::arange(request.first_lane, request.first_lane + request.blocks, at::kLong);
   batch.segment_ids = segment_ids(table, request.blocks, request.t_max);
   batch.position_ids = position_ids(table, request.blocks, request.t_max);
   batch.cu_seqlens = cu_seqlens(table);

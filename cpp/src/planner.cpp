@@ -102,7 +102,9 @@ BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   const auto rows = static_cast<int64_t>(cells.size()) / kTableColumns;
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
-  return BatchRequest{table, impl_->options.blocks_per_batch(), impl_->options.t_max()};
+  const auto& options = impl_->options;
+  return BatchRequest{table, options.blocks_per_batch(), options.t_max(),
+                      options.plan.policy == Policy::Lanes, rank * options.blocks_per_batch()};
 }
 
 PlanStats EpochPlan::stats() const { return impl_->plan->stats(); }

@@ -35,8 +35,15 @@ class PackedBatch:
 
     data, target: the dataset's data and targets packed (a dict of such where the dataset's were
         dicts); padding steps hold data_padding and target_padding.
-    reset: bool, true at the first step of every piece, where recurrent state starts from zero.
+    reset: bool, true at the first step of every piece, where recurrent state starts from zero
+        (with policy "lanes", only where a sequence starts: a piece that continues its sequence
+        goes on from the state its row carried).
     valid: bool, true on real steps.
+    ends: bool, true at the last step of every sequence.
+    carry: bool [blocks], true where the row's first step continues the state the row (its lane)
+        had at the end of the previous batch: keep that state, zero the others'. All false unless
+        the policy is "lanes".
+    lanes: int64 [blocks], the lane of every row (rank * blocks + row).
     segment_ids: int32, the piece's index inside its block, -1 on padding.
     position_ids: int64, the step's index in its sequence, 0 on padding.
     cu_seqlens: int32 [pieces + 1], flash-attention's varlen offsets.
@@ -48,6 +55,9 @@ class PackedBatch:
     target: Steps
     reset: Tensor
     valid: Tensor
+    ends: Tensor
+    carry: Tensor
+    lanes: Tensor
     segment_ids: Tensor
     position_ids: Tensor
     cu_seqlens: Tensor
@@ -118,7 +128,7 @@ class BlockDataset(torch.utils.data.Dataset):
                 f"t_max = {self.t_max}: the sampler plans blocks of t_max = {batch.t_max}; expected "
                 "the same t_max for both"
             )
-        return self.pack(batch.table, batch.blocks)
+        return self.pack(batch.table, batch.blocks, carry=batch.carry, first_lane=batch.first_lane)
 
     @staticmethod
     def _checked(item, where, length=None, meaning=""):
@@ -160,8 +170,10 @@ class BlockDataset(torch.utils.data.Dataset):
                                                 "the sequence's length in the lengths the sampler plans with")  # fmt: skip
         return [items[row[column["sequence"]]] for row in rows]
 
-    def pack(self, table, blocks):
-        """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks."""
+    def pack(self, table, blocks, *, carry=False, first_lane=0):
+        """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks; with
+        `carry`, a batch whose rows carry their state from the previous batch (lanes
+        first_lane, first_lane + 1, ...)."""
         column = ops.COLUMN
         # A batch of empty blocks: one item gives the padding its shape and dtype.
         per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
@@ -169,8 +181,11 @@ class BlockDataset(torch.utils.data.Dataset):
         return PackedBatch(
             data=_packed([item[0] for item in per_row], *shape, self.data_padding, self._buffers),
             target=_packed([item[1] for item in per_row], *shape, self.target_padding, self._buffers),
-            reset=ops.reset_mask(*shape),
+            reset=ops.reset_mask(*shape, carry),
             valid=ops.valid_mask(*shape),
+            ends=ops.end_mask(*shape),
+            carry=ops.carry_mask(*shape) if carry else torch.zeros(blocks, dtype=torch.bool),
+            lanes=torch.arange(first_lane, first_lane + blocks),
             segment_ids=ops.segment_ids(*shape),
             position_ids=ops.position_ids(*shape),
             cu_seqlens=ops.cu_seqlens(table),

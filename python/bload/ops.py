@@ -19,7 +19,9 @@ _library.load()
 
 __all__ = [
     "COLUMN",
+    "carry_mask",
     "cu_seqlens",
+    "end_mask",
     "pack",
     "pack_backward",
     "position_ids",
@@ -50,10 +52,24 @@ def read_lengths(path: Union[str, os.PathLike]) -> Tensor:
     return torch.ops.bload.read_lengths(str(path))
 
 
-def reset_mask(table: Tensor, blocks: int, t_max: int) -> Tensor:
+def reset_mask(table: Tensor, blocks: int, t_max: int, carry: bool = False) -> Tensor:
     """bool [blocks, t_max]: true at the first step of every piece, where a recurrent model's
-    state starts from zero."""
-    return torch.ops.bload.reset_mask(table, blocks, t_max)
+    state starts from zero. carry: the rows carry their state from the previous batch (the lanes
+    policy), so only the starts of sequences reset, and a piece may continue its sequence only
+    at the start of its row."""
+    return torch.ops.bload.reset_mask(table, blocks, t_max, carry)
+
+
+def end_mask(table: Tensor, blocks: int, t_max: int) -> Tensor:
+    """bool [blocks, t_max]: true at the last step of every sequence (a loss on a sequence's final
+    state reads the outputs there)."""
+    return torch.ops.bload.end_mask(table, blocks, t_max)
+
+
+def carry_mask(table: Tensor, blocks: int, t_max: int) -> Tensor:
+    """bool [blocks]: true where the row's first step continues the state the row had at the end
+    of the previous batch (lanes); a model keeps that state and zeroes the other rows'."""
+    return torch.ops.bload.carry_mask(table, blocks, t_max)
 
 
 def valid_mask(table: Tensor, blocks: int, t_max: int) -> Tensor:

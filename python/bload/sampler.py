@@ -55,6 +55,10 @@ class BlockBatch:
     t_max: int
     epoch: int
     index: int
+    #: Each row carries its recurrent state from the previous batch (policy "lanes").
+    carry: bool = False
+    #: The lane of row 0, rank * blocks: row j is lane first_lane + j.
+    first_lane: int = 0
 
     def __iter__(self):  # a DataLoader iterates a batch only for a dataset without __getitems__
         raise TypeError(
@@ -108,8 +112,11 @@ class BlockSampler(torch.utils.data.Sampler):
     lengths: a lengths file's path, or the sequences' lengths (a 1-d integer tensor or list).
     world_size, rank: torch.distributed's when it is initialized, else 1 and 0.
     seed: with the epoch, decides the plan; every rank must pass the same.
-    policy: "best_fit" (near the fewest blocks), "random_fill" or "pad_to_max" (one sequence a
-    block, the usual padding, for comparison).
+    policy: "best_fit" (near the fewest blocks), "random_fill", "pad_to_max" (one sequence a
+    block, the usual padding, for comparison), or "lanes": row j of every batch of rank r is lane
+    r * blocks_per_batch + j for the whole epoch, which runs its sequences (of any length) end to
+    end, t_max steps a batch; a model carries each row's state from batch to batch where the
+    batch's `carry` says so. Batches must then be served in order (DataLoader's default).
     split: cut sequences longer than t_max into pieces (counted in stats()) instead of refusing.
     drop_last: only False: every rank already gets the same number of batches, by padding that
     stats() counts; bload never drops a sequence.
@@ -129,7 +136,8 @@ class BlockSampler(torch.utils.data.Sampler):
         self.blocks_per_batch = integer("blocks_per_batch", blocks_per_batch, 1)
         self.seed = integer("seed", seed)
         if not isinstance(policy, str):
-            raise TypeError(f"policy = {policy!r}: expected 'best_fit', 'random_fill' or 'pad_to_max'")
+            raise TypeError(f"policy = {policy!r}: expected 'best_fit', 'random_fill', 'pad_to_max' or 'lanes'")
+        self.policy = policy
         self.planner = torch.classes.bload.Planner(
             _lengths_tensor(lengths), self.t_max, blocks_per_batch=self.blocks_per_batch,
             world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=bool(split),
@@ -183,7 +191,8 @@ class BlockSampler(torch.utils.data.Sampler):
             self.check_agreement()
         while self.position < self.plan.batches_per_rank():
             table = self.plan.batch(self.rank, self.position)
-            batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position)
+            batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position,
+                               carry=self.policy == "lanes", first_lane=self.rank * self.blocks_per_batch)
             self.position += 1
             yield batch
 

@@ -126,6 +126,21 @@ impl Planner {
                 ),
             ));
         }
+        if self.options.policy.carries_state() && at.world_size != self.options.world_size {
+            // Each row is a lane whose state the model carries: another lane count would deal
+            // the rest of the epoch to rows with no state for it.
+            return Err(Error::invalid(
+                "world_size",
+                self.options.world_size,
+                format!(
+                    "{}, the world size the epoch was saved with: with the lanes policy a run \
+                     resumes only with the lane count it saved (world_size * blocks_per_batch = \
+                     {}), as the model's state is per lane",
+                    at.world_size,
+                    saved_options.blocks_per_global_batch()
+                ),
+            ));
+        }
         if at.world_size == self.options.world_size {
             return Ok(Resumed {
                 plan: self.remainder(planned, at.first_block),

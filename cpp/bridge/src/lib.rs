@@ -77,7 +77,17 @@ mod ffi {
         /// The block table's column names, in order.
         fn table_column_names() -> Vec<String>;
         fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<()>;
-        fn write_reset_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
+        /// `carry`: the rows carry their state from the previous batch (lanes).
+        fn write_reset_mask(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            carry: bool,
+            out: &mut [bool],
+        ) -> Result<()>;
+        fn write_end_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool]) -> Result<()>;
+        /// `out` is `[blocks]`; the table is read as one whose rows carry their state.
+        fn write_carry_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
             -> Result<()>;
         fn write_valid_mask(table: &[i64], blocks: i64, t_max: i64, out: &mut [bool])
             -> Result<()>;
@@ -333,10 +343,33 @@ macro_rules! step_table_writers {
 }
 
 step_table_writers! {
-    write_reset_mask: bool => BlockTable::write_reset_mask;
     write_valid_mask: bool => BlockTable::write_valid_mask;
+    write_end_mask: bool => BlockTable::write_end_mask;
     write_segment_ids: i32 => BlockTable::write_segment_ids;
     write_position_ids: i64 => BlockTable::write_position_ids;
+}
+
+fn write_reset_mask(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    carry: bool,
+    out: &mut [bool],
+) -> Result<(), BridgeError> {
+    guarded("write_reset_mask", || {
+        BlockTable::with_carry(table, blocks, t_max, carry)?.write_reset_mask(out)
+    })
+}
+
+fn write_carry_mask(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    out: &mut [bool],
+) -> Result<(), BridgeError> {
+    guarded("write_carry_mask", || {
+        BlockTable::with_carry(table, blocks, t_max, true)?.write_carry_mask(out)
+    })
 }
 
 fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<(), BridgeError> {

@@ -102,7 +102,7 @@ fn stats_cross_by_name() {
 fn table_writers_check_the_table_and_the_buffer() {
     let table = [0, 0, 3, 5, 0, 3];
     let mut reset = [false; 4];
-    write_reset_mask(&table, 1, 4, &mut reset).unwrap();
+    write_reset_mask(&table, 1, 4, false, &mut reset).unwrap();
     assert_eq!(reset, [true, false, false, false]);
     let error = write_valid_mask(&table, 1, 2, &mut [false; 2])
         .err()

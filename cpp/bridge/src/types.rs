@@ -22,6 +22,8 @@ pub mod ffi {
         RandomFill,
         /// One sequence per block: the padding baseline.
         PadToMax,
+        /// Each row a lane whose recurrent state carries across batches (sequences of any length).
+        Lanes,
     }
 
     /// The options a plan depends on, besides the lengths (the core's `bload::Options`). Values
@@ -112,6 +114,7 @@ impl From<bload::Policy> for ffi::Policy {
             bload::Policy::BestFit => ffi::Policy::BestFit,
             bload::Policy::RandomFill => ffi::Policy::RandomFill,
             bload::Policy::PadToMax => ffi::Policy::PadToMax,
+            bload::Policy::Lanes => ffi::Policy::Lanes,
         }
     }
 }
@@ -123,11 +126,12 @@ impl TryFrom<ffi::Policy> for bload::Policy {
             ffi::Policy::BestFit => Ok(bload::Policy::BestFit),
             ffi::Policy::RandomFill => Ok(bload::Policy::RandomFill),
             ffi::Policy::PadToMax => Ok(bload::Policy::PadToMax),
+            ffi::Policy::Lanes => Ok(bload::Policy::Lanes),
             // C++ may hold any value of the enum's underlying type.
             other => Err(Error::invalid(
                 "policy",
                 other.repr,
-                "bload::Policy::BestFit, RandomFill or PadToMax",
+                "bload::Policy::BestFit, RandomFill, PadToMax or Lanes",
             )),
         }
     }

@@ -26,7 +26,12 @@ struct PackedBatch {
   at::Tensor data;          // padding steps hold Options::data_padding
   at::Tensor target;        // padding steps hold Options::target_padding
   at::Tensor reset;         // bool: first step of every piece, where recurrent state resets
+                            // (lanes: only where a sequence starts; see bload::reset_mask)
   at::Tensor valid;         // bool: real steps
+  at::Tensor ends;          // bool: last step of every sequence
+  at::Tensor carry;         // bool [blocks]: the row goes on from the state it carried from the
+                            // previous batch (lanes); keep it there, zero it elsewhere
+  at::Tensor lanes;         // int64 [blocks]: the lane of every row
   at::Tensor segment_ids;   // int32: piece index inside its block, -1 on padding
   at::Tensor position_ids;  // int64: step index inside the sequence, 0 on padding
   at::Tensor cu_seqlens;    // int32 [pieces + 1]: flash-attention's varlen offsets

@@ -15,8 +15,16 @@
 
 namespace bload {
 
-// bool [blocks, t_max]: true at the first step of every piece, where a recurrent model resets.
-BLOAD_API at::Tensor reset_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
+// bool [blocks, t_max]: true at the first step of every piece, where a recurrent model resets;
+// with `carry` (lanes: each row carries its state from the previous batch), only where a
+// sequence starts.
+BLOAD_API at::Tensor reset_mask(const at::Tensor& table, int64_t blocks, int64_t t_max,
+                                bool carry = false);
+// bool [blocks, t_max]: true at the last step of every sequence.
+BLOAD_API at::Tensor end_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
+// bool [blocks]: true where the row's first step continues the state it carried from the
+// previous batch (lanes); a model keeps that state and zeroes the others'.
+BLOAD_API at::Tensor carry_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
 // bool [blocks, t_max]: true on real steps, false on padding.
 BLOAD_API at::Tensor valid_mask(const at::Tensor& table, int64_t blocks, int64_t t_max);
 // int32 [blocks, t_max]: index of the piece inside its block (0, 1, ...), -1 on padding.

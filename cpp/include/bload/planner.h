@@ -45,8 +45,10 @@ struct BLOAD_API Options {
   Options& seed(int64_t value) { return set(plan.seed, value); }
   int64_t seed() const { return plan.seed; }
   // "best_fit" (near-minimal padding), "random_fill" (the BLoad paper's random filling) or
-  // "pad_to_max" (one sequence per block: the padding baseline). A name the core does not know
-  // is an error (c10::Error) here.
+  // "pad_to_max" (one sequence per block: the padding baseline), or "lanes" (row j of rank r's
+  // every batch is lane r * blocks_per_batch + j, which runs its sequences, of any length, end to
+  // end, t_max steps a batch: a model carries each row's state across batches, see
+  // BatchRequest::carry). A name the core does not know is an error (c10::Error) here.
   Options& policy(const std::string& name);
   Options& policy(Policy value) { return set(plan.policy, value); }
   std::string policy() const;
@@ -96,6 +98,10 @@ struct BatchRequest {
   at::Tensor table;  // the block table: int64 [pieces, kTableColumns], on the CPU
   int64_t blocks = 0;
   int64_t t_max = 0;
+  // Each row carries its recurrent state from the previous batch (Policy::Lanes); row j is
+  // lane first_lane + j (first_lane = rank * blocks).
+  bool carry = false;
+  int64_t first_lane = 0;
 
   // Blocks in the batch: torch's DataLoader compares a request's size() with its batch_size
   // (for drop_last) and requires it to be positive.

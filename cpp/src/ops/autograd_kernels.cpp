@@ -107,7 +107,8 @@ TORCH_LIBRARY_IMPL(bload, Autograd, m) {
   m.impl("pack_into", &pack_into);
   m.impl("unpack", &unpack);
   for (const char* name :
-       {"reset_mask", "valid_mask", "segment_ids", "position_ids", "cu_seqlens"}) {
+       {"reset_mask", "end_mask", "carry_mask", "valid_mask", "segment_ids", "position_ids",
+        "cu_seqlens"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

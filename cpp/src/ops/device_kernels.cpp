@@ -51,8 +51,25 @@ Tensor step_table(const Tensor& table, int64_t blocks, int64_t t_max, Write writ
   return out.to(table.device());
 }
 
-Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  return step_table<bool>(table, blocks, t_max, ffi::write_reset_mask);
+Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool carry) {
+  auto write = [carry](auto cells, int64_t blocks, int64_t t_max, auto out) {
+    ffi::write_reset_mask(cells, blocks, t_max, carry, out);
+  };
+  return step_table<bool>(table, blocks, t_max, write);
+}
+
+Tensor end_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
+  return step_table<bool>(table, blocks, t_max, ffi::write_end_mask);
+}
+
+Tensor carry_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
+  auto host = host_table(table);
+  check_batch_shape(blocks, t_max);
+  auto out = at::empty({blocks}, at::kBool);
+  rethrowing([&] {
+    ffi::write_carry_mask(elements<int64_t>(host), blocks, t_max, mutable_elements<bool>(out));
+  });
+  return out.to(table.device());
 }
 
 Tensor valid_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
@@ -126,6 +143,8 @@ std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
 
 TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
   m.impl("reset_mask", &reset_mask);
+  m.impl("end_mask", &end_mask);
+  m.impl("carry_mask", &carry_mask);
   m.impl("valid_mask", &valid_mask);
   m.impl("segment_ids", &segment_ids);
   m.impl("position_ids", &position_ids);

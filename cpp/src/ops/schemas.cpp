@@ -40,7 +40,12 @@ std::vector<std::string> table_columns_op() {
 }  // namespace
 
 TORCH_LIBRARY(bload, m) {
-  m.def("reset_mask(Tensor table, int blocks, int t_max) -> Tensor");
+  // carry: the rows carry their state from the previous batch (lanes), so only the starts of
+  // sequences reset.
+  m.def("reset_mask(Tensor table, int blocks, int t_max, bool carry=False) -> Tensor");
+  m.def("end_mask(Tensor table, int blocks, int t_max) -> Tensor");
+  // [blocks]: the rows whose first step continues the state carried from the previous batch.
+  m.def("carry_mask(Tensor table, int blocks, int t_max) -> Tensor");
   m.def("valid_mask(Tensor table, int blocks, int t_max) -> Tensor");
   m.def("segment_ids(Tensor table, int blocks, int t_max) -> Tensor");
   m.def("position_ids(Tensor table, int blocks, int t_max) -> Tensor");
@@ -57,8 +62,18 @@ TORCH_LIBRARY(bload, m) {
   m.def("table_columns() -> str[]", &table_columns_op);
 }
 
-Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  static auto op = typed_op<StepTableOp>("bload::reset_mask");
+Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool carry) {
+  static auto op = typed_op<Tensor(const Tensor&, int64_t, int64_t, bool)>("bload::reset_mask");
+  return op.call(table, blocks, t_max, carry);
+}
+
+Tensor end_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
+  static auto op = typed_op<StepTableOp>("bload::end_mask");
+  return op.call(table, blocks, t_max);
+}
+
+Tensor carry_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
+  static auto op = typed_op<StepTableOp>("bload::carry_mask");
   return op.call(table, blocks, t_max);
 }
 
