@@ -83,10 +83,18 @@ pub struct PackedBatch {
     pub data: Tensor,
     /// Padding steps hold [`PackOptions::target_padding`].
     pub target: Tensor,
-    /// Bool: the first step of every piece, where recurrent state resets.
+    /// Bool: the first step of every piece, where recurrent state resets (with the lanes
+    /// policy, only where a sequence starts).
     pub reset: Tensor,
     /// Bool: real steps.
     pub valid: Tensor,
+    /// Bool: the last step of every sequence.
+    pub ends: Tensor,
+    /// Bool `[blocks]`: the row goes on from the state it carried from the previous batch
+    /// (lanes); all false for packed batches.
+    pub carry: Tensor,
+    /// Int64 `[blocks]`: the lane of every row (`rank * blocks_per_batch + row`).
+    pub lanes: Tensor,
     /// Int32: the piece's index inside its block, -1 on padding.
     pub segment_ids: Tensor,
     /// Int64: the step's index inside its sequence, 0 on padding.
@@ -214,6 +222,10 @@ where
         target,
         reset: per_step(Tensor::from_slice(&tables.reset))?,
         valid: per_step(Tensor::from_slice(&tables.valid))?,
+        ends: per_step(Tensor::from_slice(&tables.ends))?,
+        carry: Tensor::from_slice(&tables.carry).f_to(options.device)?,
+        lanes: Tensor::from_slice(&batch.lanes().map(i64::from).collect::<Vec<_>>())
+            .f_to(options.device)?,
         segment_ids: per_step(Tensor::from_slice(&tables.segment_ids))?,
         position_ids: per_step(Tensor::from_slice(&tables.position_ids))?,
         cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).f_to(options.device)?,

@@ -61,12 +61,19 @@ def test_pack_and_unpack_by_hand():
     assert all(torch.equal(a, b) for a, b in zip(pieces, expected))
 
 
-TABLE_OPS = ["reset_mask", "valid_mask", "segment_ids", "position_ids"]
+TABLE_OPS = ["reset_mask", "end_mask", "valid_mask", "segment_ids", "position_ids"]
 
 
 @pytest.mark.parametrize("name", TABLE_OPS)
 def test_opcheck_step_tables(name):
     opcheck(getattr(ops, name).default, (TABLE, BLOCKS, T_MAX))
+
+
+def test_opcheck_carried_tables():
+    # TABLE's block 1 opens with a piece that continues its sequence: carried, as lanes carry it.
+    opcheck(ops.reset_mask.default, (TABLE, BLOCKS, T_MAX, True))
+    opcheck(ops.carry_mask.default, (TABLE, BLOCKS, T_MAX))
+    assert ops.carry_mask(TABLE, BLOCKS, T_MAX).tolist() == [False, True]
 
 
 def test_opcheck_cu_seqlens():
