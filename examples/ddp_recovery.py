@@ -33,10 +33,12 @@ def _flush(path):
         os.close(fd)
 
 
-def save_checkpoint(directory, model, optimizer, position, identity):
+def save_checkpoint(directory, model, optimizer, position, identity, lane_state=None):
     """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (the sampler's
     state_dict(), taken after the batches trained: the epoch, the batches and where the plan's
-    blocks come from), with the `identity` (lengths and options) it is valid for. Written to
+    blocks come from), with the `identity` (lengths and options) it is valid for, and with the
+    lanes policy every lane's recurrent state [lanes, hidden] (returned in the position as
+    "lane_state"). Written to
     checkpoint.pt.partial, flushed, then renamed over the last one: a kill at any point leaves a
     complete checkpoint, the new one or the one before."""
     os.makedirs(directory, exist_ok=True)
@@ -44,6 +46,8 @@ def save_checkpoint(directory, model, optimizer, position, identity):
     partial = path + ".partial"
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "position": dict(position), "identity": identity}  # fmt: skip
+    if lane_state is not None:
+        state["position"]["lane_state"] = lane_state
     with open(partial, "wb") as file:
         torch.save(state, file)
         file.flush()

@@ -76,7 +76,9 @@ def parse():
     parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
     parser.add_argument("--sequences", type=at_least(1), help="use only the first N sequences")
     parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
-    parser.add_argument("--policy", default="best_fit", choices=["best_fit", "random_fill", "pad_to_max"])
+    parser.add_argument("--policy", default="best_fit", choices=["best_fit", "random_fill", "pad_to_max", "lanes"],
+                        help="lanes: each row carries the model's state from batch to batch (truncated "
+                             "back-propagation: detached at batch boundaries)")  # fmt: skip
     parser.add_argument("--t-max", type=at_least(1), default=94)
     parser.add_argument("--blocks-per-batch", type=at_least(1), default=8)
     parser.add_argument("--epochs", type=at_least(1), default=1)
@@ -200,6 +202,25 @@ def check_resume_points(point, world_size):
         raise RuntimeError(f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)")
 
 
+class LanesForward(torch.nn.Module):
+    """The model's forward_lanes as a module's forward, so that DistributedDataParallel runs it
+    (DDP prepares its gradient all-reduce in forward)."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, data, table, carry, state):
+        return self.module.forward_lanes(data, table, carry, state)
+
+
+def gathered_lanes(state, world_size):
+    """Every rank's lane states, in lane order [world_size * blocks, hidden] (a collective)."""
+    states = [torch.empty_like(state) for _ in range(world_size)]
+    dist.all_gather(states, state)
+    return torch.cat(states).cpu()
+
+
 def train(rank, world_size, device, args):
     """This rank's epochs (from a checkpoint's, with --resume): a list of EpochFigures."""
     torch.set_num_threads(1)  # the ranks share this machine's cores
@@ -218,11 +239,18 @@ def train(rank, world_size, device, args):
     identity = {"lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()), "sequences": len(lengths), "t_max": args.t_max,
                 "blocks_per_batch": args.blocks_per_batch, "seed": args.seed, "policy": args.policy}  # fmt: skip
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
+    lanes = args.policy == "lanes"
+    rows = slice(rank * args.blocks_per_batch, (rank + 1) * args.blocks_per_batch)
+    state = torch.zeros(args.blocks_per_batch, module.hidden, device=device)  # this rank's lanes'
     if resumed:  # the sampler goes on from the batches the checkpoint holds, on this world size
+        lane_state = resumed.pop("lane_state", None)
         sampler.load_state_dict(resumed)
+        if lanes and lane_state is not None:
+            state = lane_state[rows].to(device)
     if args.resume:
         check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)
-    model = DistributedDataParallel(module)  # after the load: DDP starts every rank from rank 0's weights
+    # After the load: DDP starts every rank from rank 0's weights.
+    model = DistributedDataParallel(LanesForward(module) if lanes else module)
     log = StepLog(args.step_log, rank, world_size)
     first_epoch = resumed["epoch"] if resumed else 0
     log.start(sampler.state_dict() if resumed else None, args.blocks_per_batch)
@@ -245,7 +273,12 @@ def train(rank, world_size, device, args):
                 raise RuntimeError(f"rank {rank}: the loader's batch {index} of epoch {epoch} is not the plan's")
             on_device = batch.to(device, non_blocking=True)
             data, target, valid = on_device.data, on_device.target, on_device.valid
-            errors = (model(data, batch.table) - target).pow(2).sum(-1)
+            if lanes:  # each row goes on from its lane's state where the batch carries it
+                outputs, final = model(data, batch.table, on_device.carry, state)
+                state = final.detach()
+            else:
+                outputs = model(data, batch.table)
+            errors = (outputs - target).pow(2).sum(-1)
             # The mean over the batch's real steps. Rounding can leave a rank a batch of padding
             # only: no step to average, a loss of 0 (and zero gradients) rather than 0/0.
             loss = errors[valid].sum() / valid.sum().clamp(min=1)
@@ -253,8 +286,10 @@ def train(rank, world_size, device, args):
             log.write(epoch, index, batch.table)  # before the all-reduce: see ddp_recovery.py
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
-            if rank == 0 and args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
-                save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity)
+            if args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
+                lane_state = gathered_lanes(state, world_size) if lanes else None  # every rank
+                if rank == 0:
+                    save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity, lane_state)
             steps = int(batch.valid.sum())
             frames, padding = frames + steps, padding + batch.valid.numel() - steps
             losses.append(loss.item())

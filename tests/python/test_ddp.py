@@ -64,6 +64,22 @@ def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_mo
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_python_trainer_carries_lanes_with_equal_batches(action_genome_lengths, script_model, world_size):
+    # The default t_max (94) with 8 rows a rank: every rank's lanes, state carried batch to batch.
+    command = [sys.executable, PY_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60,
+               "--policy", "lanes", "--t-max", 16]  # fmt: skip
+    report = report_of(run(command + ["--model", script_model, "--json"]))
+    assert report["policy"] == "lanes" and report["world_size"] == world_size
+    lengths = action_genome_lengths[:SEQUENCES]
+    planner = torch.classes.bload.Planner(torch.tensor(lengths), 16, blocks_per_batch=8, world_size=world_size,
+                                          policy="lanes")  # fmt: skip
+    epoch = report["epochs"][0]
+    assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * world_size
+    assert epoch["frames"] == sum(lengths) and epoch["padding"] == planner.stats(0)["padding"]
+    assert 0 <= epoch["last_loss"] < epoch["first_loss"]
+
+
 def torchrun_nodes(nodes, trainer):
     """`nodes` torchrun processes of one rank each, meeting through c10d rendezvous on loopback
     (as machines would at --rdzv-endpoint HOST:PORT): every node's (returncode, stdout, stderr)."""
