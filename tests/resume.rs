@@ -77,7 +77,12 @@ fn check_restarts(
     // More blocks per global batch than pieces are refused by the planner; keep to the world
     // sizes it accepts (at least 1: `first` was accepted with its own).
     let most_ranks = (first.pieces() / u64::from(options.blocks_per_batch)).min(7) as u32;
-    let ranks = |w: u32| 1 + (w - 1) % most_ranks;
+    // Lanes resume only with the lane count they were saved with (tests/lanes.rs): one world size.
+    let lanes_ranks = 1 + (stretches[0].world_size - 1) % most_ranks;
+    let ranks = |w: u32| match options.policy.carries_state() {
+        true => lanes_ranks,
+        false => 1 + (w - 1) % most_ranks,
+    };
     let planner_for = |world_size: u32| {
         let mut options = options.clone();
         options.world_size = ranks(world_size);
