@@ -169,7 +169,7 @@ TEST(BlockSampler, RejectsBadArguments) {
                        "lengths[1] = 0"));
   EXPECT_TRUE(
       contains(error_of([&] { bload::BlockSampler(lengths, bload::Options(94).policy("tetris")); }),
-               "policy = \"tetris\": expected best_fit, random_fill or pad_to_max"));
+               "policy = \"tetris\": expected best_fit, random_fill, pad_to_max or lanes"));
   bload::BlockSampler sampler(lengths, bload::Options(94));
   EXPECT_TRUE(
       contains(error_of([&] { sampler.reset(12); }),

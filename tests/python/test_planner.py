@@ -109,7 +109,7 @@ def test_planner_agreement_names_what_ranks_disagree_on(action_genome_lengths):
         (lambda: Planner(torch.tensor([3.0]), 4), "lengths: expected a 1-d integer tensor"),
         (lambda: Planner(torch.tensor([3, 9]), 4), "t_max = 4: expected at least the longest sequence (9 steps)"),
         (lambda: Planner(torch.tensor([3]), 0), "t_max = 0: expected a block size from 1"),
-        (lambda: Planner(torch.tensor([3]), 4, policy="tetris"), 'policy = "tetris": expected best_fit, random_fill or pad_to_max'),
+        (lambda: Planner(torch.tensor([3]), 4, policy="tetris"), 'policy = "tetris": expected best_fit, random_fill, pad_to_max or lanes'),
         (lambda: Planner(torch.tensor([3]), 4, world_size=2), "world_size = 2: expected at most 1"),
         (lambda: Planner(torch.tensor([3]), 4, seed=-5), "seed = -5: expected a value of at least 0"),
         (lambda: Planner(torch.tensor([3, 1]), 4).batch(-1, 0, 0), "epoch = -1"),
