@@ -1,0 +1,220 @@
+//! The per-step tables a checked [`BlockTable`] writes, each into a caller's buffer (the
+//! operators hand their tensors' memory in through the bridge), and all of them at once as
+//! [`StepTables`] for the core's own batches.
+
+use super::{check_whole_rows, rows_of, BlockTable, Column, TableRow, MAX_BATCH_STEPS};
+use crate::error::{Error, Result};
+
+impl BlockTable<'_> {
+    /// `true` at the first step of every piece: a recurrent model resets its state there.
+    /// Without carried state, state never crosses a block, so a piece that continues a split
+    /// sequence resets too (its positions say it is not the sequence's start). With it, a piece
+    /// that continues its sequence goes on from the state its row carried: only the starts of
+    /// sequences reset.
+    pub fn write_reset_mask(&self, out: &mut [bool]) -> Result<()> {
+        let out = self.step_table("reset", out)?;
+        out.fill(false);
+        for row in self.rows() {
+            if !(self.carry && Column::Offset.of(row) > 0) {
+                out[self.first_step(row)] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `true` at the last step of every sequence (where a piece reaches its sequence's end), so
+    /// a loss on a sequence's final state needs no arithmetic on the table.
+    pub fn write_end_mask(&self, out: &mut [bool]) -> Result<()> {
+        let out = self.step_table("ends", out)?;
+        out.fill(false);
+        for row in self.rows() {
+            // Checked in new(): offset + length fits i64 and is at most the sequence's length.
+            if Column::Offset.of(row) + Column::Length.of(row) == Column::SequenceLength.of(row) {
+                out[self.steps(row).end - 1] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[blocks]`: `true` where the block's first step continues the state its row had at the
+    /// end of the previous batch (a model keeps that state; it zeroes the others'). Only a table
+    /// with carried state has any.
+    pub fn write_carry_mask(&self, out: &mut [bool]) -> Result<()> {
+        if out.len() != self.blocks {
+            let expected = format!("{} values, one per block", self.blocks);
+            return Err(Error::invalid(
+                "carry",
+                format!("{} values", out.len()),
+                expected,
+            ));
+        }
+        out.fill(false);
+        for row in self.rows() {
+            if self.carry && Column::Offset.of(row) > 0 {
+                // with_carry() checked that such a piece opens its block.
+                out[Column::Block.of(row) as usize] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `true` on real steps, `false` on padding.
+    pub fn write_valid_mask(&self, out: &mut [bool]) -> Result<()> {
+        let out = self.step_table("valid", out)?;
+        out.fill(false);
+        for row in self.rows() {
+            out[self.steps(row)].fill(true);
+        }
+        Ok(())
+    }
+
+    /// Index of the piece inside its block at every step (0, 1, ...), -1 on padding.
+    pub fn write_segment_ids(&self, out: &mut [i32]) -> Result<()> {
+        let out = self.step_table("segment_ids", out)?;
+        out.fill(-1);
+        let (mut block, mut segment) = (-1, 0);
+        for row in self.rows() {
+            segment = if Column::Block.of(row) == block {
+                segment + 1
+            } else {
+                0
+            };
+            block = Column::Block.of(row);
+            out[self.steps(row)].fill(segment);
+        }
+        Ok(())
+    }
+
+    /// Step index inside the sequence at every step (a split sequence's later pieces go on
+    /// counting), 0 on padding.
+    pub fn write_position_ids(&self, out: &mut [i64]) -> Result<()> {
+        let out = self.step_table("position_ids", out)?;
+        out.fill(0);
+        for row in self.rows() {
+            // Checked in new(): offset + length fits i64.
+            for (slot, position) in out[self.steps(row)]
+                .iter_mut()
+                .zip(Column::Offset.of(row)..)
+            {
+                *slot = position;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every per-step table of this batch, and its `cu_seqlens` and indices.
+    pub fn step_tables(&self) -> StepTables {
+        let steps = self.blocks * self.t_max;
+        let mut tables = StepTables {
+            blocks: self.blocks,
+            t_max: self.t_max,
+            reset: vec![false; steps],
+            valid: vec![false; steps],
+            ends: vec![false; steps],
+            carry: vec![false; self.blocks],
+            segment_ids: vec![0; steps],
+            position_ids: vec![0; steps],
+            cu_seqlens: vec![0; self.rows().len() + 1],
+            indices: self.rows().map(|row| Column::Sequence.of(row)).collect(),
+        };
+        // Buffers of the right size for a checked table: none of these can fail.
+        let written = self
+            .write_reset_mask(&mut tables.reset)
+            .and_then(|()| self.write_valid_mask(&mut tables.valid))
+            .and_then(|()| self.write_end_mask(&mut tables.ends))
+            .and_then(|()| self.write_carry_mask(&mut tables.carry))
+            .and_then(|()| self.write_segment_ids(&mut tables.segment_ids))
+            .and_then(|()| self.write_position_ids(&mut tables.position_ids))
+            .and_then(|()| write_cu_seqlens_of(self.cells, &mut tables.cu_seqlens));
+        debug_assert!(written.is_ok(), "{written:?}");
+        tables
+    }
+
+    /// `out`, checked to hold one value per step of the batch.
+    fn step_table<'o, T>(&self, name: &str, out: &'o mut [T]) -> Result<&'o mut [T]> {
+        let steps = self.blocks * self.t_max;
+        if out.len() != steps {
+            let expected = format!(
+                "{steps} values, blocks * t_max = {} * {}",
+                self.blocks, self.t_max
+            );
+            return Err(Error::invalid(
+                name,
+                format!("{} values", out.len()),
+                expected,
+            ));
+        }
+        Ok(out)
+    }
+
+    fn first_step(&self, row: &TableRow) -> usize {
+        Column::Block.of(row) as usize * self.t_max + Column::BlockOffset.of(row) as usize
+    }
+
+    fn steps(&self, row: &TableRow) -> std::ops::Range<usize> {
+        let first = self.first_step(row);
+        first..first + Column::Length.of(row) as usize
+    }
+}
+
+/// Prefix sums of the pieces' lengths from 0, `rows + 1` values: flash-attention's varlen
+/// offsets over the batch's valid steps (`x.flatten(0, 1)[valid.flatten()]`). Needs no batch
+/// shape, so it checks only the lengths.
+pub fn write_cu_seqlens(cells: &[i64], out: &mut [i32]) -> Result<()> {
+    check_whole_rows(cells)?;
+    write_cu_seqlens_of(cells, out)
+}
+
+fn write_cu_seqlens_of(cells: &[i64], out: &mut [i32]) -> Result<()> {
+    let rows = rows_of(cells);
+    if out.len() != rows.len() + 1 {
+        let expected = format!("{} values, one more than the table's rows", rows.len() + 1);
+        return Err(Error::invalid(
+            "cu_seqlens",
+            format!("{} values", out.len()),
+            expected,
+        ));
+    }
+    let mut total = 0i64;
+    out[0] = 0;
+    for (row, cell) in rows.enumerate() {
+        let length = Column::Length.of(cell);
+        if length < 1 {
+            return Err(Error::invalid(
+                format!("table[{row}, length]"),
+                length,
+                "at least 1",
+            ));
+        }
+        total = total.saturating_add(length);
+        if total > MAX_BATCH_STEPS {
+            return Err(Error::invalid(
+                "table[:, length]",
+                format!("lengths that add up to more than {MAX_BATCH_STEPS} steps by row {row}"),
+                format!("at most {MAX_BATCH_STEPS} steps (cu_seqlens are int32)"),
+            ));
+        }
+        out[row + 1] = total as i32;
+    }
+    Ok(())
+}
+
+/// All per-step tables of one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepTables {
+    pub blocks: usize,
+    pub t_max: usize,
+    pub reset: Vec<bool>,
+    pub valid: Vec<bool>,
+    /// `true` at the last step of every sequence.
+    pub ends: Vec<bool>,
+    /// `[blocks]`: the block's row carries its state over from the previous batch.
+    pub carry: Vec<bool>,
+    pub segment_ids: Vec<i32>,
+    pub position_ids: Vec<i64>,
+    /// Prefix sums of piece lengths over the batch's valid steps, in block then piece order,
+    /// starting at 0 (see [`write_cu_seqlens`]). One entry more than pieces.
+    pub cu_seqlens: Vec<i32>,
+    /// Dataset index of every piece, in the same order.
+    pub indices: Vec<i64>,
+}
