@@ -1,15 +1,11 @@
 //! The bundled length sets: the paper's Table I, and best_fit's padding against the lower bound.
 
 use bload::stats::{mix, truncate};
-use bload::{read_lengths, Options, Oversize, Planner, Policy};
-use std::path::PathBuf;
+use bload::{Options, Oversize, Planner, Policy};
 
-fn data(file: &str) -> Vec<u32> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/data")
-        .join(file);
-    read_lengths(&path).unwrap()
-}
+#[path = "common/data.rs"]
+mod data;
+use data::data;
 
 #[test]
 fn action_genome_reproduces_table_one() {

@@ -4,9 +4,12 @@
 //! sequence exactly once; a piece continues its sequence only at the start of a row, right after
 //! the same lane's previous batch ended in it. Then efficiency on the bundled data sets.
 
-use bload::{read_lengths, EpochPlan, Options, Planner, Policy};
+use bload::{EpochPlan, Options, Planner, Policy};
 use proptest::prelude::*;
-use std::path::PathBuf;
+
+#[path = "common/data.rs"]
+mod data;
+use data::data;
 
 fn lanes_options(t_max: u32, world_size: u32, blocks_per_batch: u32, seed: u64) -> Options {
     let mut options = Options::new(t_max);
@@ -157,13 +160,6 @@ fn a_sequence_many_times_t_max_runs_whole_through_one_lane() {
     assert_eq!(long_lane.len(), 100);
     assert_eq!(plan.stats().split_sequences, 1);
     assert_eq!(plan.stats().split_pieces, 100);
-}
-
-fn data(file: &str) -> Vec<u32> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/data")
-        .join(file);
-    read_lengths(&path).unwrap()
 }
 
 #[test]

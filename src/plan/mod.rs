@@ -113,16 +113,15 @@ impl Planner {
     /// error is running out of memory for it, named with what was being built and its size.
     pub fn plan(&self, epoch: u64) -> Result<EpochPlan> {
         let options = &self.options;
-        if options.policy == Policy::Lanes {
-            return self.plan_lanes(epoch);
-        }
         let packing = match options.policy {
+            // Lanes run whole sequences end to end: nothing to pack (lanes.rs).
+            Policy::Lanes => return self.plan_lanes(epoch),
             Policy::BestFit => pack::best_fit(&self.counts, options.t_max, self.packing_bound)?,
             Policy::RandomFill => {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
                 pack::random_fill(&self.counts, options.t_max, &mut rng)?
             }
-            Policy::PadToMax | Policy::Lanes => pack::one_per_block(&self.counts)?,
+            Policy::PadToMax => pack::one_per_block(&self.counts)?,
         };
         // The packers size the block ends for the most blocks a packing could have, about twice
         // as many as it has: an exact copy saves a byte per sequence at the peak, which comes

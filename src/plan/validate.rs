@@ -82,7 +82,7 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
         counts[0] = 0;
     }
     if options.policy == Policy::Lanes {
-        return lanes_gathered(lengths.len() as u64, steps, longest, counts, options);
+        return lanes_gathered(lengths.len() as u64, steps, longest, options);
     }
     if oversized_count > 0 && options.oversize == Oversize::Reject {
         return Err(Error::invalid(
@@ -130,22 +130,16 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
     })
 }
 
-/// What a `lanes` plan needs: no packing tables, as no sequence is packed or split into chunks
-/// (`counts` is kept only as the planner's field); the lanes' own lower bound.
-fn lanes_gathered(
-    sequences: u64,
-    steps: u64,
-    longest: u32,
-    counts: Vec<u32>,
-    options: &Options,
-) -> Result<Gathered> {
+/// What a `lanes` plan needs: no packing tables (the counts per length are dropped), as no
+/// sequence is packed or split into chunks; the lanes' own lower bound.
+fn lanes_gathered(sequences: u64, steps: u64, longest: u32, options: &Options) -> Result<Gathered> {
     check_blocks_per_global_batch(sequences, options)?;
     let blocks = super::lanes::lanes_bound(steps, longest, options);
     if blocks > u64::from(u32::MAX) {
         return Err(super::lanes::too_many_blocks(blocks, options.t_max));
     }
     Ok(Gathered {
-        counts,
+        counts: Vec::new(),
         class_starts: Vec::new(),
         oversized: Vec::new(),
         full_chunks: 0,
