@@ -239,7 +239,7 @@ def train(rank, world_size, device, args):
     identity = {"lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()), "sequences": len(lengths), "t_max": args.t_max,
                 "blocks_per_batch": args.blocks_per_batch, "seed": args.seed, "policy": args.policy}  # fmt: skip
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
-    lanes = args.policy == "lanes"
+    lanes = sampler.plan.carries_state()  # the core says which policies carry state
     rows = slice(rank * args.blocks_per_batch, (rank + 1) * args.blocks_per_batch)
     state = torch.zeros(args.blocks_per_batch, module.hidden, device=device)  # this rank's lanes'
     if resumed:  # the sampler goes on from the batches the checkpoint holds, on this world size

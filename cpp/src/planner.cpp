@@ -97,14 +97,16 @@ int64_t EpochPlan::batches_per_rank() const {
   return static_cast<int64_t>(impl_->plan->batches_per_rank());
 }
 
+bool EpochPlan::carries_state() const { return impl_->plan->carries_state(); }
+
 BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   auto cells = rethrowing([&] { return impl_->plan->batch_table(rank, index); });
   const auto rows = static_cast<int64_t>(cells.size()) / kTableColumns;
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
   const auto& options = impl_->options;
-  return BatchRequest{table, options.blocks_per_batch(), options.t_max(),
-                      options.plan.policy == Policy::Lanes, rank * options.blocks_per_batch()};
+  return BatchRequest{table, options.blocks_per_batch(), options.t_max(), carries_state(),
+                      rank * options.blocks_per_batch()};
 }
 
 PlanStats EpochPlan::stats() const { return impl_->plan->stats(); }

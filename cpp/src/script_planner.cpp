@@ -90,6 +90,7 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
 
   int64_t epoch() { return plan_.epoch(); }
   int64_t batches_per_rank() { return plan_.batches_per_rank(); }
+  bool carries_state() { return plan_.carries_state(); }
   at::Tensor batch(int64_t rank, int64_t index) { return plan_.batch(rank, index).table; }
   c10::Dict<std::string, int64_t> stats() {
     c10::Dict<std::string, int64_t> dict;
@@ -185,6 +186,8 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def("epoch", &ScriptEpochPlan::epoch)
       .def("batches_per_rank", &ScriptEpochPlan::batches_per_rank,
            "Batches every rank runs in this plan")
+      .def("carries_state", &ScriptEpochPlan::carries_state,
+           "Whether each row carries its recurrent state from batch to batch (lanes)")
       .def("batch", &ScriptEpochPlan::batch,
            "The block table of batch `index` of `rank`: int64 [pieces, 6]")
       .def("stats", &ScriptEpochPlan::stats, "What the plan costs, as counts")

@@ -137,7 +137,6 @@ class BlockSampler(torch.utils.data.Sampler):
         self.seed = integer("seed", seed)
         if not isinstance(policy, str):
             raise TypeError(f"policy = {policy!r}: expected 'best_fit', 'random_fill', 'pad_to_max' or 'lanes'")
-        self.policy = policy
         self.planner = torch.classes.bload.Planner(
             _lengths_tensor(lengths), self.t_max, blocks_per_batch=self.blocks_per_batch,
             world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=bool(split),
@@ -192,7 +191,7 @@ class BlockSampler(torch.utils.data.Sampler):
         while self.position < self.plan.batches_per_rank():
             table = self.plan.batch(self.rank, self.position)
             batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position,
-                               carry=self.policy == "lanes", first_lane=self.rank * self.blocks_per_batch)
+                               carry=self.plan.carries_state(), first_lane=self.rank * self.blocks_per_batch)
             self.position += 1
             yield batch
 

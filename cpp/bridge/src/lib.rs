@@ -62,6 +62,8 @@ mod ffi {
 
         fn epoch(self: &EpochPlan) -> u64;
         fn batches_per_rank(self: &EpochPlan) -> usize;
+        /// Whether each row carries its recurrent state from batch to batch (lanes).
+        fn carries_state(self: &EpochPlan) -> bool;
         /// The block table of a batch, row-major (`bload::Column` order).
         fn batch_table(self: &EpochPlan, rank: i64, batch: i64) -> Result<Vec<i64>>;
         fn stats(self: &EpochPlan) -> PlanStats;
@@ -261,6 +263,10 @@ impl EpochPlan {
 
     fn batches_per_rank(&self) -> usize {
         self.0.batches_per_rank()
+    }
+
+    fn carries_state(&self) -> bool {
+        self.0.options().policy.carries_state()
     }
 
     fn batch_table(&self, rank: i64, batch: i64) -> Result<Vec<i64>, BridgeError> {

@@ -114,6 +114,8 @@ class BLOAD_API EpochPlan {
   int64_t epoch() const;
   // Batches every rank runs this epoch, the same on every rank.
   int64_t batches_per_rank() const;
+  // Whether each row carries its recurrent state from batch to batch (Policy::Lanes).
+  bool carries_state() const;
   // Batch `index` of `rank`.
   BatchRequest batch(int64_t rank, int64_t index) const;
   PlanStats stats() const;
