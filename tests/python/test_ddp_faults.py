@@ -242,3 +242,39 @@ def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(trainer, tmp_path, 
     pieces = trained_pieces(logs[0]) + trained_pieces(logs[1])
     pieces += [line for line in logs[2][0][1] if line[:2] < starts[0]]
     assert_every_step_once(pieces, action_genome_lengths[:sequences])
+
+
+def final_state(trainer, checkpoint):
+    """The tensors a trainer's checkpoint holds that the rest of training depends on: the model's
+    parameters and every lane's recurrent state, by name."""
+    if trainer == "cpp":  # a torch::serialize archive: a TorchScript module of its values
+        return torch.jit.load(checkpoint).state_dict()
+    saved = torch.load(checkpoint, weights_only=False)
+    return {**saved["model"], "lane_state": saved["position"]["lane_state"]}
+
+
+@pytest.mark.parametrize("trainer", ["cpp", "python"])
+def test_a_lanes_run_killed_mid_epoch_resumes_exactly(trainer, tmp_path):
+    """Lanes carry the model's state from batch to batch: a run killed mid-epoch and resumed from
+    its checkpoint (the sampler's position and every lane's state) ends with the weights and lane
+    states of the same run left alone, as if it had never stopped."""
+    options = ["--sequences", 300, "--t-max", 16, "--blocks-per-batch", 2, "--policy", "lanes", "--timeout", 60,
+               "--checkpoint-every", 1]  # fmt: skip
+    command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
+    reference = tmp_path / "reference"
+    port = free_port()
+    alone = run_ranks([command + options + ["--checkpoint", reference]] * 2, [torchrun_env(rank, 2, port) for rank in range(2)])
+    assert [returncode for returncode, _, _ in alone] == [0, 0], alone[0][2][-3000:]
+
+    killed_options = options + ["--checkpoint", tmp_path / "checkpoint", "--step-log", tmp_path / "steps"]
+    killed, resumed, logs = kill_mid_epoch_then_resume(command + killed_options, 2, 1, tmp_path)
+    assert killed[1][0] == -signal.SIGKILL
+    assert [returncode for returncode, _, _ in resumed] == [0, 0], resumed[0][2][-3000:]
+    assert logs[0][1][0][1] > 0  # the second run resumed mid-epoch
+
+    expected = final_state(trainer, reference / "checkpoint.pt")
+    got = final_state(trainer, tmp_path / "checkpoint" / "checkpoint.pt")
+    assert expected.keys() == got.keys() and "lane_state" in got
+    for name, tensor in expected.items():
+        # Same operations on the same values: equal up to the last bits of an all-reduce.
+        torch.testing.assert_close(got[name], tensor, rtol=0, atol=1e-6, msg=lambda m: f"{name}: {m}")

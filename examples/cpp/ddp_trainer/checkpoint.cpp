@@ -37,7 +37,8 @@ std::string parameter_key(size_t index) { return "p" + std::to_string(index); }
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const std::vector<at::Tensor>& parameters,
-                     torch::optim::Optimizer& optimizer, const bload::BlockSampler& trained) {
+                     torch::optim::Optimizer& optimizer, const bload::BlockSampler& trained,
+                     const at::Tensor& lane_states) {
   std::filesystem::create_directories(dir);
   torch::serialize::OutputArchive archive, model, optimizer_state, sampler;
   for (size_t i = 0; i < parameters.size(); ++i) model.write(parameter_key(i), parameters[i].detach().cpu());
@@ -47,6 +48,7 @@ void save_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
   archive.write("model", model);
   archive.write("optimizer", optimizer_state);
   archive.write("sampler", sampler);
+  if (lane_states.defined()) archive.write("lane_state", lane_states.detach().cpu());
   const std::string final_path = file_of(dir), partial = final_path + ".partial";
   archive.save_to(partial);
   sync(partial);
@@ -56,7 +58,7 @@ void save_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
 
 bool load_checkpoint(const std::string& dir, const std::vector<at::Tensor>& parameters,
                      torch::optim::Optimizer& optimizer,
-                     const std::vector<bload::BlockSampler*>& samplers) {
+                     const std::vector<bload::BlockSampler*>& samplers, at::Tensor* lane_states) {
   const std::string path = file_of(dir);
   if (!std::filesystem::exists(path)) return false;
   torch::serialize::InputArchive archive, model, optimizer_state, sampler;
@@ -79,6 +81,8 @@ bool load_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
   }
   optimizer.load(optimizer_state);
   for (auto* each : samplers) each->load(sampler);
+  at::Tensor saved_lanes;
+  if (archive.try_read("lane_state", saved_lanes)) *lane_states = saved_lanes;
   return true;
 }
 

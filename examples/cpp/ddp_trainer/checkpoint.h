@@ -31,19 +31,22 @@ class Optimizer;
 
 namespace trainer {
 
-// DIR/checkpoint.pt: `parameters`, `optimizer`'s state and the position of `trained` (a sampler
-// advanced once per trained batch; the loader's own copy runs ahead of the training). Written to
+// DIR/checkpoint.pt: `parameters`, `optimizer`'s state, the position of `trained` (a sampler
+// advanced once per trained batch; the loader's own copy runs ahead of the training) and, with
+// the lanes policy, every lane's recurrent state `lane_states` [lanes, hidden]. Written to
 // DIR/checkpoint.pt.partial, flushed to the disk, then renamed over the last one: a kill at any
 // point leaves a complete checkpoint, the new one or the one before.
 void save_checkpoint(const std::string& dir, const std::vector<at::Tensor>& parameters,
-                     torch::optim::Optimizer& optimizer, const bload::BlockSampler& trained);
+                     torch::optim::Optimizer& optimizer, const bload::BlockSampler& trained,
+                     const at::Tensor& lane_states);
 
-// Loads DIR/checkpoint.pt into `parameters`, `optimizer` and each of `samplers`; false where there
-// is no checkpoint. Each sampler's load decides where it resumes, and that the checkpoint was
-// saved with the same lengths and options (a c10::Error naming what differs).
+// Loads DIR/checkpoint.pt into `parameters`, `optimizer`, each of `samplers` and `lane_states`
+// (left undefined where the checkpoint has none); false where there is no checkpoint. Each
+// sampler's load decides where it resumes, and that the checkpoint was saved with the same
+// lengths and options (a c10::Error naming what differs).
 bool load_checkpoint(const std::string& dir, const std::vector<at::Tensor>& parameters,
                      torch::optim::Optimizer& optimizer,
-                     const std::vector<bload::BlockSampler*>& samplers);
+                     const std::vector<bload::BlockSampler*>& samplers, at::Tensor* lane_states);
 
 // --step-log FILE: rank R appends to FILE.R a line "# run: rank R of W from epoch E batch B" per
 // run, then "epoch batch sequence offset length" per piece of each batch it trains, flushed

@@ -1,6 +1,8 @@
 // The command line: the usage text, and argv read into a Config, every value checked.
 #include "config.h"
 
+#include <bload/planner.h>
+#include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
 #include <cstdlib>
@@ -31,7 +33,9 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --sequences N         use only the first N sequences of the file (default: all)
   --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
   --loop bload|naive    packed blocks (default), or the naive per-sequence frame-by-frame loop
-  --policy NAME         best_fit (default), random_fill or pad_to_max
+  --policy NAME         best_fit (default), random_fill, pad_to_max, or lanes: each row of a batch
+                        is a lane whose recurrent state the model carries to the next batch
+                        (truncated back-propagation), and checkpoints keep every lane's state
   --t-max N             steps per block (default 94)
   --blocks-per-batch B  blocks in each rank's batch (default 8)
   --epochs E            (default 1)
@@ -143,8 +147,12 @@ Config parse(int argc, char** argv) {
     else if (flag == "--step-log") config.step_log = value;
     else bad_argument("option", flag, "one of those --help lists");
   }
-  if (config.policy != "best_fit" && config.policy != "random_fill" && config.policy != "pad_to_max")
-    bad_argument("--policy", config.policy, "best_fit, random_fill or pad_to_max");
+  try {
+    bload::Options().policy(config.policy);  // the core knows the policies' names
+  } catch (const c10::Error& error) {
+    // The core's message names its argument, "policy = ...: expected ...": the flag is --policy.
+    throw std::invalid_argument("--" + std::string(error.what_without_backtrace()));
+  }
   if (config.loop != "bload" && config.loop != "naive")
     bad_argument("--loop", config.loop, "bload or naive");
   if (config.loop == "naive" && config.model != "cpp")

@@ -57,6 +57,22 @@ class Model {
     return script.forward({data, table}).toTensor();
   }
 
+  // A batch of the lanes policy (see PackedGRUImpl::forward_lanes): the outputs, and the rows'
+  // final state.
+  std::pair<torch::Tensor, torch::Tensor> forward_lanes(const torch::Tensor& data,
+                                                        const torch::Tensor& table,
+                                                        const torch::Tensor& carry,
+                                                        const torch::Tensor& state) {
+    if (native) return native->forward_lanes(data, table, carry, state);
+    const auto outputs = script.run_method("forward_lanes", data, table, carry, state).toTuple();
+    return {outputs->elements().at(0).toTensor(), outputs->elements().at(1).toTensor()};
+  }
+
+  // The size of the recurrent state of one row.
+  int64_t hidden() const {
+    return native ? native->cell->options.hidden_size() : script.attr("hidden").toInt();
+  }
+
   std::vector<torch::Tensor> parameters() {
     if (native) return native->parameters();
     std::vector<torch::Tensor> parameters;
@@ -133,9 +149,15 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
   bload::BlockSampler trained(sampler.planner(), config.rank);
   auto parameters = model.parameters();
   torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
-  const bool resumed =
-      config.resume && load_checkpoint(config.checkpoint, parameters, optimizer, {&sampler, &trained});
+  // Lanes: this rank's rows' recurrent state, carried from batch to batch (row j of rank r is
+  // lane r * B + j all epoch long), detached at batch boundaries; every lane's in checkpoints.
+  at::Tensor state, lane_states;
+  const bool resumed = config.resume && load_checkpoint(config.checkpoint, parameters, optimizer,
+                                                        {&sampler, &trained}, &lane_states);
   if (config.resume) check_resume_points(group, trained);
+  const int64_t rows = config.blocks_per_batch;
+  if (lane_states.defined())  // a lanes checkpoint: the sampler's load kept the lane count
+    state = lane_states.slice(0, config.rank * rows, (config.rank + 1) * rows).to(device);
   auto epochs = sampler.epoch_handle(), trained_epochs = trained.epoch_handle();
   auto loader = torch::data::make_data_loader(  // a copy of `sampler`, as loaded
       bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
@@ -151,6 +173,8 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
     }
     trained.reset();
     const auto& plan = trained.plan();
+    const bool lanes = plan.carries_state();  // the core says which policies carry state
+    if (lanes && !state.defined()) state = torch::zeros({rows, model.hidden()}, device);
     // Before the first batch: every rank plans this same epoch, or every rank stops here.
     group.check_agreement(plan, trained.planner());
     EpochFigures figure;
@@ -173,7 +197,15 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       auto data = batch.data.to(device, /*non_blocking=*/true);
       auto target = batch.target.to(device, true);
       auto valid = batch.valid.to(device, true);
-      auto errors = (model.forward(data, batch.table) - target).pow(2).sum(-1);
+      torch::Tensor outputs;
+      if (lanes) {  // each row goes on from its lane's state where the batch carries it
+        auto carry = batch.carry.to(device, true);
+        std::tie(outputs, state) = model.forward_lanes(data, batch.table, carry, state);
+        state = state.detach();
+      } else {
+        outputs = model.forward(data, batch.table);
+      }
+      auto errors = (outputs - target).pow(2).sum(-1);
       // The mean over the batch's real steps. Rounding can leave a rank a batch of padding only:
       // no step to average, a loss of 0 (and zero gradients) rather than 0/0.
       auto loss = errors.masked_select(valid).sum() / valid.sum().clamp_min(1);
@@ -182,9 +214,13 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       log.write(epoch, index, batch.table);  // before the all-reduce: see checkpoint.h
       group.average_gradients(parameters);
       optimizer.step();
-      if (config.rank == 0 && config.checkpoint_every > 0 &&
-          trained.position() % config.checkpoint_every == 0)
-        save_checkpoint(config.checkpoint, parameters, optimizer, trained);
+      if (config.checkpoint_every > 0 && trained.position() % config.checkpoint_every == 0) {
+        // Every rank's lanes, in lane order (a collective: every rank gathers).
+        const auto all_lanes =
+            lanes ? group.gather(state.flatten()).reshape({-1, state.size(1)}) : at::Tensor();
+        if (config.rank == 0)
+          save_checkpoint(config.checkpoint, parameters, optimizer, trained, all_lanes);
+      }
 
       const int64_t frames = batch.valid.sum().item<int64_t>();
       figure.frames += frames;
