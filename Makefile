@@ -133,6 +133,10 @@ test-tch: plugin python $(MODEL)
 	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- --sequences 1500
 	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- \
 		--sequences 1500 --model $(MODEL)
+	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- \
+		--policy lanes --sequences 600 --t-max 32
+	$(TCH_ENV) $(CARGO) run --release --locked --features tch --example tch_trainer -- \
+		--policy lanes --sequences 600 --t-max 32 --model $(MODEL)
 
 # Timings belong here, not in tests: see BENCHMARKS.md. Planning (Rust), packing (C++: pack,
 # pack_into and get_batch beside torch.cat and memcpy), and Python's lengths ingestion beside the

@@ -64,11 +64,11 @@ def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_mo
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_python_trainer_carries_lanes_with_equal_batches(action_genome_lengths, script_model, world_size):
-    # The default t_max (94) with 8 rows a rank: every rank's lanes, state carried batch to batch.
-    command = [sys.executable, PY_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60,
-               "--policy", "lanes", "--t-max", 16]  # fmt: skip
+@pytest.mark.parametrize("trainer, world_size", [("python", 2), ("python", 3), ("cpp", 2), ("cpp", 3)])
+def test_trainers_carry_lanes_with_equal_batches(action_genome_lengths, script_model, trainer, world_size):
+    # 8 rows a rank: every rank's lanes, the TorchScript model's state carried batch to batch.
+    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + [
+        "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60, "--policy", "lanes", "--t-max", 16]
     report = report_of(run(command + ["--model", script_model, "--json"]))
     assert report["policy"] == "lanes" and report["world_size"] == world_size
     lengths = action_genome_lengths[:SEQUENCES]
