@@ -1,5 +1,7 @@
 """Epoch time of DDP training with pad_to_max, random_fill and best_fit: the same trainer, model,
-data, ranks and sequence steps, only the packing differs. Prints a Markdown table for
+data, ranks and sequence steps, only the packing differs. Then lanes on long sequences, against
+best_fit and against a loader that pads each batch to its longest sequence, each with the same
+optimizer steps per epoch (so the same sequences per step, on average). Prints Markdown tables for
 BENCHMARKS.md (median of --repeats runs each). Run through `make bench-ddp`, or:
 
     .venv/bin/python benches/ddp_epoch.py --trainer build/examples/cpp/ddp_trainer --model build/packed_gru.pt
@@ -11,6 +13,8 @@ import platform
 import statistics
 import subprocess
 import sys
+
+import bload
 
 POLICIES = ["pad_to_max", "random_fill", "best_fit"]
 
@@ -25,6 +29,70 @@ def device_name(device):
     return f"{models[0] if models else platform.processor()}, {len(models)} cores"
 
 
+def epoch_runs(command, repeats):
+    """The trainer's JSON report of `repeats` runs of `command`: their first epochs, and the device."""
+    runs = []
+    for _ in range(repeats):
+        result = subprocess.run(command + ["--json"], capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        runs.append(report["epochs"][0])
+    return runs, report["device"]
+
+
+def closest_rows(lengths, t_max, world_size, batches):
+    """The blocks per batch whose best_fit plan has the batch count nearest `batches`."""
+    def count(rows):
+        return len(bload.BlockSampler(lengths, t_max, rows, world_size=world_size, rank=0))
+
+    rows = 1  # more rows, fewer batches: the first that reaches `batches`, or the one before
+    while count(rows) > batches:
+        rows += 1
+    return rows - 1 if rows > 1 and count(rows - 1) - batches < batches - count(rows) else rows
+
+
+def lanes_table(args, extra):
+    """Lanes against best_fit (whole sequences, t_max the longest) and against the padded loader
+    (each batch padded to its longest), on --lanes-sequences long sequences, the C++ model."""
+    with open(args.lanes_lengths) as f:
+        lengths = [int(line) for line in f if line.strip()][: args.lanes_sequences]
+    world = args.world_size
+    lanes = bload.BlockSampler(lengths, args.lanes_t_max, args.lanes_rows, world_size=world, rank=0, policy="lanes")
+    batches = len(lanes)  # optimizer steps per epoch, which the others match
+    longest = max(lengths)
+    loops = [
+        ("bload", "lanes", args.lanes_t_max, args.lanes_rows),
+        ("bload", "best_fit", longest, closest_rows(lengths, longest, world, batches)),
+        ("padded", "-", "longest of each batch", max(1, round(len(lengths) / (world * batches)))),
+    ]
+    base = [args.trainer, "--world-size", str(world), "--model", "cpp", "--lengths", args.lanes_lengths,
+            "--sequences", str(len(lengths))]  # fmt: skip
+    print(f"\n{len(lengths)} sequences of {args.lanes_lengths} ({sum(lengths)} steps, longest {longest}), the C++ module:\n")
+    print("| loader | t_max | rows | optimizer steps | sequences per step | real steps | steps in all | sequential steps | epoch s (median) | runs | vs lanes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows, device = [], None
+    for loop, policy, t_max, per_batch in loops:
+        command = base + ["--loop", loop, "--blocks-per-batch", str(per_batch)]
+        if loop == "bload":
+            command += ["--policy", policy, "--t-max", str(t_max)]
+        runs, device = epoch_runs(command + extra, args.repeats)
+        rows.append((loop, policy, t_max, per_batch, runs))
+    lanes_seconds = statistics.median(run["seconds"] for run in rows[0][4])
+    for loop, policy, t_max, per_batch, runs in rows:
+        epoch, seconds = runs[0], statistics.median(run["seconds"] for run in runs)
+        steps = epoch["frames"] + epoch["padding"]
+        optimizer_steps = epoch["batches_per_rank"][0]
+        each = ", ".join(f"{run['seconds']:.2f}" for run in runs)
+        print(
+            f"| {policy if loop == 'bload' else 'padded to each batch'} | {t_max} | {per_batch} | {optimizer_steps} "
+            f"| {len(lengths) / (world * optimizer_steps):.1f} | {100 * epoch['frames'] / steps:.2f}% | {steps} "
+            f"| {epoch['sequential_steps']} | {seconds:.2f} | {each} "
+            f"| {seconds / lanes_seconds:.2f}x |"
+        )
+    return device
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trainer", required=True)
@@ -32,6 +100,10 @@ def main():
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="")
+    parser.add_argument("--lanes-lengths", default="examples/data/speech_like.lengths", help="the long sequences of the lanes table")
+    parser.add_argument("--lanes-sequences", type=int, default=400)
+    parser.add_argument("--lanes-rows", type=int, default=16, help="lanes per rank")
+    parser.add_argument("--lanes-t-max", type=int, default=512)
     args = parser.parse_args()
 
     extra = ["--device", args.device] if args.device else []
@@ -42,16 +114,8 @@ def main():
     for model in ["cpp", args.model]:
         rows = {}
         for policy in POLICIES:
-            runs = []
-            for _ in range(args.repeats):
-                command = [args.trainer, "--world-size", str(args.world_size), "--model", model, "--policy", policy]
-                result = subprocess.run(command + extra + ["--json"], capture_output=True, text=True, timeout=600)
-                if result.returncode != 0:
-                    sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")
-                report = json.loads(result.stdout.strip().splitlines()[-1])
-                device = report["device"]
-                runs.append(report["epochs"][0])
-            rows[policy] = runs
+            command = [args.trainer, "--world-size", str(args.world_size), "--model", model, "--policy", policy]
+            rows[policy], device = epoch_runs(command + extra, args.repeats)
         best = statistics.median(run["seconds"] for run in rows["best_fit"])
         for policy, runs in rows.items():
             seconds = statistics.median(run["seconds"] for run in runs)
@@ -64,6 +128,7 @@ def main():
                 f"| {100 * padding:.2f}% | {seconds:.2f} | {each} "
                 f"| {100 * wait:.2f}% | {seconds / best:.2f}x |"
             )
+    lanes_table(args, extra)
     print(f"\n{args.world_size} ranks on {device}: {device_name(device)}")
 
 

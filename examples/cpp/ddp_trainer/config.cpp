@@ -32,12 +32,15 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --lengths FILE        one sequence length per line (default: the Action-Genome-shaped set)
   --sequences N         use only the first N sequences of the file (default: all)
   --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
-  --loop bload|naive    packed blocks (default), or the naive per-sequence frame-by-frame loop
+  --loop bload|padded|naive
+                        packed blocks (default); or shuffled sequences, B a batch (see
+                        --blocks-per-batch), each batch padded to its longest; or the naive
+                        per-sequence frame-by-frame loop
   --policy NAME         best_fit (default), random_fill, pad_to_max, or lanes: each row of a batch
                         is a lane whose recurrent state the model carries to the next batch
                         (truncated back-propagation), and checkpoints keep every lane's state
   --t-max N             steps per block (default 94)
-  --blocks-per-batch B  blocks in each rank's batch (default 8)
+  --blocks-per-batch B  blocks in each rank's batch (default 8); with --loop padded, sequences
   --epochs E            (default 1)
   --seed S              seed of the plans, the data and the model's weights (default 0)
   --lr X                Adam's learning rate (default 0.01)
@@ -153,13 +156,13 @@ Config parse(int argc, char** argv) {
     // The core's message names its argument, "policy = ...: expected ...": the flag is --policy.
     throw std::invalid_argument("--" + std::string(error.what_without_backtrace()));
   }
-  if (config.loop != "bload" && config.loop != "naive")
-    bad_argument("--loop", config.loop, "bload or naive");
+  if (config.loop != "bload" && config.loop != "padded" && config.loop != "naive")
+    bad_argument("--loop", config.loop, "bload, padded or naive");
   if (config.loop == "naive" && config.model != "cpp")
     bad_argument("--model", config.model, "cpp with --loop naive (it steps the GRU cell itself)");
   if (config.checkpoint.empty() && (config.checkpoint_every > 0 || config.resume))
     bad_argument("--checkpoint", "", "a directory with --checkpoint-every or --resume");
-  if (config.loop == "naive" && !(config.checkpoint.empty() && config.step_log.empty()))
+  if (config.loop != "bload" && !(config.checkpoint.empty() && config.step_log.empty()))
     bad_argument("--loop", config.loop, "bload with --checkpoint or --step-log");
   if (config.rank >= 0) {
     config.local_rank = config.rank;  // the launcher's ranks share one machine

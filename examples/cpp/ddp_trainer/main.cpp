@@ -57,8 +57,9 @@ int run_rank(const Config& config) {
 
   std::vector<EpochFigures> figures;
   try {
-    figures = config.loop == "bload" ? train_packed(config, lengths, *model, group, device)
-                                     : train_naive(config, lengths, *model, group, device);
+    figures = config.loop == "bload"    ? train_packed(config, lengths, *model, group, device)
+              : config.loop == "padded" ? train_padded(config, lengths, *model, group, device)
+                                        : train_naive(config, lengths, *model, group, device);
   } catch (const std::exception& error) {
     const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
     const auto collectives = group.collectives();

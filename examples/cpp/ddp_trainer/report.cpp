@@ -58,6 +58,7 @@ constexpr void for_each_field(Figures& figures, Visit&& visit) {
   visit(figures.batches);
   visit(figures.frames);
   visit(figures.padding);
+  visit(figures.sequential_steps);
   visit(figures.first_loss);
   visit(figures.last_loss);
 }
@@ -77,6 +78,7 @@ struct EpochSummary {
   double wait_share = 0;  // the largest
   std::vector<int64_t> batches_per_rank;
   int64_t frames = 0, padding = 0;       // all ranks'
+  int64_t sequential_steps = 0;          // the most of any rank (they wait for each other)
   double first_loss = 0, last_loss = 0;  // mean over the ranks
 };
 
@@ -92,6 +94,7 @@ EpochSummary summarize(const std::vector<std::vector<EpochFigures>>& ranks, size
     summary.batches_per_rank.push_back(figures.batches);
     summary.frames += figures.frames;
     summary.padding += figures.padding;
+    summary.sequential_steps = std::max(summary.sequential_steps, figures.sequential_steps);
     summary.first_loss += figures.first_loss;
     summary.last_loss += figures.last_loss;
   }
@@ -169,6 +172,7 @@ bool report(const Config& config, const std::string& backend, const std::string&
          << ", \"loader_wait_share\": " << json_number(summary.wait_share)
          << ", \"batches_per_rank\": [" << per_rank.str() << "], \"frames\": " << summary.frames
          << ", \"padding\": " << summary.padding
+         << ", \"sequential_steps\": " << summary.sequential_steps
          << ", \"first_loss\": " << json_number(summary.first_loss)
          << ", \"last_loss\": " << json_number(summary.last_loss) << "}";
   }

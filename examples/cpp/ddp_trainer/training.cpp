@@ -1,5 +1,5 @@
-// The training loops: bload's packed loop and the naive per-sequence loop, the RunningSum data
-// set, and the model's loading. The one file of the trainer that includes <torch/torch.h>.
+// The training loops: bload's packed loop, the padded loop it is measured against, and the naive
+// per-sequence loop; the RunningSum data set, and the model's loading. The one file of the trainer that includes <torch/torch.h>.
 #include "training.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "packed_gru.h"
+#include "padded_sampler.h"
 
 namespace trainer {
 
@@ -101,6 +102,25 @@ void check_resume_points(Group& group, bload::BlockSampler& trained) {
   }
   TORCH_CHECK(!differ, "ranks resume at different points: ", points_named,
               " (every rank reads --checkpoint's directory: on several machines, a shared one)");
+}
+
+// The mean squared error over the batch's real steps. Rounding can leave a rank a batch of
+// padding only: no step to average, a loss of 0 (and zero gradients) rather than 0/0.
+torch::Tensor mean_over_valid(const torch::Tensor& outputs, const torch::Tensor& target,
+                              const torch::Tensor& valid) {
+  auto errors = (outputs - target).pow(2).sum(-1);
+  return errors.masked_select(valid).sum() / valid.sum().clamp_min(1);
+}
+
+// Counts a trained batch, of loss `loss`, into `figure` and `losses`.
+void count_batch(EpochFigures& figure, std::vector<double>& losses,
+                 const bload::PackedBatch& batch, const torch::Tensor& loss) {
+  const int64_t frames = batch.valid.sum().item<int64_t>();
+  figure.frames += frames;
+  figure.padding += batch.valid.numel() - frames;
+  figure.sequential_steps += batch.valid.size(1);
+  losses.push_back(loss.item<double>());
+  ++figure.batches;
 }
 
 }  // namespace
@@ -205,10 +225,7 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       } else {
         outputs = model.forward(data, batch.table);
       }
-      auto errors = (outputs - target).pow(2).sum(-1);
-      // The mean over the batch's real steps. Rounding can leave a rank a batch of padding only:
-      // no step to average, a loss of 0 (and zero gradients) rather than 0/0.
-      auto loss = errors.masked_select(valid).sum() / valid.sum().clamp_min(1);
+      auto loss = mean_over_valid(outputs, target, valid);
       optimizer.zero_grad();
       loss.backward();
       log.write(epoch, index, batch.table);  // before the all-reduce: see checkpoint.h
@@ -222,11 +239,7 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
           save_checkpoint(config.checkpoint, parameters, optimizer, trained, all_lanes);
       }
 
-      const int64_t frames = batch.valid.sum().item<int64_t>();
-      figure.frames += frames;
-      figure.padding += batch.valid.numel() - frames;
-      losses.push_back(loss.item<double>());
-      ++figure.batches;
+      count_batch(figure, losses, batch, loss);
       const double elapsed = seconds_since(start);
       progress.update(figure.batches, losses.back(), figure.batches / elapsed,
                       figure.frames / elapsed);
@@ -234,6 +247,43 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
     figure.seconds = seconds_since(start);
     const double after_first = figure.seconds - figure.first_wait;
     figure.wait_share = after_first > 0 ? waited / after_first : 0;
+    std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
+    figures.push_back(figure);
+  }
+  return figures;
+}
+
+std::vector<EpochFigures> train_padded(const Config& config, const std::vector<int64_t>& lengths,
+                                       Model& model, Group& group, const c10::Device& device) {
+  auto parameters = model.parameters();
+  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
+  const auto options = plan_options(config, device.is_cuda());  // the padding values
+  std::vector<EpochFigures> figures;
+  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+    PaddedSampler sampler(lengths, config.blocks_per_batch, config.world_size, config.rank,
+                          config.seed, epoch);
+    Progress progress(config.rank == 0, sampler.batches());
+    auto loader = torch::data::make_data_loader(
+        bload::BlockDataset(RunningSum(lengths, config.seed), options), std::move(sampler),
+        torch::data::DataLoaderOptions().workers(config.workers));
+    EpochFigures figure;
+    figure.epoch = epoch;
+    std::vector<double> losses;
+    const auto start = Clock::now();
+    for (auto& batch : *loader) {
+      auto valid = batch.valid.to(device, /*non_blocking=*/true);
+      auto outputs = model.forward(batch.data.to(device, true), batch.table);
+      auto loss = mean_over_valid(outputs, batch.target.to(device, true), valid);
+      optimizer.zero_grad();
+      loss.backward();
+      group.average_gradients(parameters);
+      optimizer.step();
+      count_batch(figure, losses, batch, loss);
+      const double elapsed = seconds_since(start);
+      progress.update(figure.batches, losses.back(), figure.batches / elapsed,
+                      figure.frames / elapsed);
+    }
+    figure.seconds = seconds_since(start);
     std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
     figures.push_back(figure);
   }

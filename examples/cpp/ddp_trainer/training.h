@@ -1,4 +1,4 @@
-// The training loops: bload's packed loop and the naive per-sequence loop, on the RunningSum data
+// The training loops: bload's packed loop, the padded loop and the naive per-sequence loop, on the RunningSum data
 // set, and the model they train (the C++ PackedGRU or a TorchScript one).
 #pragma once
 
@@ -29,6 +29,11 @@ bload::Options plan_options(const Config& config, bool pin_memory);
 
 // bload's loop: every rank runs the same number of identically shaped batches. A figure per epoch.
 std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
+                                       Model& model, Group& group, const c10::Device& device);
+
+// The loop bload is measured against (padded_sampler.h): shuffled sequences, config.blocks_per_batch
+// to a batch, each batch padded to its longest sequence.
+std::vector<EpochFigures> train_padded(const Config& config, const std::vector<int64_t>& lengths,
                                        Model& model, Group& group, const c10::Device& device);
 
 // The loop DDP users write first (the C++ module only): each rank steps frame by frame through its
