@@ -121,6 +121,7 @@ class Heartbeat:
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         self.store = dist.PrefixStore(f"bload_trainer/{restart}/liveness", store)
         self.rank, self.world_size, self.store_rank = rank, world_size, store_rank
+        self.timeout = timeout  # the run's: every rank stops within it
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
         self.thread.start()
@@ -151,8 +152,9 @@ class Heartbeat:
             self.store.set(f"told/{self.rank}", "1")
             if self.rank == self.store_rank:
                 # The others read the store to tell what happened: its host leaves once every rank
-                # that is not lost has told (ranks stop within a watch of each other: two at most).
-                until = time.monotonic() + 2 * self.WATCH
+                # that is not lost has told. A rank still waiting in a collective fails at the run's
+                # timeout at the latest, and then tells within a watch.
+                until = time.monotonic() + self.timeout + 2 * self.WATCH
                 for rank in set(others) - set(lost):
                     while not self.store.check([f"told/{rank}"]) and time.monotonic() < until:
                         time.sleep(self.BEAT / 5)

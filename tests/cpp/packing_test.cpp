@@ -43,10 +43,42 @@ TEST(BlockDataset, PacksAHandComputedBatch) {
       torch::tensor({0, 1, 2, 0, 1, 0, 2, 3, 4, 5, 0, 0}, torch::kLong).view({2, 6})));
   EXPECT_TRUE(torch::equal(batch.cu_seqlens, torch::tensor({0, 3, 5, 9}, torch::kInt)));
   EXPECT_TRUE(torch::equal(batch.indices, torch::tensor({0, 1, 2}, torch::kLong)));
+  // Sequences 0 and 1 end in block 0; sequence 2's piece ends it too (steps 2..5 of 6).
+  EXPECT_TRUE(torch::equal(batch.ends, torch::tensor({0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0})
+                                           .to(torch::kBool)
+                                           .view({2, 6})));
+  EXPECT_FALSE(batch.carry.any().item<bool>());
   // unpack gives the pieces back.
   auto pieces = bload::unpack(batch.data, request.table);
   ASSERT_EQ(pieces.size(), 3u);
   EXPECT_TRUE(torch::equal(pieces[2], SyntheticSequences(lengths).get(2).data.slice(0, 2)));
+}
+
+TEST(BlockDataset, PacksAHandComputedLanesBatch) {
+  // Rows 0 and 1 are lanes 2 and 3 (rank 1 of 2 rows a rank). Lane 2 goes on with steps 3..4 of
+  // sequence 0 (5 steps), then starts sequence 1 (2 steps); lane 3 starts sequence 2 (9 steps),
+  // whose steps 0..3 fill its window.
+  const std::vector<int64_t> lengths{5, 2, 9};
+  bload::BatchRequest request{
+      torch::tensor({0, 0, 2, 0, 3, 5, 0, 2, 2, 1, 0, 2, 1, 0, 4, 2, 0, 9}, torch::kLong)
+          .view({3, 6}),
+      2, 4, /*carry=*/true, /*first_lane=*/2};
+  auto batch = bload::BlockDataset(SyntheticSequences(lengths), bload::Options(4)).get_batch(request);
+
+  auto bools = [](std::vector<int64_t> values) {
+    return torch::tensor(values).to(torch::kBool).view({2, 4});
+  };
+  EXPECT_TRUE(torch::equal(batch.data.select(2, 0),
+                           torch::tensor({3, 4, 1000, 1001, 2000, 2001, 2002, 2003}, torch::kFloat)
+                               .view({2, 4})));
+  // Resets only where a sequence starts: sequence 0 goes on from the state lane 2 carried.
+  EXPECT_TRUE(torch::equal(batch.reset, bools({0, 0, 1, 0, 1, 0, 0, 0})));
+  EXPECT_TRUE(torch::equal(batch.ends, bools({0, 1, 0, 1, 0, 0, 0, 0})));
+  EXPECT_TRUE(torch::equal(batch.carry, torch::tensor({true, false})));
+  EXPECT_TRUE(torch::equal(batch.lanes, torch::tensor({2, 3}, torch::kLong)));
+  EXPECT_TRUE(batch.valid.all().item<bool>());
+  EXPECT_TRUE(torch::equal(batch.position_ids,
+                           torch::tensor({3, 4, 0, 1, 0, 1, 2, 3}, torch::kLong).view({2, 4})));
 }
 
 TEST(BlockDataset, PinsMemoryWhereACudaDeviceIsPresent) {

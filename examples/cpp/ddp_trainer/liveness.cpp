@@ -26,6 +26,7 @@ std::string key(const char* what, int64_t rank) { return std::string(what) + "/"
 
 struct Heartbeat::State {
   int64_t rank = 0, world_size = 0;
+  std::chrono::seconds timeout{0};  // the run's --timeout: every rank stops within it
   int64_t store_rank = -1;  // the rank that hosts the store, -1 where the launcher or torchrun's agent does
   c10::intrusive_ptr<c10d::Store> store;
   std::mutex mutex;
@@ -53,6 +54,7 @@ Heartbeat::Heartbeat(const Config& config) : state_(std::make_unique<State>()) {
   state.rank = config.rank;
   state.world_size = config.world_size;
   state.store_rank = config.store_rank;
+  state.timeout = std::chrono::seconds(config.timeout);
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(config.port);
   options.waitWorkers = false;
@@ -88,8 +90,9 @@ std::string Heartbeat::lost_ranks() {
     store.set(key("told", state.rank), std::vector<uint8_t>{1});
     if (state.rank == state.store_rank) {
       // The others read the store to tell what happened: its host leaves once every rank that is
-      // not lost has told (ranks stop within a watch of each other: two watches at most).
-      const auto until = std::chrono::steady_clock::now() + 2 * kWatch;
+      // not lost has told. A rank still waiting in a collective fails at the run's timeout at the
+      // latest, and then tells within a watch.
+      const auto until = std::chrono::steady_clock::now() + state.timeout + 2 * kWatch;
       for (int64_t rank = 0; rank < state.world_size; ++rank) {
         const bool is_lost = std::find(lost.begin(), lost.end(), rank) != lost.end();
         while (!is_lost && !store.check({key("told", rank)}) &&
