@@ -235,9 +235,10 @@ def train(rank, world_size, device, args):
     module = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
     optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
     # What a checkpoint is valid for: the sampler's position means nothing under other ones. The
-    # world size is not part of it: the sampler resumes an epoch on another one.
+    # world size and blocks per batch are not part of it: the sampler's load decides which it
+    # resumes with (any world size; lanes, any factors of their lane count).
     identity = {"lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()), "sequences": len(lengths), "t_max": args.t_max,
-                "blocks_per_batch": args.blocks_per_batch, "seed": args.seed, "policy": args.policy}  # fmt: skip
+                "seed": args.seed, "policy": args.policy}  # fmt: skip
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
     lanes = sampler.plan.carries_state()  # the core says which policies carry state
     rows = slice(rank * args.blocks_per_batch, (rank + 1) * args.blocks_per_batch)

@@ -199,15 +199,26 @@ fn lanes_are_within_one_percent_of_their_bound_on_every_set() {
 }
 
 #[test]
-fn lanes_resume_with_their_lane_count_only() {
+fn lanes_resume_with_their_lane_count_whatever_its_factors() {
     let lengths: Vec<u32> = (0..300).map(|i| 1 + (i * 13) % 50).collect();
     let planner = Planner::new(lengths.clone(), lanes_options(8, 2, 2, 0)).unwrap();
     let plan = planner.plan(1).unwrap();
     let at = plan.position(3).unwrap();
     let resumed = planner.resume(&at).unwrap();
     assert_eq!((resumed.batches, resumed.plan.hash()), (3, plan.hash()));
+    // The same 4 lanes as 1 rank of 4 rows or 4 ranks of 1: the same lanes, from batch 3.
+    for (world_size, blocks_per_batch) in [(1, 4), (4, 1)] {
+        let options = lanes_options(8, world_size, blocks_per_batch, 0);
+        let resumed = Planner::new(lengths.clone(), options)
+            .unwrap()
+            .resume(&at)
+            .unwrap();
+        assert_eq!(resumed.batches, 3);
+        assert_eq!(lanes_of(&resumed.plan), lanes_of(&plan));
+    }
+    // Another lane count: refused, naming it.
     let other = Planner::new(lengths, lanes_options(8, 4, 2, 0)).unwrap();
     let err = other.resume(&at).unwrap_err();
-    assert_eq!(err.argument, "world_size");
-    assert!(err.to_string().contains("lane count"), "{err}");
+    assert_eq!(err.argument, "world_size * blocks_per_batch");
+    assert!(err.to_string().contains("lane count it saved"), "{err}");
 }

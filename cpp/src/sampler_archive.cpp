@@ -152,7 +152,9 @@ void BlockSampler::save(torch::serialize::OutputArchive& archive) const {
   const int64_t world_size = planner_.options().world_size();
   // Before the first epoch there is no plan: a position at the start of this world size's.
   const auto at =
-      plan_ ? plan_->position(position_) : EpochPosition{-1, world_size, 0, world_size, 0};
+      plan_ ? plan_->position(position_)
+            : EpochPosition{-1, world_size, 0, world_size,
+                            planner_.options().blocks_per_batch(), 0};
   const auto fields = archive_fields(planner_, at.epoch, at.batches, next_epoch_,
                                      at.planned_world_size, at.first_block);
   for (const auto& [name, value] : fields) archive.write(kPrefix + name, value);
@@ -175,10 +177,11 @@ void BlockSampler::load(torch::serialize::InputArchive& archive) {
     return std::find_if(saved.begin(), saved.end(), named)->second;
   };
   // Saved for the same lengths and options (after the version, before the place); the world size
-  // is the saver's and may differ.
+  // and blocks per batch are the saver's, and the core's resume decides which may differ.
   for (size_t i = 1; i + kPlaceFields < expected.size(); ++i) {
     const auto& [name, mine] = expected[i];
-    TORCH_CHECK(name == "world_size" || saved[i].second == mine, kLoad, name, " = ",
+    const bool the_savers = name == "world_size" || name == "blocks_per_batch";
+    TORCH_CHECK(the_savers || saved[i].second == mine, kLoad, name, " = ",
                 saved[i].second, " in the archive: expected ", mine,
                 " as this sampler has; the archive was saved with other lengths or options");
   }
@@ -191,8 +194,11 @@ void BlockSampler::load(torch::serialize::InputArchive& archive) {
   std::optional<EpochPlan> plan;
   int64_t position = 0;
   if (epoch >= 0) {
-    const EpochPosition at{epoch, value("planned_world_size").toInt(),
-                           value("first_block").toInt(), value("world_size").toInt(),
+    const EpochPosition at{epoch,
+                           value("planned_world_size").toInt(),
+                           value("first_block").toInt(),
+                           value("world_size").toInt(),
+                           value("blocks_per_batch").toInt(),
                            value("position").toInt()};
     try {
       auto resumed = planner_.resume(at);

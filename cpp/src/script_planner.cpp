@@ -55,6 +55,7 @@ std::vector<std::pair<const char*, int64_t EpochPosition::*>> position_fields() 
           {"planned_world_size", &EpochPosition::planned_world_size},
           {"first_block", &EpochPosition::first_block},
           {"world_size", &EpochPosition::world_size},
+          {"blocks_per_batch", &EpochPosition::blocks_per_batch},
           {"batches", &EpochPosition::batches}};
 }
 
@@ -67,8 +68,8 @@ PositionDict dict_of(const EpochPosition& position) {
 EpochPosition position_of(const PositionDict& dict) {
   const auto fields = position_fields();
   const char* expected =
-      "a dict of epoch, planned_world_size, first_block, world_size and batches, as "
-      "EpochPlan.position() returns";
+      "a dict of epoch, planned_world_size, first_block, world_size, blocks_per_batch and "
+      "batches, as EpochPlan.position() returns";
   EpochPosition position{};
   for (const auto& [name, field] : fields) {
     auto found = dict.find(name);
@@ -195,7 +196,7 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "Fingerprint of the plan: equal on ranks that planned the same")
       .def("position", &ScriptEpochPlan::position,
            "Where the ranks stand once each has served `batches` batches of this plan: a dict "
-           "of epoch, planned_world_size, first_block, world_size, batches, for "
+           "of epoch, planned_world_size, first_block, world_size, blocks_per_batch, batches, for "
            "Planner.resume");
   m.class_<ScriptPlanner>("Planner")
       .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool>(),

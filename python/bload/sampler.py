@@ -215,14 +215,15 @@ class BlockSampler(torch.utils.data.Sampler):
         return PlanHash(self.plan.plan_hash() & (2**64 - 1))
 
     def state_dict(self):
-        """Where the loop stands: epoch, position (batches the loop has had), world_size, and where
-        the epoch's blocks come from (planned_world_size, first_block: another world size's plan
-        when the epoch was resumed from one)."""
+        """Where the loop stands: epoch, position (batches the loop has had), world_size,
+        blocks_per_batch, and where the epoch's blocks come from (planned_world_size, first_block:
+        another world size's plan when the epoch was resumed from one)."""
         at = self.plan.position(self._consumed())
         return {
             "epoch": at["epoch"],
             "position": at["batches"],
             "world_size": at["world_size"],
+            "blocks_per_batch": at["blocks_per_batch"],
             "planned_world_size": at["planned_world_size"],
             "first_block": at["first_block"],
         }
@@ -230,7 +231,9 @@ class BlockSampler(torch.utils.data.Sampler):
     def load_state_dict(self, state):
         """Goes on from `state`, saved by state_dict() with the same lengths and options and any
         world size: the next iteration serves the batches after `position`; on another world size,
-        the blocks not yet served, dealt to these ranks. A state that is not such a dict is a
+        the blocks not yet served, dealt to these ranks. A lanes sampler goes on with the same
+        lanes, so it needs the lane count saved (world_size * blocks_per_batch), and may have
+        other factors of it; other policies need the saved blocks_per_batch. A state that is not such a dict is a
         TypeError or ValueError naming the field, a value out of bounds a RuntimeError naming it;
         either way the sampler is left as it was."""
         if not isinstance(state, collections.abc.Mapping):
@@ -243,6 +246,7 @@ class BlockSampler(torch.utils.data.Sampler):
             "epoch": value["epoch"],
             "batches": value["position"],
             "world_size": value["world_size"],
+            "blocks_per_batch": value.get("blocks_per_batch", self.blocks_per_batch),
             "planned_world_size": value.get("planned_world_size", value["world_size"]),
             "first_block": value.get("first_block", 0),
         }

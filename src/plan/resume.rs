@@ -31,6 +31,8 @@ pub struct EpochPosition {
     pub first_block: u64,
     /// Ranks of the plan being served.
     pub world_size: u32,
+    /// Blocks in each of their batches: with `world_size`, the lane count of a lanes plan.
+    pub blocks_per_batch: u32,
     /// Batches each of them has served.
     pub batches: u64,
 }
@@ -79,6 +81,7 @@ impl EpochPlan {
             planned_world_size: self.origin.planned_world_size,
             first_block: self.origin.first_block,
             world_size: self.options.world_size,
+            blocks_per_batch: self.options.blocks_per_batch,
             batches: batches as u64,
         })
     }
@@ -96,8 +99,28 @@ impl Planner {
     /// empty blocks it adds (in `blocks`, `padding`, `rounding_blocks`, `rounding_padding` and
     /// `empty_blocks`): every padded step of the epoch is counted.
     ///
+    /// A lanes plan (the policy carries state) instead resumes with its lane count,
+    /// `world_size * blocks_per_batch`, whatever its factors: its lanes, and so its blocks,
+    /// depend on the count alone, and rank `r` of the new plan goes on with lanes
+    /// `r * blocks_per_batch ..` from the same batch. Other policies resume with the blocks per
+    /// batch they saved.
+    ///
     /// Errors name the field of `at` and its real bounds.
     pub fn resume(&self, at: &EpochPosition) -> Result<Resumed> {
+        if self.options.policy.carries_state() {
+            return self.resume_lanes(at);
+        }
+        if at.blocks_per_batch != self.options.blocks_per_batch {
+            return Err(Error::invalid(
+                "blocks_per_batch",
+                self.options.blocks_per_batch,
+                format!(
+                    "{}, the blocks per batch the epoch was saved with (only the lanes policy \
+                     resumes with others, keeping world_size * blocks_per_batch)",
+                    at.blocks_per_batch
+                ),
+            ));
+        }
         let planned = self.plan_for(at.epoch, at.planned_world_size)?;
         let blocks = planned.num_blocks() as u64;
         if at.first_block > blocks {
@@ -126,21 +149,6 @@ impl Planner {
                 ),
             ));
         }
-        if self.options.policy.carries_state() && at.world_size != self.options.world_size {
-            // Each row is a lane whose state the model carries: another lane count would deal
-            // the rest of the epoch to rows with no state for it.
-            return Err(Error::invalid(
-                "world_size",
-                self.options.world_size,
-                format!(
-                    "{}, the world size the epoch was saved with: with the lanes policy a run \
-                     resumes only with the lane count it saved (world_size * blocks_per_batch = \
-                     {}), as the model's state is per lane",
-                    at.world_size,
-                    saved_options.blocks_per_global_batch()
-                ),
-            ));
-        }
         if at.world_size == self.options.world_size {
             return Ok(Resumed {
                 plan: self.remainder(planned, at.first_block),
@@ -152,6 +160,55 @@ impl Planner {
         Ok(Resumed {
             plan: self.remainder(planned, served),
             batches: 0,
+        })
+    }
+
+    /// [`Planner::resume`] of a lanes plan: the same lanes, from the same batch.
+    fn resume_lanes(&self, at: &EpochPosition) -> Result<Resumed> {
+        let lanes = self.options.blocks_per_global_batch();
+        let saved_lanes = u64::from(at.world_size) * u64::from(at.blocks_per_batch);
+        if saved_lanes != lanes {
+            // Each row is a lane whose state the model carries: another lane count would deal
+            // the rest of the epoch to rows with no state for it.
+            return Err(Error::invalid(
+                "world_size * blocks_per_batch",
+                format!(
+                    "{} * {} = {lanes}",
+                    self.options.world_size, self.options.blocks_per_batch
+                ),
+                format!(
+                    "{saved_lanes} ({} * {}), the lane count the epoch was saved with: with the \
+                     lanes policy a run resumes only with the lane count it saved, as the model's \
+                     state is per lane",
+                    at.world_size, at.blocks_per_batch
+                ),
+            ));
+        }
+        if (at.planned_world_size, at.first_block) != (at.world_size, 0) {
+            return Err(Error::invalid(
+                "planned_world_size, first_block",
+                format!("{}, {}", at.planned_world_size, at.first_block),
+                format!(
+                    "{}, 0: a lanes epoch is never re-dealt, so its plan is its own",
+                    at.world_size
+                ),
+            ));
+        }
+        let plan = self.plan(at.epoch)?;
+        let per_rank = plan.batches_per_rank();
+        if at.batches > per_rank as u64 {
+            return Err(Error::invalid(
+                "batches",
+                at.batches,
+                format!(
+                    "from 0 to {per_rank}, the batches per rank of epoch {}",
+                    at.epoch
+                ),
+            ));
+        }
+        Ok(Resumed {
+            plan,
+            batches: at.batches as usize,
         })
     }
 
@@ -228,6 +285,7 @@ mod tests {
             planned_world_size: world_size,
             first_block: 0,
             world_size,
+            blocks_per_batch: 2,
             batches,
         }
     }

@@ -227,7 +227,8 @@ TEST(BlockSamplerArchive, LoadRejectsOtherLengthsOptionsAndForeignArchives) {
                        "seed = 0 in the archive: expected 5"));
   bload::BlockSampler other_blocks(lengths, bload::Options(options).blocks_per_batch(3));
   EXPECT_TRUE(contains(error_of([&] { load(other_blocks, bytes); }),
-                       "blocks_per_batch = 1 in the archive: expected 3"));
+                       "blocks_per_batch = 3: expected 1, the blocks per batch the epoch "
+                       "was saved with"));
 
   // An archive that holds something else.
   torch::serialize::OutputArchive foreign;

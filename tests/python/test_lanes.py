@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import bload
+from conftest import COLUMN
 from ddp_support import example_module
 
 FEATURES, HIDDEN = 3, 5
@@ -188,9 +189,22 @@ def test_a_table_that_continues_a_sequence_inside_a_row_is_refused_with_carry():
     assert bload.ops.end_mask(table, 1, 8).nonzero().tolist() == [[0, 1], [0, 4]]
 
 
-def test_resuming_lanes_on_another_world_size_says_the_lane_count_must_stay():
-    sampler = bload.BlockSampler(LENGTHS, T_MAX, 2, world_size=2, rank=0, policy="lanes")
-    state = sampler.state_dict()
+def test_lanes_resume_with_their_lane_count_in_other_factors_and_refuse_another_count():
+    # 2 ranks of 2 lanes, saved after 2 batches; 1 rank of 4 lanes goes on with the same lanes.
+    saved = [bload.BlockSampler(LENGTHS, T_MAX, 2, world_size=2, rank=rank, policy="lanes") for rank in range(2)]
+    for sampler in saved:
+        batches = iter(sampler)
+        next(batches), next(batches)
+    state = saved[0].state_dict()
+    assert (state["position"], state["world_size"], state["blocks_per_batch"]) == (2, 2, 2)
+    one = bload.BlockSampler(LENGTHS, T_MAX, 4, world_size=1, rank=0, policy="lanes")
+    one.load_state_dict(state)
+    rest = list(one)
+    assert len(rest) == saved[0].plan.batches_per_rank() - 2 > 0
+    for index, batch in enumerate(rest, start=2):
+        halves = [saved[rank].plan.batch(rank, index).clone() for rank in range(2)]
+        halves[1][:, COLUMN["block"]] += 2  # rank 1's rows are rows 2 and 3 of the one rank
+        assert torch.equal(batch.table, torch.cat(halves)), index
     other = bload.BlockSampler(LENGTHS, T_MAX, 2, world_size=1, rank=0, policy="lanes")
-    with pytest.raises(RuntimeError, match="lane count"):
+    with pytest.raises(RuntimeError, match=r"world_size \* blocks_per_batch = 1 \* 2 = 2: expected 4 .*lane count"):
         other.load_state_dict(state)

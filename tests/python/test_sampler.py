@@ -73,7 +73,7 @@ def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(actio
         states.append(sampler.state_dict())
     # The state is the epoch's, not the rank's: every rank saves the same.
     assert states == [states[0]] * 3
-    assert states[0] == {"epoch": 1, "position": 40, "world_size": 3, "planned_world_size": 3, "first_block": 0}
+    assert states[0] == {"epoch": 1, "position": 40, "world_size": 3, "blocks_per_batch": BLOCKS, "planned_world_size": 3, "first_block": 0}
 
     two = planner_for(lengths, 2)
     rest = []

@@ -181,6 +181,10 @@ fn positions_cross_checked_and_resume_on_another_world_size() {
         (|p| p.first_block = -1, "first_block = -1: "),
         (|p| p.world_size = -2, "world_size = -2: "),
         (
+            |p| p.blocks_per_batch = 0,
+            "blocks_per_batch = 0: expected from 1 to 4294967295 blocks",
+        ),
+        (
             |p| p.batches = 1 << 40,
             "batches = 1099511627776: expected from 0 to ",
         ),

@@ -66,14 +66,15 @@ pub mod ffi {
 
     /// Where every rank stands in an epoch (the core's `bload::EpochPosition`): what a sampler
     /// saves, to go on with the same world size or another. The blocks of the epoch's plan for
-    /// `planned_world_size` ranks from `first_block` on, dealt to `world_size` ranks, of which
-    /// each has served `batches` batches. Values are torch's int64, checked by the conversion.
+    /// `planned_world_size` ranks from `first_block` on, dealt to `world_size` ranks of
+    /// `blocks_per_batch` blocks a batch, of which each has served `batches` batches. Values are torch's int64, checked by the conversion.
     #[derive(Debug, Clone)]
     struct EpochPosition {
         epoch: i64,
         planned_world_size: i64,
         first_block: i64,
         world_size: i64,
+        blocks_per_batch: i64,
         batches: i64,
     }
 
@@ -260,6 +261,7 @@ impl From<&bload::EpochPosition> for ffi::EpochPosition {
             planned_world_size,
             first_block,
             world_size,
+            blocks_per_batch,
             batches,
         } = *position;
         // Every value was int64 when it came from C++, or is a count of a plan's blocks or
@@ -270,6 +272,7 @@ impl From<&bload::EpochPosition> for ffi::EpochPosition {
             planned_world_size: planned_world_size.into(),
             first_block: int64(first_block),
             world_size: world_size.into(),
+            blocks_per_batch: blocks_per_batch.into(),
             batches: int64(batches),
         }
     }
@@ -283,6 +286,7 @@ impl TryFrom<&ffi::EpochPosition> for bload::EpochPosition {
             planned_world_size,
             first_block,
             world_size,
+            blocks_per_batch,
             batches,
         } = *position;
         Ok(bload::EpochPosition {
@@ -290,6 +294,7 @@ impl TryFrom<&ffi::EpochPosition> for bload::EpochPosition {
             planned_world_size: positive_u32("planned_world_size", planned_world_size, "ranks")?,
             first_block: non_negative("first_block", first_block, "a block count of at least 0")?,
             world_size: positive_u32("world_size", world_size, "ranks")?,
+            blocks_per_batch: positive_u32("blocks_per_batch", blocks_per_batch, "blocks")?,
             batches: non_negative("batches", batches, "a batch count of at least 0")?,
         })
     }
