@@ -125,12 +125,12 @@ def assert_every_step_once(pieces, lengths):
 EVERY = 5  # batches between checkpoints
 
 
-def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resume_world_size=None):
+def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resume_world_size=None, resume_options=()):
     """Runs `command` (a trainer with --checkpoint and --step-log in tmp_path) on `world_size`
     ranks started by hand, and kills `killed_rank` with SIGKILL just past a checkpoint: its log
     holds a batch or two after one (the batch a checkpoint follows is a multiple of EVERY). Then
-    runs it again with --resume, to the end of the epoch. Returns every rank's (returncode, stdout,
-    stderr) of both runs, and every rank's step log runs."""
+    runs it again with --resume and `resume_options`, to the end of the epoch. Returns every
+    rank's (returncode, stdout, stderr) of both runs, and every rank's step log runs."""
     port = free_port()
     processes = [subprocess.Popen([str(word) for word in command], env=torchrun_env(rank, world_size, port),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -154,7 +154,7 @@ def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resum
     killed = [(p.returncode, *output) for p, output in zip(processes, outputs)]
     port = free_port()
     ranks = resume_world_size or world_size
-    resumed = run_ranks([command + ["--resume"]] * ranks, [torchrun_env(rank, ranks, port) for rank in range(ranks)])
+    resumed = run_ranks([command + ["--resume", *resume_options]] * ranks, [torchrun_env(rank, ranks, port) for rank in range(ranks)])
     return killed, resumed, [step_log_runs(tmp_path / f"steps.{rank}") for rank in range(max(world_size, ranks))]
 
 
@@ -278,3 +278,22 @@ def test_a_lanes_run_killed_mid_epoch_resumes_exactly(trainer, tmp_path):
     for name, tensor in expected.items():
         # Same operations on the same values: equal up to the last bits of an all-reduce.
         torch.testing.assert_close(got[name], tensor, rtol=0, atol=1e-6, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("trainer", ["cpp", "python"])
+def test_a_lanes_run_resumes_on_other_factors_of_its_lane_count(trainer, tmp_path, action_genome_lengths):
+    """4 lanes as 2 ranks of 2 rows, one killed mid-epoch; the job goes on as 1 rank of 4 rows
+    from the same batch, each lane from its checkpointed state: every step of the epoch is trained
+    exactly once."""
+    sequences = 300
+    options = ["--sequences", sequences, "--t-max", 16, "--policy", "lanes", "--timeout", 60, "--checkpoint",
+               tmp_path / "checkpoint", "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps"]  # fmt: skip
+    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
+    _, resumed, logs = kill_mid_epoch_then_resume(command + ["--blocks-per-batch", 2], 2, 1, tmp_path, resume_world_size=1,
+                                                  resume_options=["--blocks-per-batch", 4])  # fmt: skip
+    assert resumed[0][0] == 0, resumed[0][2][-3000:]
+    start = logs[0][1][0]
+    assert start[1] > 0 and start[1] % EVERY == 0  # rank 0 went on mid-epoch, from the checkpoint
+    assert len(logs[1]) == 1  # rank 1 is gone: its lines count up to where rank 0 went on
+    pieces = trained_pieces(logs[0]) + [line for line in logs[1][0][1] if line[:2] < start]
+    assert_every_step_once(pieces, action_genome_lengths[:sequences])
