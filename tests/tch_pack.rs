@@ -3,7 +3,7 @@
 //! Needs `make plugin`'s build/libbload.so and the files `make test-tch` writes in build/
 //! (BLOAD_LIBRARY, BLOAD_TCH_REFERENCE and BLOAD_MODEL override the paths).
 
-use bload::tch::{load_plugin, pack_batch, pack_batch_from, Error, PackOptions};
+use bload::tch::{load_plugin, pack_batch, pack_batch_from, pack_batch_ranges, Error, PackOptions};
 use bload::{Options, Oversize, Planner, Policy};
 use std::path::PathBuf;
 use std::sync::Once;
@@ -255,4 +255,51 @@ fn a_batch_of_only_empty_blocks_is_all_padding() {
         }
     }
     assert!(empty > 0, "no seed gave a rank only empty blocks");
+}
+
+#[test]
+fn a_lanes_batch_packed_from_ranges_equals_one_packed_from_whole_sequences() {
+    // Sequences many times t_max: each lanes batch holds a window of them.
+    let lengths: Vec<u32> = vec![40, 7, 33, 3, 25, 12];
+    let mut options = Options::new(6);
+    options.blocks_per_batch = 2;
+    options.policy = Policy::Lanes;
+    let planner = Planner::new(lengths.clone(), options).unwrap();
+    let plan = planner.plan(0).unwrap();
+    let cpu = (Kind::Float, Device::Cpu);
+    let sequence = |i: usize| Tensor::arange(i64::from(lengths[i]), cpu) + 100.0 * i as f64;
+    let mut asked = Vec::new();
+    for index in 0..plan.batches_per_rank() {
+        let batch = plan.batch(0, index).unwrap();
+        let whole = pack_batch(&batch, &PackOptions::default(), |i| {
+            Ok::<_, Error>((sequence(i).unsqueeze(1), sequence(i)))
+        })
+        .unwrap();
+        let ranges = pack_batch_ranges(&batch, &PackOptions::default(), |i, offset, length| {
+            asked.push(length);
+            let steps = sequence(i).narrow(0, offset, length);
+            Ok::<_, Error>((steps.unsqueeze(1), steps))
+        })
+        .unwrap();
+        same("data", &ranges.data, &whole.data);
+        same("target", &ranges.target, &whole.target);
+        same("reset", &ranges.reset, &whole.reset);
+        same("carry", &ranges.carry, &whole.carry);
+    }
+    // Only the windows were read: every step once, none longer than t_max.
+    assert_eq!(
+        asked.iter().sum::<i64>(),
+        lengths.iter().map(|&n| i64::from(n)).sum::<i64>()
+    );
+    assert!(asked.iter().all(|&length| length <= 6));
+
+    let batch = plan.batch(0, 0).unwrap();
+    let wrong = pack_batch_ranges(&batch, &PackOptions::default(), |_, _, length| {
+        Ok::<_, Error>((
+            Tensor::zeros([length + 1, 1], cpu),
+            Tensor::zeros([length], cpu),
+        ))
+    });
+    let message = wrong.unwrap_err().to_string();
+    assert!(message.contains("steps (the range asked for)"), "{message}");
 }

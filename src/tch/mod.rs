@@ -162,17 +162,51 @@ pub fn pack_batch<E>(
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    pack_rows(batch, options, Read::Whole, |sequence, _, _| load(sequence))
+}
+
+/// Packs `batch` from its pieces' steps alone: `load(i, offset, length)` gives the
+/// `(data, target)` of steps `[offset, offset + length)` of sequence i, once per table row. A
+/// lanes batch holds a window of each long sequence: this reads the window, not the sequence.
+/// (A batch of empty blocks asks for `(0, 0, 0)`, for the trailing shape and kind.)
+pub fn pack_batch_ranges<E>(
+    batch: &Batch<'_>,
+    options: &PackOptions,
+    load: impl FnMut(usize, i64, i64) -> Result<(Tensor, Tensor), E>,
+) -> Result<PackedBatch>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    pack_rows(batch, options, Read::Range, load)
+}
+
+/// What a loader returns for a table row: its piece's whole sequence, or the piece alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Whole,
+    Range,
+}
+
+fn pack_rows<E>(
+    batch: &Batch<'_>,
+    options: &PackOptions,
+    read: Read,
+    mut load: impl FnMut(usize, i64, i64) -> Result<(Tensor, Tensor), E>,
+) -> Result<PackedBatch>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let rows = batch.table();
     let tables = batch.tables();
-    let mut loaded = |sequence: usize| {
-        load(sequence).map_err(|source| Error::Load {
+    let mut loaded = |sequence: usize, offset: i64, length: i64| {
+        load(sequence, offset, length).map_err(|source| Error::Load {
             sequence,
             source: source.into(),
         })
     };
     let (data, target) = if rows.is_empty() {
         // A batch of empty blocks (left by rounding): sequence 0 gives the shape and kind.
-        let (data, target) = loaded(0)?;
+        let (data, target) = loaded(0, 0, 0)?;
         let shape = |t: &Tensor| packed_shape(t, &tables);
         (
             Tensor::f_full(
@@ -190,13 +224,15 @@ where
         let mut data = Vec::with_capacity(rows.len());
         let mut target = Vec::with_capacity(rows.len());
         for row in &rows {
-            let (d, t) = loaded(Column::Sequence.of(row) as usize)?;
+            let (offset, length) = (Column::Offset.of(row), Column::Length.of(row));
+            let (d, t) = loaded(Column::Sequence.of(row) as usize, offset, length)?;
             data.push(d);
             target.push(t);
         }
         (
             pack(
                 &rows,
+                read,
                 &data,
                 "data",
                 &tables,
@@ -205,6 +241,7 @@ where
             )?,
             pack(
                 &rows,
+                read,
                 &target,
                 "target",
                 &tables,
@@ -241,11 +278,12 @@ fn packed_shape(like: &Tensor, tables: &StepTables) -> Vec<i64> {
     shape
 }
 
-/// `[blocks, t_max, ...]` from the rows' sequences, each piece's steps copied to its place and
-/// every other step `padding`. Every sequence must have its planned length and the first one's
-/// trailing shape and kind.
+/// `[blocks, t_max, ...]` from the rows' sequences (or pieces, as `read` says), each piece's
+/// steps copied to its place and every other step `padding`. Every sequence must have its planned
+/// length (every piece its own), and the first one's trailing shape and kind.
 fn pack(
     rows: &[TableRow],
+    read: Read,
     sequences: &[Tensor],
     argument: &str,
     tables: &StepTables,
@@ -266,15 +304,23 @@ fn pack(
         let index = Column::Sequence.of(row);
         let sequence_length = Column::SequenceLength.of(row);
         let length = Column::Length.of(row);
-        if sequence.dim() == 0 || sequence.size()[0] != sequence_length {
+        let (steps_expected, from, expected) = match read {
+            Read::Whole => (
+                sequence_length,
+                Column::Offset.of(row),
+                "its planned length",
+            ),
+            Read::Range => (length, 0, "the range asked for"),
+        };
+        if sequence.dim() == 0 || sequence.size()[0] != steps_expected {
             let steps = sequence.size().first().copied().unwrap_or(0);
-            let expected = format!("{sequence_length} steps (its planned length)");
+            let expected = format!("{steps_expected} steps ({expected})");
             return Err(invalid(argument, index, format!("{steps} steps"), expected));
         }
         if sequence.size()[1..] != first.size()[1..] || sequence.kind() != first.kind() {
             let got = format!("{:?} {:?}", sequence.size(), sequence.kind());
             let expected = format!(
-                "[{sequence_length}, {:?}] {:?} like sequence {} (the first piece's)",
+                "[{steps_expected}, {:?}] {:?} like sequence {} (the first piece's)",
                 &first.size()[1..],
                 first.kind(),
                 Column::Sequence.of(&rows[0])
@@ -283,7 +329,7 @@ fn pack(
         }
         let block = out.f_get(Column::Block.of(row))?;
         let mut place = block.f_narrow(0, Column::BlockOffset.of(row), length)?;
-        place.f_copy_(&sequence.f_narrow(0, Column::Offset.of(row), length)?)?;
+        place.f_copy_(&sequence.f_narrow(0, from, length)?)?;
     }
     Ok(out)
 }
