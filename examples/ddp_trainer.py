@@ -246,7 +246,11 @@ def train(rank, world_size, device, args):
     if resumed:  # the sampler goes on from the batches the checkpoint holds, on this world size
         lane_state = resumed.pop("lane_state", None)
         sampler.load_state_dict(resumed)
-        if lanes and lane_state is not None:
+        if lanes:
+            expected = [world_size * args.blocks_per_batch, module.hidden]
+            if lane_state is None or list(lane_state.shape) != expected:
+                got = "missing" if lane_state is None else list(lane_state.shape)
+                raise RuntimeError(f"{args.checkpoint}: the lanes' state is {got}: expected {expected} (every lane's, from a lanes run)")
             state = lane_state[rows].to(device)
     if args.resume:
         check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)

@@ -156,7 +156,7 @@ impl Model {
         }
     }
 
-    /// A batch of lanes: each row goes on from its lane's `state` [blocks, HIDDEN] where the
+    /// A batch of lanes: each row goes on from its lane's `state` [blocks, hidden] where the
     /// batch's `carry` says, from zero elsewhere, and resets only where a sequence starts ->
     /// (outputs [blocks, t_max, 1], the final state).
     fn forward_lanes(
@@ -191,6 +191,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let planner = Planner::new(lengths.clone(), options)?;
 
     let vs = nn::VarStore::new(Device::Cpu);
+    let mut hidden = HIDDEN; // the Rust GRU's, or the TorchScript model's (below)
     tch::manual_seed(args.seed as i64);
     let model = if args.model == "gru" {
         let root = vs.root();
@@ -216,6 +217,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         let mut module = CModule::load(&args.model)?;
         module.set_train();
         for (name, tensor) in module.named_parameters()? {
+            // The recurrent state's width: a GRU cell's weight_hh is [3 hidden, hidden].
+            if name.ends_with("weight_hh") {
+                hidden = tensor.size()[1];
+            }
             let trainable = tensor.requires_grad();
             let _ = vs.root().add(&name.replace('.', "_"), tensor, trainable);
         }
@@ -230,7 +235,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let start = Instant::now();
         // Lanes: each row's state at the end of the last batch, passed on detached.
         let blocks = i64::from(args.blocks_per_batch);
-        let mut state = Tensor::zeros([blocks, HIDDEN], (Kind::Float, Device::Cpu));
+        let mut state = Tensor::zeros([blocks, hidden], (Kind::Float, Device::Cpu));
         for index in 0..total {
             let batch = plan.batch(0, index)?;
             let packed = pack_batch(&batch, &PackOptions::default(), |i| {

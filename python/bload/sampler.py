@@ -246,6 +246,7 @@ class BlockSampler(torch.utils.data.Sampler):
             "epoch": value["epoch"],
             "batches": value["position"],
             "world_size": value["world_size"],
+            # A state saved before blocks_per_batch was part of it is taken to have this one.
             "blocks_per_batch": value.get("blocks_per_batch", self.blocks_per_batch),
             "planned_world_size": value.get("planned_world_size", value["world_size"]),
             "first_block": value.get("first_block", 0),

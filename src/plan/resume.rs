@@ -88,8 +88,9 @@ impl EpochPlan {
 }
 
 impl Planner {
-    /// The rest of an epoch from `at`, for this planner's world size (the other options must be
-    /// those `at` was saved with; the caller checks that).
+    /// The rest of an epoch from `at`, for this planner's world size (the other options, but
+    /// for `blocks_per_batch`, which `at` holds and this checks, must be those `at` was saved
+    /// with; the caller checks that).
     ///
     /// With the world size `at` was saved with, it is the same plan, with `at.batches` batches of
     /// it served: the same batches come next. With another, it is the blocks not yet served, in

@@ -152,10 +152,12 @@ class BLOAD_API Planner {
   // The plan of `epoch` (at least 0): the same on every rank and machine.
   EpochPlan plan(int64_t epoch) const;
   // The rest of an epoch from a saved position, for this planner's world size (the other
-  // options must be the saved ones). With the saved world size, the same plan and batches
-  // served; with another, the blocks not yet served, in their order, dealt to this planner's
-  // ranks and padded with empty blocks to whole global batches (counted in the stats), none
-  // served. Errors name the field of `at` and its bounds.
+  // options, blocks_per_batch aside, must be the saved ones). With the saved world size, the
+  // same plan and batches served; with another, the blocks not yet served, in their order, dealt
+  // to this planner's ranks and padded with empty blocks to whole global batches (counted in the
+  // stats), none served. A lanes plan is never re-dealt: it resumes with the lane count it saved
+  // (world_size * blocks_per_batch, in any factors), the same lanes from the same batch; other
+  // policies need the saved blocks_per_batch. Errors name the field of `at` and its bounds.
   Resumed resume(const EpochPosition& at) const;
   const Options& options() const;
   int64_t num_sequences() const;

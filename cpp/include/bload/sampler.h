@@ -64,7 +64,10 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   // corrupted, truncated or foreign one is an error. load() checks the archive was saved with
   // the same lengths and options; the world size may differ: then the rest of the saved epoch
   // (the blocks not yet served) is dealt to this sampler's ranks, and later epochs are planned
-  // for them. The rank is this sampler's own.
+  // for them. A lanes epoch instead goes on with the same lanes, so it needs the saved lane
+  // count (world_size * blocks_per_batch), in any factors; other policies need the saved
+  // blocks_per_batch (an archive saved before the first epoch holds no position: any). The rank
+  // is this sampler's own.
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
 

@@ -43,7 +43,8 @@ void save_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
 // Loads DIR/checkpoint.pt into `parameters`, `optimizer`, each of `samplers` and `lane_states`
 // (left undefined where the checkpoint has none); false where there is no checkpoint. Each
 // sampler's load decides where it resumes, and that the checkpoint was saved with the same
-// lengths and options (a c10::Error naming what differs).
+// lengths and options, world size and blocks per batch as it allows (a c10::Error naming what
+// differs).
 bool load_checkpoint(const std::string& dir, const std::vector<at::Tensor>& parameters,
                      torch::optim::Optimizer& optimizer,
                      const std::vector<bload::BlockSampler*>& samplers, at::Tensor* lane_states);

@@ -35,7 +35,8 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --loop bload|padded|naive
                         packed blocks (default); or shuffled sequences, B a batch (see
                         --blocks-per-batch), each batch padded to its longest; or the naive
-                        per-sequence frame-by-frame loop
+                        per-sequence frame-by-frame loop (the last two take no --policy or
+                        --t-max)
   --policy NAME         best_fit (default), random_fill, pad_to_max, or lanes: each row of a batch
                         is a lane whose recurrent state the model carries to the next batch
                         (truncated back-propagation), and checkpoints keep every lane's state

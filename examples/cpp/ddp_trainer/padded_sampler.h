@@ -28,7 +28,8 @@ class PaddedSampler : public torch::data::samplers::Sampler<bload::BatchRequest>
                 int64_t rank, int64_t seed, int64_t epoch)
       : lengths_(std::move(lengths)), batch_size_(batch_size) {
     const auto count = static_cast<int64_t>(lengths_.size());
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003 + epoch);
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(
+        static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(epoch));
     const auto order = at::randperm(count, generator);
     const auto* shuffled = order.data_ptr<int64_t>();
     const int64_t per_rank = (count + world_size - 1) / world_size;
@@ -39,6 +40,22 @@ class PaddedSampler : public torch::data::samplers::Sampler<bload::BatchRequest>
   // Batches in the epoch: the same on every rank.
   int64_t batches() const {
     return (static_cast<int64_t>(mine_.size()) + batch_size_ - 1) / batch_size_;
+  }
+
+  // The steps the epoch runs one after another on every rank: the ranks wait for each other at
+  // every batch, so each batch costs the longest of its ranks' t_max.
+  static int64_t sequential_steps(const std::vector<int64_t>& lengths, int64_t batch_size,
+                                  int64_t world_size, int64_t seed, int64_t epoch) {
+    std::vector<PaddedSampler> ranks;
+    for (int64_t rank = 0; rank < world_size; ++rank)
+      ranks.emplace_back(lengths, batch_size, world_size, rank, seed, epoch);
+    int64_t steps = 0;
+    for (int64_t batch = 0; batch < ranks[0].batches(); ++batch) {
+      int64_t longest = 0;
+      for (auto& rank : ranks) longest = std::max(longest, rank.next()->t_max);
+      steps += longest;
+    }
+    return steps;
   }
 
   void reset(std::optional<size_t> = std::nullopt) override { next_ = 0; }

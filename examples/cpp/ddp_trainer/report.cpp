@@ -78,7 +78,7 @@ struct EpochSummary {
   double wait_share = 0;  // the largest
   std::vector<int64_t> batches_per_rank;
   int64_t frames = 0, padding = 0;       // all ranks'
-  int64_t sequential_steps = 0;          // the most of any rank (they wait for each other)
+  int64_t sequential_steps = 0;          // the most of any rank (equal where batches are)
   double first_loss = 0, last_loss = 0;  // mean over the ranks
 };
 

@@ -43,7 +43,8 @@ struct EpochFigures {
   int64_t batches = 0;
   int64_t frames = 0;   // the steps of sequences
   int64_t padding = 0;  // the steps of padding
-  // The steps a recurrent model runs one after another: the sum of the batches' t_max.
+  // The steps a recurrent model runs one after another: the sum of the batches' t_max (of
+  // the ranks' longest, for --loop padded, whose ranks' batches differ).
   int64_t sequential_steps = 0;
   double first_loss = 0, last_loss = 0;  // mean loss of the epoch's first and last tenth
 };

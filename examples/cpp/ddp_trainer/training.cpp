@@ -32,7 +32,8 @@ class RunningSum : public torch::data::datasets::Dataset<RunningSum> {
 
   torch::data::Example<> get(size_t index) override {
     const int64_t steps = lengths_.at(index);
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_ * 1000003 + index);
+    auto generator =
+        at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) * 1000003u + index);
     auto features = at::randn({steps, kFeatures}, generator);
     auto target = features.select(1, 0).cumsum(0) / torch::arange(1, steps + 1).sqrt();
     return {features, target.unsqueeze(1)};
@@ -176,8 +177,16 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
                                                         {&sampler, &trained}, &lane_states);
   if (config.resume) check_resume_points(group, trained);
   const int64_t rows = config.blocks_per_batch;
-  if (lane_states.defined())  // a lanes checkpoint: the sampler's load kept the lane count
+  // A resumed lanes epoch (epoch() >= 0: the load restored a plan) goes on from every lane's
+  // checkpointed state; the sampler's load kept the lane count.
+  if (resumed && trained.epoch() >= 0 && trained.plan().carries_state()) {
+    const std::vector<int64_t> shape{config.world_size * rows, model.hidden()};
+    TORCH_CHECK(lane_states.defined(), config.checkpoint,
+                ": no lanes' state: expected every lane's, from a lanes run");
+    TORCH_CHECK(lane_states.sizes() == shape, config.checkpoint, ": the lanes' state is ",
+                lane_states.sizes(), ": expected ", c10::IntArrayRef(shape));
     state = lane_states.slice(0, config.rank * rows, (config.rank + 1) * rows).to(device);
+  }
   auto epochs = sampler.epoch_handle(), trained_epochs = trained.epoch_handle();
   auto loader = torch::data::make_data_loader(  // a copy of `sampler`, as loaded
       bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
@@ -284,6 +293,9 @@ std::vector<EpochFigures> train_padded(const Config& config, const std::vector<i
                       figure.frames / elapsed);
     }
     figure.seconds = seconds_since(start);
+    // Batch by batch the longest of the ranks' t_max, not this rank's own.
+    figure.sequential_steps = PaddedSampler::sequential_steps(
+        lengths, config.blocks_per_batch, config.world_size, config.seed, epoch);
     std::tie(figure.first_loss, figure.last_loss) = ends_of(losses);
     figures.push_back(figure);
   }
