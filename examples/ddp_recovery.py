@@ -1,4 +1,5 @@
-"""Recovery for examples/ddp_trainer.py: rank 0's checkpoints, written whole or not at all, the
+"""Recovery for examples/ddp_trainer.py: rank 0's checkpoints, written whole or not at all (with
+every lane's recurrent state, for the lanes policy), the ranks' agreement on where to resume, the
 per-step log, and heartbeats that tell which rank was lost. The Python twins of
 examples/cpp/ddp_trainer/checkpoint.cpp and liveness.cpp.
 
@@ -72,6 +73,33 @@ def load_checkpoint(directory, model, optimizer, identity):
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return state["position"]
+
+
+def check_resume_points(point, world_size):
+    """Every rank resumes at the same (epoch, batches), or none trains: a rank that found no
+    checkpoint (a directory not shared between machines) would train other batches in step."""
+    points = [None] * world_size
+    dist.all_gather_object(points, point)
+    if points != [points[0]] * world_size:
+        named = ", ".join(f"rank {rank} at " + (f"epoch {p[0]} batch {p[1]}" if p else "the beginning") for rank, p in enumerate(points))
+        raise RuntimeError(f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)")
+
+
+def gathered_lanes(state, world_size):
+    """Every rank's lane states, in lane order [world_size * blocks, hidden] (a collective)."""
+    states = [torch.empty_like(state) for _ in range(world_size)]
+    dist.all_gather(states, state)
+    return torch.cat(states).cpu()
+
+
+def checked_lanes(lane_state, directory, world_size, blocks_per_batch, hidden):
+    """A lanes checkpoint's every lane's state [world_size * blocks_per_batch, hidden], checked: a
+    RuntimeError where it is missing or of another shape."""
+    expected = [world_size * blocks_per_batch, hidden]
+    if lane_state is None or list(lane_state.shape) != expected:
+        got = "missing" if lane_state is None else list(lane_state.shape)
+        raise RuntimeError(f"{directory}: the lanes' state is {got}: expected {expected} (every lane's, from a lanes run)")
+    return lane_state
 
 
 class StepLog:

@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import bload
 import packed_gru  # this file's neighbours in examples/ (Python puts a script's directory on sys.path)
-from ddp_recovery import Heartbeat, StepLog, load_checkpoint, save_checkpoint
+from ddp_recovery import Heartbeat, StepLog, check_resume_points, checked_lanes, gathered_lanes, load_checkpoint, save_checkpoint
 
 ROOT = packed_gru.ROOT
 
@@ -192,16 +192,6 @@ def connect(rank, args, port):
     return rank, world_size, device, Heartbeat(host, port, rank, world_size, store_rank, args.timeout)
 
 
-def check_resume_points(point, world_size):
-    """Every rank resumes at the same (epoch, batches), or none trains: a rank that found no
-    checkpoint (a directory not shared between machines) would train other batches in step."""
-    points = [None] * world_size
-    dist.all_gather_object(points, point)
-    if points != [points[0]] * world_size:
-        named = ", ".join(f"rank {rank} at " + (f"epoch {p[0]} batch {p[1]}" if p else "the beginning") for rank, p in enumerate(points))
-        raise RuntimeError(f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)")
-
-
 class LanesForward(torch.nn.Module):
     """The model's forward_lanes as a module's forward, so that DistributedDataParallel runs it
     (DDP prepares its gradient all-reduce in forward)."""
@@ -212,13 +202,6 @@ class LanesForward(torch.nn.Module):
 
     def forward(self, data, table, carry, state):
         return self.module.forward_lanes(data, table, carry, state)
-
-
-def gathered_lanes(state, world_size):
-    """Every rank's lane states, in lane order [world_size * blocks, hidden] (a collective)."""
-    states = [torch.empty_like(state) for _ in range(world_size)]
-    dist.all_gather(states, state)
-    return torch.cat(states).cpu()
 
 
 def train(rank, world_size, device, args):
@@ -247,11 +230,7 @@ def train(rank, world_size, device, args):
         lane_state = resumed.pop("lane_state", None)
         sampler.load_state_dict(resumed)
         if lanes:
-            expected = [world_size * args.blocks_per_batch, module.hidden]
-            if lane_state is None or list(lane_state.shape) != expected:
-                got = "missing" if lane_state is None else list(lane_state.shape)
-                raise RuntimeError(f"{args.checkpoint}: the lanes' state is {got}: expected {expected} (every lane's, from a lanes run)")
-            state = lane_state[rows].to(device)
+            state = checked_lanes(lane_state, args.checkpoint, world_size, args.blocks_per_batch, module.hidden)[rows].to(device)
     if args.resume:
         check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)
     # After the load: DDP starts every rank from rank 0's weights.
