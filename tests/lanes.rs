@@ -216,6 +216,12 @@ fn lanes_resume_with_their_lane_count_whatever_its_factors() {
         assert_eq!(resumed.batches, 3);
         assert_eq!(lanes_of(&resumed.plan), lanes_of(&plan));
     }
+    // Past the epoch's end: refused, with its bound.
+    let mut past = at;
+    past.batches = plan.batches_per_rank() as u64 + 1;
+    let err = planner.resume(&past).unwrap_err();
+    assert_eq!(err.argument, "batches");
+    assert!(err.expected.starts_with("from 0 to "), "{err}");
     // Another lane count: refused, naming it.
     let other = Planner::new(lengths, lanes_options(8, 4, 2, 0)).unwrap();
     let err = other.resume(&at).unwrap_err();

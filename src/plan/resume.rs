@@ -196,21 +196,10 @@ impl Planner {
             ));
         }
         let plan = self.plan(at.epoch)?;
-        let per_rank = plan.batches_per_rank();
-        if at.batches > per_rank as u64 {
-            return Err(Error::invalid(
-                "batches",
-                at.batches,
-                format!(
-                    "from 0 to {per_rank}, the batches per rank of epoch {}",
-                    at.epoch
-                ),
-            ));
-        }
-        Ok(Resumed {
-            plan,
-            batches: at.batches as usize,
-        })
+        // The same plan, so the same bound as where `at` was taken: position's own check.
+        let batches = usize::try_from(at.batches).unwrap_or(usize::MAX);
+        plan.position(batches)?;
+        Ok(Resumed { plan, batches })
     }
 
     /// The epoch's plan for `world_size` ranks (this planner's own, or one for another world
