@@ -41,5 +41,6 @@ pub use options::{Options, Oversize, Policy, MAX_T_MAX};
 pub use plan::{stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed};
 pub use stats::{LowerBound, MethodStats, PlanStats};
 pub use table::{
-    check_batch_shape, write_cu_seqlens, BlockTable, Column, StepTables, TableRow, MAX_BATCH_STEPS,
+    check_batch_shape, same_names, write_cu_seqlens, BatchField, BatchTablesMut, BlockTable,
+    Column, FieldDtype, FieldShape, StepTables, TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,
 };

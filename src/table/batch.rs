@@ -24,7 +24,7 @@ impl Batch<'_> {
         rows
     }
 
-    /// The batch's per-step tables, written from its block table by [`BlockTable`].
+    /// The batch's tables, written from its block table by [`BlockTable::write_batch`].
     pub fn tables(&self) -> StepTables {
         let cells = self.table().concat();
         let blocks = self.blocks().len();
@@ -34,6 +34,6 @@ impl Batch<'_> {
             t_max: self.t_max() as usize,
             carry: self.carries_state(),
         }
-        .step_tables()
+        .step_tables(self.lanes().next().unwrap_or(0))
     }
 }

@@ -216,9 +216,11 @@ fn rows_of(cells: &[i64]) -> impl ExactSizeIterator<Item = &TableRow> + '_ {
 }
 
 mod batch;
+mod fields;
 mod steps;
 
-pub use steps::{write_cu_seqlens, StepTables};
+pub use fields::{same_names, BatchField, FieldDtype, FieldShape, BATCH_FIELD_NAMES};
+pub use steps::{write_cu_seqlens, BatchTablesMut, StepTables};
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! operators hand their tensors' memory in through the bridge), and all of them at once as
 //! [`StepTables`] for the core's own batches.
 
-use super::{check_whole_rows, rows_of, BlockTable, Column, TableRow, MAX_BATCH_STEPS};
+use super::{check_whole_rows, rows_of, BatchField, BlockTable, Column, TableRow, MAX_BATCH_STEPS};
 use crate::error::{Error, Result};
 
 impl BlockTable<'_> {
@@ -102,9 +102,99 @@ impl BlockTable<'_> {
         Ok(())
     }
 
-    /// Every per-step table of this batch, and its `cu_seqlens` and indices.
-    pub fn step_tables(&self) -> StepTables {
+    /// Every table of the batch written from its block table ([`BatchField::FROM_TABLE`]), each
+    /// into a caller's buffer, from this one check of the table and one pass over its rows: what
+    /// a loader calls per batch (the `batch_tables` operator), instead of a check and a pass per
+    /// table. Row `j` is lane `first_lane + j`.
+    pub fn write_batch(&self, first_lane: i64, out: BatchTablesMut<'_>) -> Result<()> {
         let steps = self.blocks * self.t_max;
+        let pieces = self.rows().len();
+        let sizes = [
+            (BatchField::Reset, out.reset.len()),
+            (BatchField::Valid, out.valid.len()),
+            (BatchField::Ends, out.ends.len()),
+            (BatchField::Carry, out.carry.len()),
+            (BatchField::Lanes, out.lanes.len()),
+            (BatchField::SegmentIds, out.segment_ids.len()),
+            (BatchField::PositionIds, out.position_ids.len()),
+            (BatchField::CuSeqlens, out.cu_seqlens.len()),
+            (BatchField::Indices, out.indices.len()),
+        ];
+        for (field, len) in sizes {
+            let expected: usize = field
+                .shape()
+                .dims(self.blocks, self.t_max, pieces)
+                .iter()
+                .product();
+            if len != expected {
+                let rule = field.shape().rule();
+                let expected = format!("{expected} values, {rule} of a batch of {} blocks of {} steps and {pieces} pieces", self.blocks, self.t_max);
+                return Err(Error::invalid(
+                    field.name(),
+                    format!("{len} values"),
+                    expected,
+                ));
+            }
+        }
+        let last_lane = i64::try_from(self.blocks - 1)
+            .ok()
+            .and_then(|rows| first_lane.checked_add(rows));
+        if first_lane < 0 || last_lane.is_none() {
+            let expected = format!(
+                "from 0 to {} (the lane of the batch's first row)",
+                i64::MAX - (self.blocks as i64 - 1)
+            );
+            return Err(Error::invalid("first_lane", first_lane, expected));
+        }
+        debug_assert_eq!(out.valid.len(), steps);
+        out.reset.fill(false);
+        out.valid.fill(false);
+        out.ends.fill(false);
+        out.carry.fill(false);
+        out.segment_ids.fill(-1);
+        out.position_ids.fill(0);
+        for (lane, row) in out.lanes.iter_mut().zip(first_lane..) {
+            *lane = row;
+        }
+        out.cu_seqlens[0] = 0;
+        let (mut block, mut segment, mut total) = (-1i64, 0i32, 0i32);
+        for (index, row) in self.rows().enumerate() {
+            let piece = self.steps(row);
+            let offset = Column::Offset.of(row);
+            let continues = self.carry && offset > 0;
+            out.reset[piece.start] = !continues;
+            if continues {
+                // with_carry() checked that such a piece opens its block.
+                out.carry[Column::Block.of(row) as usize] = true;
+            }
+            out.valid[piece.clone()].fill(true);
+            // Checked in new(): offset + length fits i64 and is at most the sequence's length.
+            if offset + Column::Length.of(row) == Column::SequenceLength.of(row) {
+                out.ends[piece.end - 1] = true;
+            }
+            segment = if Column::Block.of(row) == block {
+                segment + 1
+            } else {
+                0
+            };
+            block = Column::Block.of(row);
+            out.segment_ids[piece.clone()].fill(segment);
+            for (slot, position) in out.position_ids[piece.clone()].iter_mut().zip(offset..) {
+                *slot = position;
+            }
+            // Pieces do not overlap, so the total is at most blocks * t_max, which
+            // check_batch_shape() bounded by i32::MAX.
+            total += piece.len() as i32;
+            out.cu_seqlens[index + 1] = total;
+            out.indices[index] = Column::Sequence.of(row);
+        }
+        Ok(())
+    }
+
+    /// Every table of this batch, in vectors of its own; its rows are lanes `first_lane`, ...
+    pub fn step_tables(&self, first_lane: u32) -> StepTables {
+        let steps = self.blocks * self.t_max;
+        let pieces = self.rows().len();
         let mut tables = StepTables {
             blocks: self.blocks,
             t_max: self.t_max,
@@ -112,20 +202,14 @@ impl BlockTable<'_> {
             valid: vec![false; steps],
             ends: vec![false; steps],
             carry: vec![false; self.blocks],
+            lanes: vec![0; self.blocks],
             segment_ids: vec![0; steps],
             position_ids: vec![0; steps],
-            cu_seqlens: vec![0; self.rows().len() + 1],
-            indices: self.rows().map(|row| Column::Sequence.of(row)).collect(),
+            cu_seqlens: vec![0; pieces + 1],
+            indices: vec![0; pieces],
         };
-        // Buffers of the right size for a checked table: none of these can fail.
-        let written = self
-            .write_reset_mask(&mut tables.reset)
-            .and_then(|()| self.write_valid_mask(&mut tables.valid))
-            .and_then(|()| self.write_end_mask(&mut tables.ends))
-            .and_then(|()| self.write_carry_mask(&mut tables.carry))
-            .and_then(|()| self.write_segment_ids(&mut tables.segment_ids))
-            .and_then(|()| self.write_position_ids(&mut tables.position_ids))
-            .and_then(|()| write_cu_seqlens_of(self.cells, &mut tables.cu_seqlens));
+        // Buffers of the right size and a lane that fits: this cannot fail.
+        let written = self.write_batch(i64::from(first_lane), tables.as_mut());
         debug_assert!(written.is_ok(), "{written:?}");
         tables
     }
@@ -199,7 +283,7 @@ fn write_cu_seqlens_of(cells: &[i64], out: &mut [i32]) -> Result<()> {
     Ok(())
 }
 
-/// All per-step tables of one batch.
+/// All the tables of one batch written from its block table ([`BatchField::FROM_TABLE`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepTables {
     pub blocks: usize,
@@ -210,6 +294,8 @@ pub struct StepTables {
     pub ends: Vec<bool>,
     /// `[blocks]`: the block's row carries its state over from the previous batch.
     pub carry: Vec<bool>,
+    /// `[blocks]`: the lane of every row.
+    pub lanes: Vec<i64>,
     pub segment_ids: Vec<i32>,
     pub position_ids: Vec<i64>,
     /// Prefix sums of piece lengths over the batch's valid steps, in block then piece order,
@@ -217,4 +303,34 @@ pub struct StepTables {
     pub cu_seqlens: Vec<i32>,
     /// Dataset index of every piece, in the same order.
     pub indices: Vec<i64>,
+}
+
+impl StepTables {
+    pub(super) fn as_mut(&mut self) -> BatchTablesMut<'_> {
+        BatchTablesMut {
+            reset: &mut self.reset,
+            valid: &mut self.valid,
+            ends: &mut self.ends,
+            carry: &mut self.carry,
+            lanes: &mut self.lanes,
+            segment_ids: &mut self.segment_ids,
+            position_ids: &mut self.position_ids,
+            cu_seqlens: &mut self.cu_seqlens,
+            indices: &mut self.indices,
+        }
+    }
+}
+
+/// The buffers [`BlockTable::write_batch`] writes, one per field of
+/// [`BatchField::FROM_TABLE`], each of the size its [`FieldShape`](super::FieldShape) gives.
+pub struct BatchTablesMut<'o> {
+    pub reset: &'o mut [bool],
+    pub valid: &'o mut [bool],
+    pub ends: &'o mut [bool],
+    pub carry: &'o mut [bool],
+    pub lanes: &'o mut [i64],
+    pub segment_ids: &'o mut [i32],
+    pub position_ids: &'o mut [i64],
+    pub cu_seqlens: &'o mut [i32],
+    pub indices: &'o mut [i64],
 }

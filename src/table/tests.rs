@@ -38,7 +38,7 @@ fn columns_are_in_their_declared_order() {
 
 #[test]
 fn step_tables_by_hand() {
-    let tables = BlockTable::new(&TABLE, 2, 6).unwrap().step_tables();
+    let tables = BlockTable::new(&TABLE, 2, 6).unwrap().step_tables(0);
     let bools = |v: &[bool]| v.iter().map(|&b| u8::from(b)).collect::<Vec<_>>();
     assert_eq!(bools(&tables.reset), [1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0]);
     assert_eq!(bools(&tables.valid), [1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0]);
@@ -55,13 +55,14 @@ fn step_tables_by_hand() {
 fn carried_state_resets_only_where_sequences_start() {
     // TABLE's block 1 continues sequence 7 at its first step: carried, it does not reset there.
     let bools = |v: &[bool]| v.iter().map(|&b| u8::from(b)).collect::<Vec<_>>();
-    let packed = BlockTable::new(&TABLE, 2, 6).unwrap().step_tables();
+    let packed = BlockTable::new(&TABLE, 2, 6).unwrap().step_tables(0);
     assert_eq!(bools(&packed.carry), [0, 0]);
     let lanes = BlockTable::with_carry(&TABLE, 2, 6, true)
         .unwrap()
-        .step_tables();
+        .step_tables(4);
     assert_eq!(bools(&lanes.reset), [1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(bools(&lanes.carry), [0, 1]);
+    assert_eq!(lanes.lanes, [4, 5]);
     // Sequence 5 and 1 end in block 0; sequence 7 (6 steps) ends at its step 5, block 1's fourth.
     let ends = [0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0];
     assert_eq!(bools(&packed.ends), ends);
@@ -77,7 +78,7 @@ fn carried_state_resets_only_where_sequences_start() {
 
 #[test]
 fn an_empty_table_is_all_padding() {
-    let tables = BlockTable::new(&[], 2, 3).unwrap().step_tables();
+    let tables = BlockTable::new(&[], 2, 3).unwrap().step_tables(0);
     assert!(tables.valid.iter().all(|&v| !v));
     assert_eq!(tables.segment_ids, [-1; 6]);
     assert_eq!(tables.cu_seqlens, [0]);
@@ -182,4 +183,81 @@ fn buffers_of_the_wrong_size_are_refused() {
         )),
         "table[0, length] = 0: expected at least 1"
     );
+}
+
+#[test]
+fn one_pass_writes_what_each_table_writer_writes() {
+    for carry in [false, true] {
+        let table = BlockTable::with_carry(&TABLE, 2, 6, carry).unwrap();
+        let tables = table.step_tables(3);
+        let (mut reset, mut valid, mut ends, mut carried) =
+            ([false; 12], [false; 12], [false; 12], [false; 2]);
+        let (mut segments, mut positions, mut cu) = ([0; 12], [0; 12], [0; 4]);
+        table.write_reset_mask(&mut reset).unwrap();
+        table.write_valid_mask(&mut valid).unwrap();
+        table.write_end_mask(&mut ends).unwrap();
+        table.write_carry_mask(&mut carried).unwrap();
+        table.write_segment_ids(&mut segments).unwrap();
+        table.write_position_ids(&mut positions).unwrap();
+        write_cu_seqlens(&TABLE, &mut cu).unwrap();
+        assert_eq!(tables.reset, reset);
+        assert_eq!(tables.valid, valid);
+        assert_eq!(tables.ends, ends);
+        assert_eq!(tables.carry, carried);
+        assert_eq!(tables.segment_ids, segments);
+        assert_eq!(tables.position_ids, positions);
+        assert_eq!(tables.cu_seqlens, cu);
+        assert_eq!(tables.indices, [5, 1, 7]);
+        assert_eq!(tables.lanes, [3, 4]);
+    }
+}
+
+#[test]
+fn the_one_pass_names_a_buffer_of_the_wrong_size_and_a_bad_first_lane() {
+    let table = BlockTable::new(&TABLE, 2, 6).unwrap();
+    let mut tables = table.step_tables(0);
+    let mut short = [0i64; 2];
+    let out = BatchTablesMut {
+        reset: &mut tables.reset,
+        valid: &mut tables.valid,
+        ends: &mut tables.ends,
+        carry: &mut tables.carry,
+        lanes: &mut tables.lanes,
+        segment_ids: &mut tables.segment_ids,
+        position_ids: &mut tables.position_ids,
+        cu_seqlens: &mut tables.cu_seqlens,
+        indices: &mut short,
+    };
+    assert_eq!(
+        message(table.write_batch(0, out)),
+        "indices = 2 values: expected 3 values, [pieces] of a batch of 2 blocks of 6 steps and 3 \
+         pieces"
+    );
+    let mut tables = table.step_tables(0);
+    let out = tables.as_mut();
+    assert_eq!(
+        message(table.write_batch(i64::MAX, out)),
+        format!(
+            "first_lane = {}: expected from 0 to {} (the lane of the batch's first row)",
+            i64::MAX,
+            i64::MAX - 1
+        )
+    );
+}
+
+#[test]
+fn the_batch_is_declared_once_with_every_table_field_after_the_loaded_ones() {
+    let names: Vec<_> = BatchField::ALL.iter().map(|f| f.name()).collect();
+    assert_eq!(names, BATCH_FIELD_NAMES);
+    let from_table: Vec<_> = BatchField::ALL
+        .into_iter()
+        .filter(|f| f.from_table())
+        .collect();
+    assert_eq!(from_table, BatchField::FROM_TABLE);
+    assert!(same_names(&BATCH_FIELD_NAMES, &names));
+    assert!(!same_names(
+        &BATCH_FIELD_NAMES[1..],
+        &names[1..names.len() - 1]
+    ));
+    assert!(!same_names(&["data"], &["date"]));
 }
