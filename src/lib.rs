@@ -38,7 +38,10 @@ pub mod tch;
 pub use error::{Error, Result};
 pub use lengths::{parse_lengths, read_lengths};
 pub use options::{Options, Oversize, Policy, MAX_T_MAX};
-pub use plan::{stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed};
+pub use plan::{
+    stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
+    SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION,
+};
 pub use stats::{LowerBound, MethodStats, PlanStats};
 pub use table::{
     check_batch_shape, same_names, write_cu_seqlens, BatchField, BatchTablesMut, BlockTable,

@@ -20,11 +20,13 @@ mod lanes;
 mod resume;
 mod shard;
 mod split;
+mod state;
 mod validate;
 
 pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
 pub use resume::{EpochPosition, Resumed};
+pub use state::{ResumedState, SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION};
 
 use crate::alloc::{try_copy, try_with_capacity};
 use crate::error::Result;

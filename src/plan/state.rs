@@ -1,0 +1,289 @@
+//! A sampler's saved state: the one checkpoint format of C++'s archives, Python's state dicts and
+//! pickled samplers.
+//!
+//! A job trusts a checkpoint to resume training where it stopped, so a state must never resume
+//! anywhere else. It carries, besides where the sampler stood, what its plans depend on (the
+//! lengths' count and fingerprint and every option) and a checksum of all of it. Reading one
+//! checks the version first (it says what the other fields mean), then the checksum (a damaged
+//! state), then that it was saved for these lengths and options (naming every field that differs,
+//! with both values), and only then where it stood. The fields are plain ints, bools and text, so
+//! every language stores them as they are (a torch archive's entries, a dict of Python ints).
+//!
+//! Version 2 is the format C++ archives have had since they gained a checksum; the checksum's
+//! words are laid out as they were then, so those archives still load.
+
+use super::{EpochPosition, Planner, Resumed};
+use crate::error::{Error, Result};
+use crate::options::Oversize;
+use std::fmt;
+
+/// The version of the state's format; changes whenever the meaning of a field does.
+pub const STATE_VERSION: i64 = 2;
+
+/// The last epoch a sampler starts (the one after it must fit an int64 too).
+pub const MAX_EPOCH: i64 = i64::MAX - 1;
+
+/// A value of a state's field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateValue {
+    Int(i64),
+    Bool(bool),
+    Text(String),
+}
+
+/// Where a sampler stands: the position in the epoch being served (none before the first
+/// epoch), and the epoch it starts after that one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplerPlace {
+    pub position: Option<EpochPosition>,
+    pub next_epoch: u64,
+}
+
+/// A read state: the epoch to go on with (none before the first) and the next epoch.
+#[derive(Debug, Clone)]
+pub struct ResumedState {
+    pub resumed: Option<Resumed>,
+    pub next_epoch: u64,
+}
+
+/// The fields that say what a plan depends on, between the version and the place.
+const IDENTITY: [&str; 8] = [
+    "sequences",
+    "lengths_hash",
+    "t_max",
+    "blocks_per_batch",
+    "world_size",
+    "seed",
+    "policy",
+    "split_oversized",
+];
+
+/// The saver's own: the core's resume decides which may differ (see [`Planner::resume`]).
+const THE_SAVERS: [&str; 2] = ["blocks_per_batch", "world_size"];
+
+impl Planner {
+    /// The state a sampler of this planner saves at `place`: its fields in order, the last one
+    /// the checksum of all the others.
+    pub fn sampler_state(&self, place: &SamplerPlace) -> Vec<(&'static str, StateValue)> {
+        let options = &self.options;
+        let at = place.position.unwrap_or(EpochPosition {
+            epoch: 0,
+            planned_world_size: options.world_size,
+            first_block: 0,
+            world_size: options.world_size,
+            blocks_per_batch: options.blocks_per_batch,
+            batches: 0,
+        });
+        let int = |value: u64| StateValue::Int(value as i64);
+        let mut fields = vec![
+            ("version", StateValue::Int(STATE_VERSION)),
+            ("sequences", int(self.lengths.len() as u64)),
+            ("lengths_hash", int(self.lengths_hash())),
+            ("t_max", int(options.t_max.into())),
+            ("blocks_per_batch", int(at.blocks_per_batch.into())),
+            ("world_size", int(at.world_size.into())),
+            ("seed", int(options.seed)),
+            ("policy", StateValue::Text(options.policy.name().into())),
+            (
+                "split_oversized",
+                StateValue::Bool(options.oversize == Oversize::Split),
+            ),
+            (
+                "epoch",
+                place
+                    .position
+                    .map_or(StateValue::Int(-1), |_| int(at.epoch)),
+            ),
+            ("position", int(at.batches)),
+            ("next_epoch", int(place.next_epoch)),
+            ("planned_world_size", int(at.planned_world_size.into())),
+            ("first_block", int(at.first_block)),
+        ];
+        let checksum = checksum_of(fields.iter().map(|(_, value)| value));
+        fields.push(("checksum", StateValue::Int(checksum as i64)));
+        fields
+    }
+
+    /// Reads a state [`Planner::sampler_state`] wrote, checked as the module says, and resumes
+    /// its epoch. `fields` may come in any order; every error names the field (`where_` prefixes
+    /// it: `state['seed']` in Python, the archive's entry in C++).
+    pub fn resume_sampler_state(
+        &self,
+        fields: &[(String, StateValue)],
+        where_: &dyn Fn(&str) -> String,
+    ) -> Result<ResumedState> {
+        let expected = self.sampler_state(&SamplerPlace {
+            position: None,
+            next_epoch: 0,
+        });
+        if let Some((name, _)) = fields
+            .iter()
+            .find(|(name, _)| !expected.iter().any(|(known, _)| known == name))
+        {
+            let names: Vec<_> = expected.iter().map(|(name, _)| *name).collect();
+            return Err(Error::invalid(
+                where_(name),
+                "present",
+                format!("only the fields a sampler saves: {}", names.join(", ")),
+            ));
+        }
+        let mut saved = Vec::with_capacity(expected.len());
+        for (name, mine) in &expected {
+            let value = fields
+                .iter()
+                .find(|(field, _)| field == name)
+                .map(|(_, value)| value)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        where_(name),
+                        "missing",
+                        "every field a sampler's state_dict() or save() writes",
+                    )
+                })?;
+            if std::mem::discriminant(value) != std::mem::discriminant(mine) {
+                let expected = format!("{} (a corrupted state)", mine.kind());
+                return Err(Error::invalid(where_(name), value.kind(), expected));
+            }
+            // The version first: it says whether the other fields mean what this code reads.
+            if *name == "version" && value != mine {
+                let expected = format!("{STATE_VERSION}, this bload's format");
+                return Err(Error::invalid(where_(name), value, expected));
+            }
+            saved.push((*name, value));
+        }
+        let (values, checksum) = saved.split_at(saved.len() - 1);
+        let computed = checksum_of(values.iter().map(|(_, value)| *value)) as i64;
+        if *checksum[0].1 != StateValue::Int(computed) {
+            let expected = format!(
+                "{computed}, the checksum of the values the state holds: the state is corrupted"
+            );
+            return Err(Error::invalid(where_("checksum"), checksum[0].1, expected));
+        }
+        let differ: Vec<String> = IDENTITY
+            .iter()
+            .filter(|name| !THE_SAVERS.contains(name))
+            .filter_map(|name| {
+                let (theirs, mine) = (
+                    value_of(&saved, name),
+                    value_of(&expected_refs(&expected), name),
+                );
+                (theirs != mine)
+                    .then(|| format!("{} = {theirs} (this sampler: {mine})", where_(name)))
+            })
+            .collect();
+        if !differ.is_empty() {
+            return Err(Error::invalid(
+                "state",
+                differ.join(", "),
+                "a state saved with this sampler's lengths and options",
+            ));
+        }
+        // Kinds are checked above: every field read here is an int.
+        let int = |name: &str| match value_of(&saved, name) {
+            StateValue::Int(value) => *value,
+            _ => 0,
+        };
+        let bounded = |name: &str, low: i64, high: i64| {
+            let value = int(name);
+            if value < low || value > high {
+                Err(Error::invalid(
+                    where_(name),
+                    value,
+                    format!("from {low} to {high}"),
+                ))
+            } else {
+                Ok(value)
+            }
+        };
+        let epoch = bounded("epoch", -1, MAX_EPOCH)?;
+        let next_epoch = bounded("next_epoch", 0, MAX_EPOCH + 1)? as u64;
+        if epoch < 0 {
+            return Ok(ResumedState {
+                resumed: None,
+                next_epoch,
+            });
+        }
+        let u32_field = |name: &str| bounded(name, 1, i64::from(u32::MAX)).map(|v| v as u32);
+        let at = EpochPosition {
+            epoch: epoch as u64,
+            planned_world_size: u32_field("planned_world_size")?,
+            first_block: bounded("first_block", 0, i64::MAX)? as u64,
+            world_size: u32_field("world_size")?,
+            blocks_per_batch: u32_field("blocks_per_batch")?,
+            batches: bounded("position", 0, i64::MAX)? as u64,
+        };
+        // The core names the position's fields as EpochPosition does; a state names them so too,
+        // but for the batches served, which it calls the position.
+        let resumed = self.resume(&at).map_err(|mut err| {
+            let name = if err.argument == "batches" {
+                "position"
+            } else {
+                &err.argument
+            };
+            if expected.iter().any(|(known, _)| *known == name) {
+                err.argument = where_(name);
+            }
+            err
+        })?;
+        Ok(ResumedState {
+            resumed: Some(resumed),
+            next_epoch,
+        })
+    }
+}
+
+fn expected_refs<'a>(
+    fields: &'a [(&'static str, StateValue)],
+) -> Vec<(&'static str, &'a StateValue)> {
+    fields.iter().map(|(name, value)| (*name, value)).collect()
+}
+
+/// The field `name` of a list that holds every field of the format.
+fn value_of<'a>(fields: &[(&str, &'a StateValue)], name: &str) -> &'a StateValue {
+    const NONE: &StateValue = &StateValue::Int(0);
+    fields
+        .iter()
+        .find(|(field, _)| *field == name)
+        .map_or(NONE, |(_, value)| *value)
+}
+
+impl StateValue {
+    fn kind(&self) -> &'static str {
+        match self {
+            StateValue::Int(_) => "an int",
+            StateValue::Bool(_) => "a bool",
+            StateValue::Text(_) => "a string",
+        }
+    }
+}
+
+impl fmt::Display for StateValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateValue::Int(value) => write!(f, "{value}"),
+            StateValue::Bool(value) => write!(f, "{value}"),
+            StateValue::Text(text) => write!(f, "{text:?}"),
+        }
+    }
+}
+
+/// The values' stable hash: each value as its kind and its contents in 64-bit words (a string as
+/// its size and its bytes, eight to a word, little-endian), so no two field lists share words.
+fn checksum_of<'a>(values: impl Iterator<Item = &'a StateValue>) -> u64 {
+    let mut words = Vec::new();
+    for value in values {
+        match value {
+            StateValue::Int(value) => words.extend([0, *value as u64]),
+            StateValue::Bool(value) => words.extend([1, u64::from(*value)]),
+            StateValue::Text(text) => {
+                words.extend([2, text.len() as u64]);
+                words.extend(text.as_bytes().chunks(8).map(|chunk| {
+                    let mut word = [0u8; 8];
+                    word[..chunk.len()].copy_from_slice(chunk);
+                    u64::from_le_bytes(word)
+                }));
+            }
+        }
+    }
+    super::stable_hash(&words)
+}
