@@ -8,12 +8,21 @@
 //! under `catch_unwind`: a panic, which would abort the process if it reached C++, becomes an
 //! error instead. Values from C++ arrive as torch's signed 64-bit ints and are checked here.
 
+mod guard;
+mod state;
+mod tables;
 pub mod types;
 
-use bload::{BlockTable, Column, Error};
-use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use bload::Error;
+use guard::{guarded, infallible, sized, BridgeError};
+use state::ReadState;
+use tables::{
+    batch_fields, check_block_table, policy_names, table_column_names, write_batch_tables,
+    write_carry_mask, write_cu_seqlens, write_end_mask, write_position_ids, write_reset_mask,
+    write_segment_ids, write_valid_mask,
+};
 use types::ffi::{EpochPosition, PlanOptions, PlanStats, Policy};
+use types::option_bounds;
 
 #[cxx::bridge(namespace = "bload::ffi")]
 mod ffi {
@@ -39,9 +48,90 @@ mod ffi {
         value: u64,
     }
 
+    /// A field of the packed batch, as the core declares it (`bload::BatchField`).
+    struct BatchFieldInfo {
+        name: String,
+        /// "loaded" (the dataset's dtype), "bool", "int32" or "int64".
+        dtype: String,
+        /// The shape rule, e.g. "[blocks, t_max]".
+        shape: String,
+        /// Written from the block table (by `write_batch_tables`), else read or planned.
+        from_table: bool,
+        doc: String,
+    }
+
+    /// The values an option may take, from `low` to `high`.
+    struct OptionBound {
+        name: String,
+        low: i64,
+        high: i64,
+    }
+
+    /// The kind of a saved state's field.
+    enum StateKind {
+        Int,
+        Bool,
+        Text,
+    }
+
+    /// A field of a sampler's saved state (the core's `bload::StateValue`, by name): `int_value`
+    /// holds an int or a bool (0 or 1), `text` a string.
+    struct StateField {
+        name: String,
+        kind: StateKind,
+        int_value: i64,
+        text: String,
+    }
+
     extern "Rust" {
         type Planner;
         type EpochPlan;
+        type ReadState;
+
+        /// The packed batch's fields, in order (C++ checks its PackedBatch against them).
+        fn batch_fields() -> Vec<BatchFieldInfo>;
+        /// The policies' names, in the core's order.
+        fn policy_names() -> Vec<String>;
+        /// The bounds of the options C++ and Python pass as int64, as the checks quote them.
+        fn option_bounds() -> Vec<OptionBound>;
+        /// Every table of a batch written from its block table, in `BatchField::FROM_TABLE`
+        /// order, from one check of the table; row j is lane `first_lane + j`.
+        #[allow(clippy::too_many_arguments)]
+        fn write_batch_tables(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            carry: bool,
+            first_lane: i64,
+            reset: &mut [bool],
+            valid: &mut [bool],
+            ends: &mut [bool],
+            carried: &mut [bool],
+            lanes: &mut [i64],
+            segment_ids: &mut [i32],
+            position_ids: &mut [i64],
+            cu_seqlens: &mut [i32],
+            indices: &mut [i64],
+        ) -> Result<()>;
+
+        /// The state a sampler saves (plan/state.rs): at `position` when `started`.
+        fn sampler_state(
+            self: &Planner,
+            started: bool,
+            position: &EpochPosition,
+            next_epoch: i64,
+        ) -> Result<Vec<StateField>>;
+        /// A saved state checked and its epoch resumed; fields named `{prefix}{name}{suffix}`.
+        fn read_sampler_state(
+            self: &Planner,
+            fields: &[StateField],
+            prefix: &str,
+            suffix: &str,
+        ) -> Result<Box<ReadState>>;
+        fn started(self: &ReadState) -> bool;
+        fn next_epoch(self: &ReadState) -> i64;
+        fn batches(self: &ReadState) -> i64;
+        fn take_plan(self: &mut ReadState) -> Result<Box<EpochPlan>>;
 
         fn default_plan_options(t_max: i64) -> PlanOptions;
         fn parse_policy(name: &str) -> Result<Policy>;
@@ -109,54 +199,6 @@ use ffi::{Resumed, StatCount};
 
 pub struct Planner(bload::Planner);
 pub struct EpochPlan(bload::EpochPlan);
-
-/// The message of a rejected call, as C++ will see it in `what()`.
-#[derive(Debug)]
-pub struct BridgeError(String);
-
-impl fmt::Display for BridgeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BridgeError {}
-
-/// Runs `body`, turning its error, or a panic (a bug in bload), into an error for C++.
-fn guarded<T>(call: &str, body: impl FnOnce() -> bload::Result<T>) -> Result<T, BridgeError> {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(BridgeError(error.to_string())),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_string());
-            Err(BridgeError(format!(
-                "internal error in bload ({call}): {message}; please report it"
-            )))
-        }
-    }
-}
-
-/// The same, for calls that cannot fail but for a bug: the panic is caught and reported by
-/// value, never unwound into C++.
-fn infallible<T: Default>(call: &str, body: impl FnOnce() -> T) -> T {
-    guarded(call, || Ok(body())).unwrap_or_else(|error| {
-        eprintln!("{error}");
-        T::default()
-    })
-}
-
-/// An empty vector with room for `len` elements, or the error that memory for them is lacking
-/// (an abort here would take the whole Python or C++ process with it).
-fn sized<T>(what: &str, len: usize) -> bload::Result<Vec<T>> {
-    let mut vec = Vec::new();
-    vec.try_reserve_exact(len)
-        .map_err(|_| Error::out_of_memory(what, len, std::mem::size_of::<T>()))?;
-    Ok(vec)
-}
 
 fn default_plan_options(t_max: i64) -> PlanOptions {
     let mut options = PlanOptions::from(&bload::Options::new(1));
@@ -319,67 +361,6 @@ impl Default for PlanStats {
     fn default() -> Self {
         PlanStats::from(&bload::PlanStats::default())
     }
-}
-
-fn table_column_names() -> Vec<String> {
-    Column::ALL.map(|c| c.name().to_string()).into()
-}
-
-fn check_block_table(table: &[i64], blocks: i64, t_max: i64) -> Result<(), BridgeError> {
-    guarded("check_block_table", || {
-        BlockTable::new(table, blocks, t_max).map(drop)
-    })
-}
-
-// The per-step table writers C++ calls: each checks the table as a batch `[blocks, t_max]`'s,
-// then writes one table into the caller's buffer.
-macro_rules! step_table_writers {
-    ($($name:ident: $element:ty => $write:path;)*) => {$(
-        fn $name(
-            table: &[i64],
-            blocks: i64,
-            t_max: i64,
-            out: &mut [$element],
-        ) -> Result<(), BridgeError> {
-            guarded(stringify!($name), || {
-                $write(&BlockTable::new(table, blocks, t_max)?, out)
-            })
-        }
-    )*};
-}
-
-step_table_writers! {
-    write_valid_mask: bool => BlockTable::write_valid_mask;
-    write_end_mask: bool => BlockTable::write_end_mask;
-    write_segment_ids: i32 => BlockTable::write_segment_ids;
-    write_position_ids: i64 => BlockTable::write_position_ids;
-}
-
-fn write_reset_mask(
-    table: &[i64],
-    blocks: i64,
-    t_max: i64,
-    carry: bool,
-    out: &mut [bool],
-) -> Result<(), BridgeError> {
-    guarded("write_reset_mask", || {
-        BlockTable::with_carry(table, blocks, t_max, carry)?.write_reset_mask(out)
-    })
-}
-
-fn write_carry_mask(
-    table: &[i64],
-    blocks: i64,
-    t_max: i64,
-    out: &mut [bool],
-) -> Result<(), BridgeError> {
-    guarded("write_carry_mask", || {
-        BlockTable::with_carry(table, blocks, t_max, true)?.write_carry_mask(out)
-    })
-}
-
-fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<(), BridgeError> {
-    guarded("cu_seqlens", || bload::write_cu_seqlens(table, out))
 }
 
 #[cfg(test)]

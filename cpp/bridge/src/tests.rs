@@ -2,6 +2,7 @@
 //! shared types carry the core's values by name.
 
 use super::*;
+use bload::Column;
 
 fn options(t_max: i64) -> PlanOptions {
     default_plan_options(t_max)
@@ -27,7 +28,7 @@ fn negative_values_are_named_errors() {
     let error = new_planner(&[3], &options(-1)).err().unwrap();
     assert_eq!(
         error.to_string(),
-        "t_max = -1: expected a block size from 1 to 16777216 steps"
+        "t_max = -1: expected from 1 to 16777216 steps"
     );
     let mut ranks = options(4);
     ranks.world_size = 0;
@@ -200,4 +201,104 @@ fn positions_cross_checked_and_resume_on_another_world_size() {
 fn the_stable_hash_is_the_cores() {
     assert_eq!(stable_hash(&[1, 2, 3]), 0xda2b_fb22_5e0d_1f05);
     assert_eq!(stable_hash(&[1, 2, 3]), bload::stable_hash(&[1, 2, 3]));
+}
+
+#[test]
+fn options_are_checked_against_the_bounds_python_is_given() {
+    let bounds = option_bounds();
+    for bound in &bounds {
+        if bound.name == "epoch" {
+            continue;
+        }
+        for value in [bound.low - 1, bound.high.saturating_add(1)] {
+            if value < bound.low || (value > bound.high && bound.high < i64::MAX) {
+                let mut o = options(94);
+                match bound.name.as_str() {
+                    "t_max" => o.t_max = value,
+                    "blocks_per_batch" => o.blocks_per_batch = value,
+                    "world_size" => o.world_size = value,
+                    "seed" => o.seed = value,
+                    other => panic!("an option without a test: {other}"),
+                }
+                let message = new_planner(&[1], &o).err().unwrap().to_string();
+                let expected = format!(
+                    "{} = {value}: expected from {} to {}",
+                    bound.name, bound.low, bound.high
+                );
+                assert!(message.starts_with(&expected), "{message}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_batch_tables_come_in_the_cores_order_from_one_call() {
+    // Block 0: sequence 3 whole (2 steps) then padding; block 1: padding only.
+    let table = [0, 0, 2, 3, 0, 2];
+    let (mut reset, mut valid, mut ends, mut carry) =
+        ([false; 6], [false; 6], [false; 6], [false; 2]);
+    let (mut lanes, mut segments, mut positions, mut cu, mut indices) =
+        ([0; 2], [0; 6], [0; 6], [0; 2], [0; 1]);
+    write_batch_tables(
+        &table,
+        2,
+        3,
+        false,
+        6,
+        &mut reset,
+        &mut valid,
+        &mut ends,
+        &mut carry,
+        &mut lanes,
+        &mut segments,
+        &mut positions,
+        &mut cu,
+        &mut indices,
+    )
+    .unwrap();
+    assert_eq!(valid, [true, true, false, false, false, false]);
+    assert_eq!(lanes, [6, 7]);
+    assert_eq!(cu, [0, 2]);
+    assert_eq!(indices, [3]);
+    let names: Vec<_> = batch_fields()
+        .into_iter()
+        .filter(|f| f.from_table)
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "reset",
+            "valid",
+            "ends",
+            "carry",
+            "lanes",
+            "segment_ids",
+            "position_ids",
+            "cu_seqlens",
+            "indices"
+        ]
+    );
+    let message = write_batch_tables(
+        &table,
+        2,
+        3,
+        false,
+        6,
+        &mut reset,
+        &mut valid,
+        &mut ends,
+        &mut carry,
+        &mut lanes,
+        &mut segments,
+        &mut positions,
+        &mut [0; 3],
+        &mut indices,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.starts_with("cu_seqlens = 3 values: expected 2 values"),
+        "{message}"
+    );
 }

@@ -138,7 +138,28 @@ impl TryFrom<ffi::Policy> for bload::Policy {
     }
 }
 
-/// A signed value from C++ that must be a positive `u32` (a count of steps, blocks or ranks).
+/// The values C++ and Python may give each int64 option: the one list their checks and
+/// messages use (Python asks for it through `torch.ops.bload.option_bounds`).
+const OPTION_BOUNDS: [(&str, i64, i64, &str); 5] = [
+    ("t_max", 1, MAX_T_MAX as i64, "steps"),
+    ("blocks_per_batch", 1, u32::MAX as i64, "blocks"),
+    ("world_size", 1, u32::MAX as i64, "ranks"),
+    ("seed", 0, i64::MAX, ""),
+    ("epoch", 0, bload::MAX_EPOCH, ""),
+];
+
+pub(crate) fn option_bounds() -> Vec<super::ffi::OptionBound> {
+    OPTION_BOUNDS
+        .iter()
+        .map(|&(name, low, high, _)| super::ffi::OptionBound {
+            name: name.into(),
+            low,
+            high,
+        })
+        .collect()
+}
+
+/// A signed value from C++ that must be a positive `u32` (a count of blocks or ranks).
 fn positive_u32(argument: &str, value: i64, unit: &str) -> bload::Result<u32> {
     match u32::try_from(value) {
         Ok(count) if count >= 1 => Ok(count),
@@ -148,6 +169,28 @@ fn positive_u32(argument: &str, value: i64, unit: &str) -> bload::Result<u32> {
             format!("from 1 to {} {unit}", u32::MAX),
         )),
     }
+}
+
+/// `value` of the option `name`, checked against its bounds in [`OPTION_BOUNDS`].
+fn bounded(name: &str, value: i64) -> bload::Result<i64> {
+    let (_, low, high, unit) = OPTION_BOUNDS
+        .iter()
+        .copied()
+        .find(|bound| bound.0 == name)
+        .unwrap_or((name, i64::MIN, i64::MAX, ""));
+    if (low..=high).contains(&value) {
+        return Ok(value);
+    }
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
+    Err(Error::invalid(
+        name,
+        value,
+        format!("from {low} to {high}{unit}"),
+    ))
 }
 
 impl From<&bload::Options> for ffi::PlanOptions {
@@ -184,17 +227,11 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             split_oversized,
         } = *options;
         let options = bload::Options {
-            t_max: u32::try_from(t_max)
-                .ok()
-                .filter(|t_max| (1..=MAX_T_MAX).contains(t_max))
-                .ok_or_else(|| {
-                    let expected = format!("a block size from 1 to {MAX_T_MAX} steps");
-                    Error::invalid("t_max", t_max, expected)
-                })?,
-            blocks_per_batch: positive_u32("blocks_per_batch", blocks_per_batch, "blocks")?,
-            world_size: positive_u32("world_size", world_size, "ranks")?,
-            seed: u64::try_from(seed)
-                .map_err(|_| Error::invalid("seed", seed, "a value of at least 0"))?,
+            // In bounds, so each fits its type.
+            t_max: bounded("t_max", t_max)? as u32,
+            blocks_per_batch: bounded("blocks_per_batch", blocks_per_batch)? as u32,
+            world_size: bounded("world_size", world_size)? as u32,
+            seed: bounded("seed", seed)? as u64,
             policy: policy.try_into()?,
             oversize: if split_oversized {
                 Oversize::Split

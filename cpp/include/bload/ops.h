@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "bload/export.h"
@@ -50,5 +51,18 @@ BLOAD_API std::vector<at::Tensor> unpack(const at::Tensor& packed, const at::Ten
 // memory): pieces are copied in, every other step is set to `padding_value`.
 BLOAD_API void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequences,
                          const at::Tensor& table, const at::Scalar& padding_value);
+
+
+// Every table of a packed batch that its block table determines, from one check of the table:
+// reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices, in that
+// order (the core's batch declaration; see PackedBatch in bload/dataset.h), on the table's
+// device. `carry` as for reset_mask; row j of the batch is lane `first_lane + j`. What a loader
+// calls once per batch instead of one operator per table.
+BLOAD_API std::vector<at::Tensor> batch_tables(const at::Tensor& table, int64_t blocks,
+                                               int64_t t_max, bool carry = false,
+                                               int64_t first_lane = 0);
+
+// The names of the policies a plan can have, in the core's order (Options::policy takes them).
+BLOAD_API std::vector<std::string> policy_names();
 
 }  // namespace bload

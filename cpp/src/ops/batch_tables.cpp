@@ -1,0 +1,131 @@
+// torch.ops.bload.batch_tables: every table of a packed batch that its block table determines
+// (the core's BatchField::FROM_TABLE: reset, valid, ends, carry, lanes, segment_ids,
+// position_ids, cu_seqlens, indices), from one check of the table and one pass over its rows.
+// A loader makes a batch's tables with this one call; the per-table operators stay for
+// TorchScript models that want one table.
+//
+// The operator's schema, its kernels (device-generic, Meta) and its Autograd fallthrough are all
+// here, registered where they are defined: adding an operator adds a file like this one.
+
+#include <torch/library.h>
+
+#include <array>
+
+#include "../rust_bridge.h"
+#include "bload/ops.h"
+#include "checks.h"
+
+namespace bload {
+namespace {
+
+using at::Tensor;
+
+// The outputs in the core's order, with their dtypes and shapes (BatchField::FROM_TABLE; the
+// ctest BatchTables.FollowTheCoresDeclaration checks this list against it).
+enum class Shape { Steps, Blocks, Pieces, PiecesPlusOne };
+struct Output {
+  at::ScalarType dtype;
+  Shape shape;
+};
+constexpr std::array<Output, 9> kOutputs{{
+    {at::kBool, Shape::Steps},           // reset
+    {at::kBool, Shape::Steps},           // valid
+    {at::kBool, Shape::Steps},           // ends
+    {at::kBool, Shape::Blocks},          // carry
+    {at::kLong, Shape::Blocks},          // lanes
+    {at::kInt, Shape::Steps},            // segment_ids
+    {at::kLong, Shape::Steps},           // position_ids
+    {at::kInt, Shape::PiecesPlusOne},    // cu_seqlens
+    {at::kLong, Shape::Pieces},          // indices
+}};
+
+template <typename Int>
+std::vector<Int> dims(Shape shape, Int blocks, Int t_max, Int pieces) {
+  switch (shape) {
+    case Shape::Steps: return {blocks, t_max};
+    case Shape::Blocks: return {blocks};
+    case Shape::Pieces: return {pieces};
+    case Shape::PiecesPlusOne: return {pieces + 1};
+  }
+  return {};
+}
+
+// Every output is a view of one host buffer (each at an offset aligned for any dtype), so that
+// a batch's tables are one allocation, and one copy to another device.
+std::vector<Tensor> batch_tables_kernel(const Tensor& table, int64_t blocks, int64_t t_max,
+                                        bool carry, int64_t first_lane) {
+  const auto host = ops::host_table(table);
+  ops::check_batch_shape(blocks, t_max);
+  const int64_t pieces = host.size(0);
+  constexpr int64_t kAlign = 64;
+  std::array<int64_t, kOutputs.size()> offsets{};
+  int64_t bytes = 0;
+  for (size_t i = 0; i < kOutputs.size(); ++i) {
+    offsets[i] = bytes;
+    int64_t count = 1;
+    for (auto size : dims(kOutputs[i].shape, blocks, t_max, pieces)) count *= size;
+    bytes += (count * at::elementSize(kOutputs[i].dtype) + kAlign - 1) / kAlign * kAlign;
+  }
+  // The outputs as views of `buffer`, wherever it is.
+  auto views_of = [&](const Tensor& buffer) {
+    std::vector<Tensor> outputs;
+    for (size_t i = 0; i < kOutputs.size(); ++i) {
+      const auto shape = dims(kOutputs[i].shape, blocks, t_max, pieces);
+      const auto size = c10::multiply_integers(shape) * at::elementSize(kOutputs[i].dtype);
+      auto bytes = buffer.narrow(0, offsets[i], static_cast<int64_t>(size));
+      outputs.push_back(bytes.view(kOutputs[i].dtype).view(shape));
+    }
+    return outputs;
+  };
+  const auto buffer = at::empty({bytes}, at::kByte);
+  auto out = views_of(buffer);
+  rethrowing([&] {
+    ffi::write_batch_tables(elements<int64_t>(host), blocks, t_max, carry, first_lane,
+                            mutable_elements<bool>(out[0]), mutable_elements<bool>(out[1]),
+                            mutable_elements<bool>(out[2]), mutable_elements<bool>(out[3]),
+                            mutable_elements<int64_t>(out[4]), mutable_elements<int32_t>(out[5]),
+                            mutable_elements<int64_t>(out[6]), mutable_elements<int32_t>(out[7]),
+                            mutable_elements<int64_t>(out[8]));
+  });
+  return table.is_cpu() ? out : views_of(buffer.to(table.device()));
+}
+
+std::vector<Tensor> batch_tables_meta(const Tensor& table, int64_t blocks, int64_t t_max,
+                                      bool /*carry*/, int64_t /*first_lane*/) {
+  ops::check_table_layout(table);
+  ops::check_batch_shape(blocks, t_max);
+  std::vector<Tensor> outputs;
+  for (const auto& output : kOutputs) {
+    const auto shape = dims<c10::SymInt>(output.shape, blocks, t_max, table.sym_size(0));
+    outputs.push_back(at::empty_symint(shape, table.options().dtype(output.dtype)));
+  }
+  return outputs;
+}
+
+}  // namespace
+
+std::vector<Tensor> batch_tables(const Tensor& table, int64_t blocks, int64_t t_max, bool carry,
+                                 int64_t first_lane) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("bload::batch_tables", "")
+                       .typed<std::vector<Tensor>(const Tensor&, int64_t, int64_t, bool, int64_t)>();
+  return op.call(table, blocks, t_max, carry, first_lane);
+}
+
+TORCH_LIBRARY_FRAGMENT(bload, m) {
+  m.def("batch_tables(Tensor table, int blocks, int t_max, bool carry=False, int first_lane=0) "
+        "-> Tensor[]");
+}
+
+TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
+  m.impl("batch_tables", &batch_tables_kernel);
+}
+
+TORCH_LIBRARY_IMPL(bload, Meta, m) { m.impl("batch_tables", &batch_tables_meta); }
+
+// Tables are not differentiable: autograd passes the call on.
+TORCH_LIBRARY_IMPL(bload, Autograd, m) {
+  m.impl("batch_tables", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace bload
