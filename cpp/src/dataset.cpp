@@ -2,11 +2,22 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/StorageUtils.h>
 
 #include "bload/ops.h"
+#include "rust_bridge.h"
 
 namespace bload {
 namespace {
+
+// The names of the fields batch_tables writes, in its order (the core's).
+std::vector<std::string> table_field_names() {
+  std::vector<std::string> names;
+  for (const auto& field : ffi::batch_fields()) {
+    if (field.from_table) names.emplace_back(field.name);
+  }
+  return names;
+}
 
 // [blocks, t_max, ...] like `like`'s steps, pinned when asked and possible, from `buffers` when
 // given.
@@ -54,6 +65,28 @@ at::Tensor PackBuffers::take(at::IntArrayRef shape, const at::TensorOptions& opt
   return kept_.back().tensor;
 }
 
+std::vector<std::string> PackedBatch::field_names() {
+#define BLOAD_FIELD_NAME(name) #name,
+  return {BLOAD_PACKED_BATCH_FIELDS(BLOAD_FIELD_NAME)};
+#undef BLOAD_FIELD_NAME
+}
+
+at::Tensor& PackedBatch::field(std::string_view name) {
+#define BLOAD_FIELD_OF(field_name) \
+  if (name == #field_name) return field_name;
+  BLOAD_PACKED_BATCH_FIELDS(BLOAD_FIELD_OF)
+#undef BLOAD_FIELD_OF
+  TORCH_CHECK(false, "bload::PackedBatch has no field '", name,
+              "': the core declares it (src/table/fields.rs); add it to "
+              "BLOAD_PACKED_BATCH_FIELDS in bload/dataset.h");
+}
+
+at::Tensor PackBuffers::take_shared(at::IntArrayRef shape, at::ScalarType dtype) {
+  const auto bytes = c10::multiply_integers(shape) * at::elementSize(dtype);
+  auto storage = at::new_shm_fd_storage(bytes);
+  return at::empty({0}, dtype).set_(storage, 0, shape);
+}
+
 PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor>& data,
                        const std::vector<at::Tensor>& target, const Options& options,
                        PackBuffers* buffers) {
@@ -62,17 +95,12 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
   batch.data = pack_or_pad(request, data, options.data_padding(), options.pin_memory(), buffers);
   batch.target =
       pack_or_pad(request, target, options.target_padding(), options.pin_memory(), buffers);
-  batch.reset = reset_mask(table, request.blocks, request.t_max, request.carry);
-  batch.valid = valid_mask(table, request.blocks, request.t_max);
-  batch.ends = end_mask(table, request.blocks, request.t_max);
-  batch.carry = request.carry ? carry_mask(table, request.blocks, request.t_max)
-                              : at::zeros({request.blocks}, at::kBool);
-  batch.lanes = at::arange(request.first_lane, request.first_lane + request.blocks, at::kLong);
-  batch.segment_ids = segment_ids(table, request.blocks, request.t_max);
-  batch.position_ids = position_ids(table, request.blocks, request.t_max);
-  batch.cu_seqlens = cu_seqlens(table);
-  batch.indices = table.select(1, kSequence).clone();
   batch.table = table;
+  // Every other field, from one call, each to its name in the core's order.
+  static const auto names = table_field_names();
+  const auto tables =
+      batch_tables(table, request.blocks, request.t_max, request.carry, request.first_lane);
+  for (size_t i = 0; i < tables.size(); ++i) batch.field(names[i]) = tables[i];
   return batch;
 }
 

@@ -91,6 +91,66 @@ c10::ArrayRef<uint32_t> Planner::lengths() const {
 
 uint64_t Planner::lengths_hash() const { return impl_->planner->lengths_hash(); }
 
+SamplerState Planner::sampler_state(const std::optional<EpochPosition>& position,
+                                    int64_t next_epoch) const {
+  const auto at = position.value_or(EpochPosition{});
+  auto fields = rethrowing(
+      [&] { return impl_->planner->sampler_state(position.has_value(), at, next_epoch); });
+  SamplerState state;
+  for (const auto& field : fields) {
+    c10::IValue value;
+    if (field.kind == ffi::StateKind::Bool) {
+      value = field.int_value != 0;
+    } else if (field.kind == ffi::StateKind::Text) {
+      value = std::string(field.text);
+    } else {
+      value = field.int_value;
+    }
+    state.emplace_back(std::string(field.name), std::move(value));
+  }
+  return state;
+}
+
+ResumedState Planner::resume_state(const SamplerState& state, const std::string& prefix,
+                                   const std::string& suffix) const {
+  std::vector<ffi::StateField> fields;
+  // rust::String refuses text that is not UTF-8 with its own exception: named here instead.
+  auto text = [&](const std::string& name, const std::string& value) {
+    try {
+      return rust::String(value);
+    } catch (const std::exception&) {
+      TORCH_CHECK(false, prefix, name, suffix, " holds text that is not UTF-8 (a corrupted state)");
+    }
+  };
+  for (const auto& [name, value] : state) {
+    ffi::StateField field{text(name, name), ffi::StateKind::Int, 0, ""};
+    if (value.isInt()) {
+      field.int_value = value.toInt();
+    } else if (value.isBool()) {
+      field.kind = ffi::StateKind::Bool;
+      field.int_value = value.toBool();
+    } else {
+      TORCH_CHECK(value.isString(), prefix, name, suffix, " holds a ", value.tagKind(),
+                  ": expected an int, a bool or a string (a corrupted state)");
+      field.kind = ffi::StateKind::Text;
+      field.text = text(name, value.toStringRef());
+    }
+    fields.push_back(std::move(field));
+  }
+  auto read = rethrowing([&] {
+    return impl_->planner->read_sampler_state(
+        rust::Slice<const ffi::StateField>(fields.data(), fields.size()), prefix, suffix);
+  });
+  ResumedState resumed{std::nullopt, read->next_epoch()};
+  if (read->started()) {
+    auto plan = rethrowing([&] { return read->take_plan(); });
+    resumed.resumed = Resumed{EpochPlan(std::make_shared<const EpochPlan::Impl>(
+                                  EpochPlan::Impl{std::move(plan), impl_->options})),
+                              read->batches()};
+  }
+  return resumed;
+}
+
 int64_t EpochPlan::epoch() const { return static_cast<int64_t>(impl_->plan->epoch()); }
 
 int64_t EpochPlan::batches_per_rank() const {

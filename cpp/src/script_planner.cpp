@@ -138,6 +138,31 @@ class ScriptPlanner : public torch::CustomClassHolder {
     return {c10::make_intrusive<ScriptEpochPlan>(std::move(resumed.plan)), resumed.batches};
   }
 
+  // A sampler's saved state (the core's format) at `position` (EpochPlan.position's dict, or an
+  // empty dict before the first epoch), starting `next_epoch` after it.
+  c10::Dict<std::string, c10::IValue> sampler_state(PositionDict position, int64_t next_epoch) {
+    std::optional<EpochPosition> at;
+    if (!position.empty()) at = position_of(position);
+    auto state = c10::impl::toTypedDict<std::string, c10::IValue>(
+        c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+    for (auto& [name, value] : planner_.sampler_state(at, next_epoch)) {
+      state.insert(name, std::move(value));
+    }
+    return state;
+  }
+
+  // A saved state checked and resumed: (the plan, or None for a state saved before the first
+  // epoch; the batches of it served; the epoch after it).
+  std::tuple<std::optional<c10::intrusive_ptr<ScriptEpochPlan>>, int64_t, int64_t> resume_state(
+      c10::Dict<std::string, c10::IValue> state) {
+    SamplerState fields;
+    for (const auto& entry : state) fields.emplace_back(entry.key(), entry.value());
+    auto read = planner_.resume_state(fields, "state['", "']");
+    if (!read.resumed) return {std::nullopt, 0, read.next_epoch};
+    return {c10::make_intrusive<ScriptEpochPlan>(std::move(read.resumed->plan)),
+            read.resumed->batches, read.next_epoch};
+  }
+
   at::Tensor agreement(int64_t epoch) { return agreement_values(cached(epoch), planner_); }
 
   void check_agreement(int64_t epoch, const at::Tensor& gathered) {
@@ -212,6 +237,13 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def("stats", &ScriptPlanner::stats, "What the plan of `epoch` costs, as counts")
       .def("plan_hash", &ScriptPlanner::plan_hash,
            "Fingerprint of the plan of `epoch`: equal on ranks that planned the same")
+      .def("sampler_state", &ScriptPlanner::sampler_state,
+           "The state a sampler saves at `position` (EpochPlan.position's dict, or {} before the "
+           "first epoch), starting `next_epoch` after it: bload's one checkpoint format, a dict "
+           "of ints, bools and strings with the lengths' identity, every option and a checksum")
+      .def("resume_state", &ScriptPlanner::resume_state,
+           "A saved state checked (version, checksum, the lengths and options it was saved for) "
+           "and its epoch resumed: (the plan or None, the batches of it served, the next epoch)")
       .def("agreement", &ScriptPlanner::agreement,
            "What every rank must hold alike to train `epoch` (lengths, options, epoch, plan "
            "hash): an int64 tensor, for an all-gather before the epoch's first batch")

@@ -116,6 +116,10 @@ impl Planner {
             position: None,
             next_epoch: 0,
         });
+        let mine: Vec<(&str, &StateValue)> = expected
+            .iter()
+            .map(|(name, value)| (*name, value))
+            .collect();
         if let Some((name, _)) = fields
             .iter()
             .find(|(name, _)| !expected.iter().any(|(known, _)| known == name))
@@ -159,24 +163,27 @@ impl Planner {
             );
             return Err(Error::invalid(where_("checksum"), checksum[0].1, expected));
         }
-        let differ: Vec<String> = IDENTITY
+        let differ: Vec<(&str, &StateValue, &StateValue)> = IDENTITY
             .iter()
             .filter(|name| !THE_SAVERS.contains(name))
-            .filter_map(|name| {
-                let (theirs, mine) = (
-                    value_of(&saved, name),
-                    value_of(&expected_refs(&expected), name),
-                );
-                (theirs != mine)
-                    .then(|| format!("{} = {theirs} (this sampler: {mine})", where_(name)))
-            })
+            .map(|name| (*name, value_of(&saved, name), value_of(&mine, name)))
+            .filter(|(_, theirs, mine)| theirs != mine)
             .collect();
-        if !differ.is_empty() {
-            return Err(Error::invalid(
-                "state",
-                differ.join(", "),
-                "a state saved with this sampler's lengths and options",
-            ));
+        if let Some(&(name, theirs, mine)) = differ.first() {
+            let others: String = differ[1..]
+                .iter()
+                .map(|(name, theirs, mine)| {
+                    format!(
+                        ", and {} = {theirs}: expected {mine} as this sampler has",
+                        where_(name)
+                    )
+                })
+                .collect();
+            let expected = format!(
+                "{mine} as this sampler has{others}; the state was saved with other lengths or \
+                 options"
+            );
+            return Err(Error::invalid(where_(name), theirs, expected));
         }
         // Kinds are checked above: every field read here is an int.
         let int = |name: &str| match value_of(&saved, name) {
@@ -212,15 +219,17 @@ impl Planner {
             blocks_per_batch: u32_field("blocks_per_batch")?,
             batches: bounded("position", 0, i64::MAX)? as u64,
         };
-        // The core names the position's fields as EpochPosition does; a state names them so too,
-        // but for the batches served, which it calls the position.
+        // Resume names the position's fields as EpochPosition does; those whose value is the
+        // state's are named as the state names them (the batches served are its position).
+        // Others (blocks_per_batch, the lane count) hold this sampler's value and keep their name.
         let resumed = self.resume(&at).map_err(|mut err| {
-            let name = if err.argument == "batches" {
-                "position"
-            } else {
-                &err.argument
+            let state_name = match err.argument.as_str() {
+                "batches" => Some("position"),
+                "first_block" => Some("first_block"),
+                "planned_world_size" => Some("planned_world_size"),
+                _ => None,
             };
-            if expected.iter().any(|(known, _)| *known == name) {
+            if let Some(name) = state_name {
                 err.argument = where_(name);
             }
             err

@@ -196,16 +196,16 @@ TEST(BlockSamplerArchive, TamperedArchivesAreRefused) {
 
   bload::BlockSampler fresh(lengths, options);
   EXPECT_TRUE(contains(error_of([&] { load(fresh, rewritten(bytes, "epoch", int64_t{89})); }),
-                       "bload::BlockSampler::load: checksum = "));
+                       "bload::BlockSampler::load: 'bload_sampler.checksum' = "));
   EXPECT_TRUE(contains(error_of([&] { load(fresh, rewritten(bytes, "position", int64_t{5})); }),
-                       "the checksum of the values it holds: the archive is corrupted"));
+                       "the checksum of the values the state holds: the state is corrupted"));
   EXPECT_TRUE(contains(error_of([&] { load(fresh, rewritten(bytes, "version", int64_t{1})); }),
-                       "archive version = 1: expected 2"));
+                       "'bload_sampler.version' = 1: expected 2, this bload's format"));
   EXPECT_TRUE(contains(error_of([&] { load(fresh, rewritten(bytes, "checksum", std::nullopt)); }),
                        "the archive has no 'bload_sampler.checksum'"));
   EXPECT_TRUE(contains(
       error_of([&] { load(fresh, rewritten(bytes, "position", c10::IValue("six"))); }),
-      "'bload_sampler.position' holds a String: expected a Int (a corrupted archive)"));
+      "'bload_sampler.position' = a string: expected an int (a corrupted state)"));
   // Every failed load leaves the sampler as it was.
   EXPECT_EQ(fresh.epoch(), -1);
   EXPECT_EQ(fresh.position(), 0);
@@ -221,10 +221,11 @@ TEST(BlockSamplerArchive, LoadRejectsOtherLengthsOptionsAndForeignArchives) {
   auto changed = lengths;
   changed[10] += 1;
   bload::BlockSampler other_lengths(changed, options);
-  EXPECT_TRUE(contains(error_of([&] { load(other_lengths, bytes); }), "lengths_hash = "));
+  EXPECT_TRUE(contains(error_of([&] { load(other_lengths, bytes); }), "'bload_sampler.lengths_hash' = "));
   bload::BlockSampler other_seed(lengths, bload::Options(options).seed(5));
   EXPECT_TRUE(contains(error_of([&] { load(other_seed, bytes); }),
-                       "seed = 0 in the archive: expected 5"));
+                       "'bload_sampler.seed' = 0: expected 5 as this sampler has; the state was saved with "
+                       "other lengths or options"));
   bload::BlockSampler other_blocks(lengths, bload::Options(options).blocks_per_batch(3));
   EXPECT_TRUE(contains(error_of([&] { load(other_blocks, bytes); }),
                        "blocks_per_batch = 3: expected 1, the blocks per batch the epoch "

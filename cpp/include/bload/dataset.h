@@ -12,6 +12,8 @@
 #include <concepts>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -21,22 +23,38 @@
 
 namespace bload {
 
-// One packed batch of one rank. Every per-step tensor is [blocks, t_max, ...].
-struct PackedBatch {
-  at::Tensor data;          // padding steps hold Options::data_padding
-  at::Tensor target;        // padding steps hold Options::target_padding
-  at::Tensor reset;         // bool: first step of every piece, where recurrent state resets
-                            // (lanes: only where a sequence starts; see bload::reset_mask)
-  at::Tensor valid;         // bool: real steps
-  at::Tensor ends;          // bool: last step of every sequence
-  at::Tensor carry;         // bool [blocks]: the row goes on from the state it carried from the
-                            // previous batch (lanes); keep it there, zero it elsewhere
-  at::Tensor lanes;         // int64 [blocks]: the lane of every row
-  at::Tensor segment_ids;   // int32: piece index inside its block, -1 on padding
-  at::Tensor position_ids;  // int64: step index inside the sequence, 0 on padding
-  at::Tensor cu_seqlens;    // int32 [pieces + 1]: flash-attention's varlen offsets
-  at::Tensor indices;       // int64 [pieces]: dataset index of every piece
-  at::Tensor table;         // int64 [pieces, kTableColumns]: the block table, on the CPU
+// The packed batch's fields, in the order the Rust core declares them (bload::BatchField in
+// src/table/fields.rs, which says what each holds, its dtype and its shape; the ctest
+// PackedBatch.HasTheCoresFields checks this list against it, and pack_batch fills the tables by
+// the core's names). Every per-step tensor is [blocks, t_max, ...]:
+//   data, target   the sequences and targets packed; padding holds Options' data_padding and
+//                  target_padding
+//   table          int64 [pieces, kTableColumns]: the block table, on the CPU
+//   reset          bool: first step of every piece, where recurrent state resets (lanes: only
+//                  where a sequence starts; see bload::reset_mask)
+//   valid          bool: real steps
+//   ends           bool: last step of every sequence
+//   carry          bool [blocks]: the row goes on from the state its lane carried from the
+//                  previous batch (lanes); keep it there, zero it elsewhere (see LaneState)
+//   lanes          int64 [blocks]: the lane of every row
+//   segment_ids    int32: piece index inside its block, -1 on padding
+//   position_ids   int64: step index inside the sequence, 0 on padding
+//   cu_seqlens     int32 [pieces + 1]: varlen offsets
+//   indices        int64 [pieces]: dataset index of every piece
+#define BLOAD_PACKED_BATCH_FIELDS(X) \
+  X(data) X(target) X(table) X(reset) X(valid) X(ends) X(carry) X(lanes) X(segment_ids) \
+      X(position_ids) X(cu_seqlens) X(indices)
+
+// One packed batch of one rank.
+struct BLOAD_API PackedBatch {
+#define BLOAD_DECLARE_FIELD(name) at::Tensor name;
+  BLOAD_PACKED_BATCH_FIELDS(BLOAD_DECLARE_FIELD)
+#undef BLOAD_DECLARE_FIELD
+
+  // The fields' names, in declaration order.
+  static std::vector<std::string> field_names();
+  // The field called `name`; an error (c10::Error) naming it where the batch has none.
+  at::Tensor& field(std::string_view name);
 };
 
 // Packed batches' data and target tensors, kept to be written again once their batch is gone:
@@ -52,6 +70,9 @@ class BLOAD_API PackBuffers {
 
   // A tensor of `shape` and `options`, reused where one is free.
   at::Tensor take(at::IntArrayRef shape, const at::TensorOptions& options);
+  // A CPU tensor of `shape` and `dtype` in new shared memory (never reused): a batch packed in
+  // a DataLoader worker process goes to the main process without a copy.
+  static at::Tensor take_shared(at::IntArrayRef shape, at::ScalarType dtype);
 
  private:
   static constexpr size_t kKept = 8;  // two tensors of each batch in flight, with prefetching

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,6 +143,18 @@ struct Resumed {
   int64_t batches = 0;
 };
 
+// A sampler's saved state: its fields by name, each an int, a bool or a string (the one checkpoint
+// format of C++ archives, BlockSampler::state_dict and Python's BlockSampler.state_dict; the core
+// defines it, src/plan/state.rs).
+using SamplerState = std::vector<std::pair<std::string, c10::IValue>>;
+
+// A saved state read back: the epoch to go on with (none before the first epoch), and the epoch
+// a sampler starts after it.
+struct ResumedState {
+  std::optional<Resumed> resumed;
+  int64_t next_epoch = 0;
+};
+
 // Plans epochs for fixed lengths and options. Construction checks everything; copies share
 // the (immutable) planner.
 class BLOAD_API Planner {
@@ -165,6 +178,15 @@ class BLOAD_API Planner {
   c10::ArrayRef<uint32_t> lengths() const;
   // Fingerprint of the lengths, to tell a saved state from another dataset's.
   uint64_t lengths_hash() const;
+  // The state a sampler of this planner saves at `position` (none before the first epoch),
+  // starting `next_epoch` after it: the core's fields in order, the last its checksum.
+  SamplerState sampler_state(const std::optional<EpochPosition>& position,
+                             int64_t next_epoch) const;
+  // A saved state (any order of fields) checked and its epoch resumed: the version, the
+  // checksum, then the lengths and options it was saved for (every field that differs is named
+  // with both values), then where it stood. Errors name a field as `prefix + name + suffix`.
+  ResumedState resume_state(const SamplerState& state, const std::string& prefix,
+                            const std::string& suffix) const;
 
   struct Impl;
 

@@ -7,6 +7,7 @@
 //   for (auto& batch : *loader) { ... }   // every rank gets the same number of batches
 
 #include <torch/data/samplers/base.h>
+#include <ATen/core/Dict.h>
 #include <torch/serialize/archive.h>
 
 #include <cstdint>
@@ -23,7 +24,7 @@
 namespace bload {
 
 // The last epoch a sampler starts: each reset() goes on to the epoch after the last, which must
-// be an int64 too.
+// be an int64 too (the core's MAX_EPOCH).
 inline constexpr int64_t kMaxEpoch = std::numeric_limits<int64_t>::max() - 1;
 
 // Shared between a sampler and every copy of it (make_data_loader keeps its own copy, so the
@@ -70,6 +71,11 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   // is this sampler's own.
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
+  // The same state as a dict of ints, bools and strings: the format of Python's
+  // bload.BlockSampler.state_dict(), so a state saved by either loads into the other
+  // (torch::pickle_save and torch.save store it; torch::pickle_load and torch.load read it).
+  c10::Dict<std::string, c10::IValue> state_dict() const;
+  void load_state_dict(const c10::Dict<std::string, c10::IValue>& state);
 
   EpochHandle epoch_handle() const { return handle_; }
   // The epoch being served (-1 before the first reset), and the batches of its plan handed
@@ -96,6 +102,11 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   // Takes on the state load() read: the plan being served (none before the first epoch), the
   // batches of it handed out, and the epoch after it.
   void restore(std::optional<EpochPlan> plan, int64_t position, int64_t next_epoch);
+  // The state this sampler saves, and a saved one read back (fields named prefix + name + suffix
+  // in errors); a failed read leaves the sampler as it was.
+  SamplerState state() const;
+  void restore_state(const SamplerState& state, const std::string& prefix,
+                     const std::string& suffix);
 };
 
 // torch::serialize::InputArchive::load_from, from a stream or a file, with every failure of
