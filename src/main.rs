@@ -13,6 +13,7 @@
 mod cli {
     pub mod args;
     pub mod plan_json;
+    pub mod progress;
     pub mod stats;
     pub mod svg;
     pub mod sweep;
