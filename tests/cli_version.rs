@@ -2,7 +2,8 @@
 //! prints (tests/cli_help.rs). The other faces read it from there instead of keeping their own:
 //! CMakeLists.txt for the CMake package and `bload::version()`, pyproject.toml for the Python
 //! distribution, and `bload.__version__` asks the loaded library (tests/python/test_version.py
-//! checks what they read once built). These checks keep a second copy from creeping back.
+//! checks what they read once built). These checks keep a second copy from creeping back, and
+//! the changelog's newest release on the version (docs/versioning.md).
 
 use std::path::Path;
 
@@ -78,5 +79,15 @@ fn the_python_distribution_and_package_take_the_version_from_cargo_toml() {
     assert!(
         !package.contains(VERSION),
         "a copy of {VERSION} in the Python package"
+    );
+}
+
+#[test]
+fn the_newest_release_in_the_changelog_is_this_version() {
+    let changelog = read("CHANGELOG.md");
+    let newest = lines_starting(&changelog, "## [")[0];
+    assert!(
+        newest.starts_with(&format!("## [{VERSION}] - ")),
+        "{newest}: expected the version of Cargo.toml, {VERSION}"
     );
 }
