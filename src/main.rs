@@ -2,7 +2,8 @@
 //!
 //! `bload stats` compares packing policies and the paper's baselines on a lengths file;
 //! `bload plan` prints one rank's batches with their block tables; `bload sweep` compares the
-//! padding of a range of block sizes, to choose `t_max`.
+//! padding of a range of block sizes, to choose `t_max`. `--help` (or `-h`) after a command
+//! prints its help, and `bload --version` the version; both are output like any other, exit 0.
 //!
 //! Everything goes to stdout through one buffered writer whose errors end the command: a closed
 //! pipe (`bload plan ... | head`) quietly, as Unix tools end, and any other failed write (a full
@@ -12,28 +13,37 @@
 mod cli {
     pub mod args;
     pub mod plan_json;
+    pub mod progress;
+    pub mod stats;
     pub mod svg;
     pub mod sweep;
+    pub mod usage;
 }
 
-use bload::stats::{mix, truncate};
-use bload::{read_lengths, EpochPlan, Error, LowerBound, MethodStats, Options, Planner, Policy};
-use cli::args::{parse_args, Args, USAGE};
-use serde_json::json;
+use bload::{read_lengths, EpochPlan, Error, MethodStats, Planner};
+use cli::args::{parse_args, Args, Parsed};
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
-use std::time::Instant;
 
 fn main() -> ExitCode {
     let mut out = BufWriter::new(io::stdout().lock());
-    let result = words().and_then(|words| run(&words, &mut out));
+    let words = words();
+    // A usage error is followed by the help of the command it was given to (bload's usage when
+    // there is none).
+    let command = match &words {
+        Ok(words) => words.first().cloned().unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let result = words.and_then(|words| run(&words, &mut out));
     // Flushing is part of writing: its error is the output's error.
     match result.and_then(|()| Ok(out.flush()?)) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader is gone (`| head`): nothing more is wanted, and nothing went wrong.
         Err(Failure::Output(err)) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(Failure::Output(err)) => report(&format!("error: writing the output: {err}"), 1),
-        Err(Failure::Usage(message)) => report(&format!("{message}\n{USAGE}"), 2),
+        Err(Failure::Usage(message)) => {
+            report(&format!("{message}\n{}", cli::usage::of(&command)), 2)
+        }
         Err(Failure::Input(err)) => report(&format!("error: {err}"), 1),
     }
 }
@@ -77,10 +87,26 @@ impl From<io::Error> for Failure {
 
 fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
     match words.first().map(String::as_str) {
-        Some("stats") => stats(parse_args("stats", &words[1..])?, out),
-        Some("plan") => plan(parse_args("plan", &words[1..])?, out),
-        Some("sweep") => cli::sweep::run(parse_args("sweep", &words[1..])?, out),
-        Some("-h" | "--help" | "help") => Ok(writeln!(out, "{USAGE}")?),
+        Some(command @ ("stats" | "plan" | "sweep")) => {
+            let args = match parse_args(command, &words[1..])? {
+                Parsed::Run(args) => args,
+                Parsed::Help => return Ok(writeln!(out, "{}", cli::usage::of(command))?),
+            };
+            match command {
+                "stats" => cli::stats::run(args, out),
+                "plan" => plan(args, out),
+                _ => cli::sweep::run(args, out),
+            }
+        }
+        Some("-h" | "--help") => Ok(writeln!(out, "{}", cli::usage::of(""))?),
+        // `bload help COMMAND`, as git and cargo take it: the command's help.
+        Some("help") => match words.get(1).map_or("", String::as_str) {
+            command @ ("" | "stats" | "plan" | "sweep") => {
+                Ok(writeln!(out, "{}", cli::usage::of(command))?)
+            }
+            other => Err(Failure::Usage(format!("unknown command {other:?}"))),
+        },
+        Some("-V" | "--version") => Ok(writeln!(out, "{}", cli::usage::version())?),
         Some(other) => Err(Failure::Usage(format!("unknown command {other:?}"))),
         None => Err(Failure::Usage("a command is required".into())),
     }
@@ -108,98 +134,6 @@ fn cost(plan: &EpochPlan) -> MethodStats {
         efficiency: s.efficiency,
         plan_ms: 0.0,
     }
-}
-
-/// Runs `method` and records its wall time in its `plan_ms`.
-fn timed(method: impl FnOnce() -> Result<MethodStats, Error>) -> Result<MethodStats, Error> {
-    let start = Instant::now();
-    let mut row = method()?;
-    row.plan_ms = start.elapsed().as_secs_f64() * 1e3;
-    Ok(row)
-}
-
-fn stats(args: Args, out: &mut impl Write) -> Result<(), Failure> {
-    let lengths = read_lengths(&args.lengths)?;
-    let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
-    let longest = lengths.iter().copied().max().unwrap_or_default();
-    // A lengths file holds at least one length (read_lengths checks).
-    let mean = (steps / lengths.len().max(1) as u64) as u32;
-    let truncate_to = args.truncate_to.unwrap_or(mean);
-    let mix_to = args.mix_to.unwrap_or(mean);
-
-    // (label in the table, name in JSON, cost)
-    let mut rows: Vec<(String, &str, MethodStats)> = Vec::new();
-    // The packing policies share one bound; lanes, whose rows run for the whole epoch, another.
-    let (mut bound, mut lanes_bound) = (LowerBound::default(), LowerBound::default());
-    for policy in Policy::ALL {
-        let options = Options {
-            policy,
-            ..args.options.clone()
-        };
-        let row = timed(|| {
-            let planner = Planner::new(copy_of(&lengths)?, options)?;
-            *(if policy.carries_state() {
-                &mut lanes_bound
-            } else {
-                &mut bound
-            }) = planner.lower_bound();
-            Ok(cost(&planner.plan(args.epoch)?))
-        })?;
-        rows.push((policy.name().into(), policy.name(), row));
-    }
-    let o = &args.options;
-    let cut = timed(|| truncate(&lengths, truncate_to, o))?;
-    rows.push((format!("truncate({truncate_to})"), "truncate", cut));
-    let mixed = timed(|| mix(&lengths, mix_to, o))?;
-    rows.push((format!("mix({mix_to})"), "mix", mixed));
-
-    if args.json {
-        let policies: serde_json::Map<String, serde_json::Value> = rows
-            .iter()
-            .map(|(_, name, row)| (name.to_string(), json!(row)))
-            .collect();
-        let document = json!({
-            "lower_bound_padding": bound.padding,
-            "lanes_lower_bound_padding": lanes_bound.padding,
-            "policies": policies,
-        });
-        writeln!(out, "{document}")?;
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "{}: {} sequences, {} steps, longest {}",
-        args.lengths.display(),
-        lengths.len(),
-        steps,
-        longest,
-    )?;
-    writeln!(
-        out,
-        "t_max {}, {} rank(s) x {} block(s) per batch, seed {}, epoch {}",
-        o.t_max, o.world_size, o.blocks_per_batch, o.seed, args.epoch
-    )?;
-    writeln!(
-        out,
-        "{:<14} {:>9} {:>10} {:>9} {:>11} {:>9}",
-        "method", "blocks", "padding", "deleted", "efficiency", "plan_ms"
-    )?;
-    for (label, _, row) in &rows {
-        writeln!(
-            out,
-            "{:<14} {:>9} {:>10} {:>9} {:>10.2}% {:>9.2}",
-            label,
-            row.blocks,
-            row.padding,
-            row.deleted,
-            row.efficiency * 100.0,
-            row.plan_ms
-        )?;
-    }
-    for (label, bound) in [("lower bound", bound), ("lanes bound", lanes_bound)] {
-        writeln!(out, "{label:<14} {:>9} {:>10}", bound.blocks, bound.padding)?;
-    }
-    Ok(())
 }
 
 fn plan(args: Args, out: &mut impl Write) -> Result<(), Failure> {

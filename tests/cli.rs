@@ -68,6 +68,79 @@ fn stats_defaults_truncation_to_the_mean_length() {
     );
 }
 
+/// The words of the table row that starts with `label`.
+fn table_row<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
+    let line = text.lines().find(|line| line.starts_with(label));
+    line.unwrap_or_else(|| panic!("no {label} row: {text}"))
+        .split_whitespace()
+        .collect()
+}
+
+#[test]
+fn stats_plans_what_it_can_when_sequences_are_longer_than_t_max() {
+    // 22 of the Action-Genome-shaped sequences are longer than 93 steps: lanes plans them, the
+    // other policies would need --split, and each of their rows says so.
+    let why = "needs --split: 22 sequences are longer than t_max";
+    let out = bload("stats --lengths AG --t-max 93 --world-size 2");
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for label in ["best_fit", "random_fill", "pad_to_max", "lower bound"] {
+        let line = text.lines().find(|line| line.starts_with(label)).unwrap();
+        assert_eq!(
+            line.strip_prefix(label).unwrap().trim_start(),
+            why,
+            "{text}"
+        );
+    }
+    let lanes = table_row(&text, "lanes ");
+    // The figures `plan` gives for lanes: blocks over all ranks, padding.
+    let plan = bload("plan --lengths AG --t-max 93 --world-size 2 --policy lanes --rank 0");
+    let plan = String::from_utf8(plan.stdout).unwrap();
+    let counts = format!("lanes, {} blocks, {} padding steps", lanes[1], lanes[2]);
+    assert!(plan.lines().next().unwrap().contains(&counts), "{plan}");
+    assert_eq!(table_row(&text, "lanes bound").len(), 4, "{text}");
+    for label in ["truncate(22)", "mix(22)"] {
+        assert_eq!(table_row(&text, label).len(), 6, "{text}");
+    }
+
+    let document = stdout_json(&bload(
+        "stats --lengths AG --t-max 93 --world-size 2 --json",
+    ));
+    let policies = document["policies"].as_object().unwrap();
+    for name in ["best_fit", "random_fill", "pad_to_max"] {
+        // The reason in place of the figures: a reader tells the row by its one key.
+        assert_eq!(policies[name], serde_json::json!({ "unavailable": why }));
+    }
+    for name in ["lanes", "truncate", "mix"] {
+        assert!(policies[name]["blocks"].is_u64(), "{name}: {document}");
+        assert!(policies[name].get("unavailable").is_none(), "{name}");
+    }
+    assert_eq!(policies["lanes"]["blocks"].to_string(), lanes[1]);
+    // No packing policy planned, so no plan gave the packing bound.
+    assert!(document["lower_bound_padding"].is_null(), "{document}");
+    assert!(document["lanes_lower_bound_padding"].is_u64(), "{document}");
+
+    // With --split every row has its figures.
+    let split = stdout_json(&bload("stats --lengths AG --t-max 93 --split --json"));
+    assert!(split["lower_bound_padding"].is_u64(), "{split}");
+    for (name, row) in split["policies"].as_object().unwrap() {
+        assert!(
+            row["blocks"].is_u64() && row.get("unavailable").is_none(),
+            "{name}"
+        );
+    }
+
+    // One sequence too long is said in the singular.
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("one_long.lengths");
+    std::fs::write(&file, "3\n9\n4\n").unwrap();
+    let out = bload_args(&["stats", "--lengths", file.to_str().unwrap(), "--t-max", "5"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("best_fit       needs --split: 1 sequence is longer than t_max"),
+        "{text}"
+    );
+}
+
 #[test]
 fn plan_gives_every_rank_the_same_number_of_batches_and_all_steps_once() {
     let mut steps_seen = 0u64;
@@ -137,7 +210,10 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         .unwrap()
         .contains("--rank = \"2\": expected an integer from 0 to 1 (world_size - 1)"));
 
-    let out = bload("stats --lengths AG --t-max 50");
+    // plan plans one policy: sequences too long for it are its error (stats gives the other
+    // policies' rows instead, below).
+    let out = bload("plan --lengths AG --t-max 50 --rank 0");
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.contains("t_max = 50") && err.contains("longest sequence (94 steps)"),

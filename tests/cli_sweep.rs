@@ -356,3 +356,15 @@ fn plot_writes_an_svg_chart() {
         "{err}"
     );
 }
+
+#[test]
+fn a_long_sweep_shows_no_progress_where_stderr_is_not_a_terminal() {
+    // Hundreds of plans of the speech-shaped set: long enough to show progress on a terminal,
+    // but stderr is a pipe here, where nothing but errors may appear (what a terminal gets is
+    // tested in src/cli/progress.rs).
+    let line = "sweep --lengths examples/data/speech_like.lengths --t-max 64..4096 --points 100 \
+                --split";
+    let table = stdout(line);
+    assert_eq!(table_rows(&table).len(), 100);
+    assert!(!table.contains('\r') && !table.contains('\x1b'), "{table}");
+}

@@ -14,6 +14,7 @@ and padding is near the least possible.
 process; bload.library_path() names it for C++ and TorchScript users.
 """
 
+from bload import _library
 from bload._library import library_path
 from bload import ops
 from bload.ops import read_lengths
@@ -31,4 +32,18 @@ __all__ = [
     "ops",
     "read_lengths",
 ]
-__version__ = "0.1.0"
+
+
+def _version():
+    """bload's version, as the loaded libbload.so says it (bload::version(), through its C entry
+    point). The version has one home, Cargo.toml, which CMake compiles into the library: asking
+    the library keeps no copy here, and names the build that actually runs (one from
+    BLOAD_LIBRARY too)."""
+    import ctypes
+
+    version = ctypes.CDLL(_library.load()).bload_version
+    version.restype = ctypes.c_char_p
+    return version().decode()
+
+
+__version__ = _version()

@@ -7,21 +7,6 @@ use crate::Failure;
 use bload::{Error, Options, Oversize, MAX_T_MAX};
 use std::path::PathBuf;
 
-pub const USAGE: &str = "\
-usage:
-  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
-              [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]
-  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
-              [--seed S] [--epoch E] [--split] [--policy best_fit|random_fill|pad_to_max|lanes] [--json]
-  bload sweep --lengths FILE --t-max A..B [--world-size W] [--blocks-per-batch B] [--split]
-              [--points N] [--json] [--plot FILE.svg]
-
-FILE holds one sequence length per line (blank lines and # comments are skipped). --split cuts sequences longer than t_max into
-chunks instead of refusing them. --truncate-to and --mix-to default to the mean length. sweep plans
-best_fit, pad_to_max and lanes at N block sizes from A to B (default 24, evenly spaced, both ends included,
-and the longest length if it lies between them) and prints their padding beside the lower bound;
---plot also draws it as an SVG chart.";
-
 /// Parsed command line, shared by the commands.
 pub struct Args {
     pub lengths: PathBuf,
@@ -40,6 +25,14 @@ pub struct Args {
     pub plot: Option<PathBuf>,
 }
 
+/// What a command's words ask for: a run with these arguments, or the command's help.
+pub enum Parsed {
+    Run(Args),
+    /// `-h` or `--help` was among the words: whatever else they hold, the user asks how to
+    /// write them, so the help is the answer rather than an error about another word.
+    Help,
+}
+
 /// Bounds of the flags whose bounds do not depend on other flags.
 const T_MAX: (u64, u64) = (1, MAX_T_MAX as u64);
 const COUNT: (u64, u64) = (1, u32::MAX as u64);
@@ -47,7 +40,10 @@ const ANY_U64: (u64, u64) = (0, u64::MAX);
 /// Two points are a line; past a thousand, a chart has more points than it has pixels for them.
 const POINTS: (u64, u64) = (2, 1000);
 
-pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
+pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
+    if words.iter().any(|word| word == "-h" || word == "--help") {
+        return Ok(Parsed::Help);
+    }
     let mut lengths = None;
     let mut t_max = None;
     let mut t_max_range = None;
@@ -126,7 +122,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Args, Failure> {
         args.rank =
             Some(rank.ok_or_else(|| Error::invalid("--rank", format!("{text:?}"), expected))?);
     }
-    Ok(args)
+    Ok(Parsed::Run(args))
 }
 
 /// The value of `flag`: an integer from `low` to `high` (which must fit in `T`).
@@ -165,6 +161,15 @@ mod tests {
 
     fn words(line: &str) -> Vec<String> {
         line.split_whitespace().map(String::from).collect()
+    }
+
+    /// The arguments of `line`, which must be accepted as a run.
+    fn accepted(command: &str, line: &str) -> Args {
+        match parse_args(command, &words(line)) {
+            Ok(Parsed::Run(args)) => args,
+            Ok(Parsed::Help) => panic!("{line}: read as asking for help"),
+            Err(_) => panic!("{line}: refused"),
+        }
     }
 
     fn error(command: &str, line: &str) -> Error {
@@ -239,18 +244,15 @@ mod tests {
         }
         let err = error("plan", "--lengths x --t-max 9 --rank 99999999999");
         assert_eq!(err.expected, "an integer from 0 to 0 (world_size - 1)");
-        let args = parse_args(
-            "plan",
-            &words("--rank 2 --lengths x --t-max 9 --world-size 3"),
-        );
-        assert_eq!(args.ok().and_then(|args| args.rank), Some(2));
+        let args = accepted("plan", "--rank 2 --lengths x --t-max 9 --world-size 3");
+        assert_eq!(args.rank, Some(2));
     }
 
     #[test]
     fn extremes_in_bounds_are_accepted() {
         let line = "--lengths x --t-max 16777216 --world-size 4294967295 --blocks-per-batch 1 \
                     --seed 18446744073709551615 --epoch 18446744073709551615";
-        let args = parse_args("stats", &words(line)).ok().expect("in bounds");
+        let args = accepted("stats", line);
         assert_eq!(args.options.t_max, MAX_T_MAX);
         assert_eq!(args.options.world_size, u32::MAX);
         assert_eq!((args.options.seed, args.epoch), (u64::MAX, u64::MAX));
@@ -259,7 +261,7 @@ mod tests {
     #[test]
     fn a_sweep_takes_a_range_and_plans_up_to_its_end() {
         let line = "--lengths x --t-max 30..300 --points 5 --plot c.svg";
-        let args = parse_args("sweep", &words(line)).ok().expect("a range");
+        let args = accepted("sweep", line);
         assert_eq!(args.t_max_range, Some((30, 300)));
         assert_eq!((args.options.t_max, args.points), (300, Some(5)));
         assert_eq!(args.plot, Some(PathBuf::from("c.svg")));
@@ -290,5 +292,21 @@ mod tests {
             (err.argument.as_str(), err.value.as_str()),
             ("--policy", "\"tetris\"")
         );
+    }
+
+    #[test]
+    fn help_is_asked_for_anywhere_among_the_words_even_beside_bad_ones() {
+        for line in [
+            "--help",
+            "-h",
+            "--lengths x --help",
+            "--t-max 0..5 -h",
+            "--frobnicate --help",
+        ] {
+            for command in ["stats", "plan", "sweep"] {
+                let parsed = parse_args(command, &words(line));
+                assert!(matches!(parsed, Ok(Parsed::Help)), "{command} {line}");
+            }
+        }
     }
 }

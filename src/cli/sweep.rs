@@ -5,8 +5,11 @@
 //! the numbers `bload stats` prints for that `t_max` (the same planner, the same `cost`). A block
 //! size the planner refuses (sequences longer than it, without `--split`) is a row that says why,
 //! not the end of the sweep: the rows either side of the longest sequence are the ones wanted.
+//! A sweep of a large set takes seconds: on a terminal, it says on stderr which block size it
+//! plans (`cli/progress.rs`).
 
 use crate::cli::args::Args;
+use crate::cli::progress::Progress;
 use crate::cli::svg::{self, Chart, Line};
 use crate::{copy_of, cost, Failure};
 use bload::{read_lengths, Error, Options, Oversize, Planner, Policy};
@@ -72,7 +75,9 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         t_maxes.dedup();
     }
     let mut rows = Vec::new();
-    for t_max in t_maxes {
+    let mut progress = Progress::on_stderr();
+    let points = t_maxes.len();
+    for (number, t_max) in (1..).zip(t_maxes) {
         let costs = if t_max < longest && !split {
             // What the planner would say, said shorter, without copying the lengths to hear it.
             Err(Error::invalid(
@@ -81,10 +86,16 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
                 format!("at least the longest sequence ({longest} steps), or --split"),
             ))
         } else {
-            costs(&lengths, &args.options, t_max)?
+            costs(&lengths, &args.options, t_max, |policy| {
+                progress.show(|| {
+                    format!("bload sweep: t_max {t_max} ({number} of {points}), planning {policy}")
+                })
+            })?
         };
         rows.push(Row { t_max, costs });
     }
+    // Before anything is written: the output starts on a clean line.
+    progress.finish();
     if rows.iter().all(|row| row.costs.is_err()) {
         // Nothing to show: the reason at the largest block size, which is the range's own when
         // even that is too small for the longest sequence.
@@ -211,15 +222,17 @@ fn spread(first: u32, last: u32, points: u32) -> Vec<u32> {
 
 /// The costs at `t_max`, or the planner's reason to refuse it (fewer pieces than a global batch
 /// has blocks, with --split at large block sizes). Failures while planning (no memory) end the
-/// sweep.
+/// sweep. `before` is told each policy before it is planned (for the progress line).
 fn costs(
     lengths: &[u32],
     options: &Options,
     t_max: u32,
+    mut before: impl FnMut(Policy),
 ) -> Result<Result<[Cost; METHODS.len()], Error>, Failure> {
     let mut costs = [Cost::default(); METHODS.len()];
     let policies = [Policy::BestFit, Policy::PadToMax, Policy::Lanes];
     for (slot, policy) in policies.into_iter().enumerate() {
+        before(policy);
         let options = Options {
             t_max,
             policy,

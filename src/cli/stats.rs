@@ -1,0 +1,168 @@
+//! `bload stats`: what each packing policy and each of the paper's baselines costs on one set of
+//! lengths at one block size, beside the lower bounds.
+//!
+//! A policy that cannot plan the lengths is a row that says why, not the end of the command:
+//! without `--split`, sequences longer than `t_max` are refused by every policy but `lanes`
+//! (which serves them across batches), and the rows that can be planned are the ones wanted.
+//! Which policies refuse is the core's to say, so each is asked (`Planner::new`), not listed
+//! here. In JSON such a row is `{"unavailable": WHY}` in place of its figures, so that a reader
+//! tells it by that key alone, and a bound that no plan gave is `null`.
+
+use crate::cli::args::Args;
+use crate::{copy_of, cost, Failure};
+use bload::stats::{mix, truncate};
+use bload::{read_lengths, LowerBound, MethodStats, Options, Oversize, Planner, Policy};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::time::Instant;
+
+/// One row of the table: its label, its name in JSON, and its figures or why it has none.
+struct Row {
+    label: String,
+    name: &'static str,
+    cost: Result<MethodStats, String>,
+}
+
+pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
+    // Options that no policy could plan with (a batch shape too large) are one error, not a
+    // reason on every row.
+    args.options.validate()?;
+    let lengths = read_lengths(&args.lengths)?;
+    let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
+    let longest = lengths.iter().copied().max().unwrap_or_default();
+    // A lengths file holds at least one length (read_lengths checks).
+    let mean = (steps / lengths.len().max(1) as u64) as u32;
+    let truncate_to = args.truncate_to.unwrap_or(mean);
+    let mix_to = args.mix_to.unwrap_or(mean);
+    let o = &args.options;
+    let too_long = match o.oversize {
+        Oversize::Split => 0,
+        Oversize::Reject => lengths.iter().filter(|&&l| l > o.t_max).count(),
+    };
+    let needs_split = match too_long {
+        1 => "needs --split: 1 sequence is longer than t_max".to_string(),
+        n => format!("needs --split: {n} sequences are longer than t_max"),
+    };
+
+    let mut rows = Vec::new();
+    // The packing policies share one bound; lanes, whose rows run for the whole epoch, another.
+    let (mut bound, mut lanes_bound) = (None, None);
+    for policy in Policy::ALL {
+        let options = Options {
+            policy,
+            ..o.clone()
+        };
+        let start = Instant::now();
+        let planner = match Planner::new(copy_of(&lengths)?, options) {
+            Ok(planner) => planner,
+            // The core refuses sequences longer than t_max naming t_max (the options themselves
+            // were checked above); any other refusal, running out of memory included, is the
+            // command's error.
+            Err(err) if too_long > 0 && err.argument == "t_max" => {
+                rows.push(Row::from(policy, Err(needs_split.clone())));
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        *(if policy.carries_state() {
+            &mut lanes_bound
+        } else {
+            &mut bound
+        }) = Some(planner.lower_bound());
+        let mut row = cost(&planner.plan(args.epoch)?);
+        row.plan_ms = milliseconds_since(start);
+        rows.push(Row::from(policy, Ok(row)));
+    }
+    let start = Instant::now();
+    let mut cut = truncate(&lengths, truncate_to, o)?;
+    cut.plan_ms = milliseconds_since(start);
+    rows.push(Row {
+        label: format!("truncate({truncate_to})"),
+        name: "truncate",
+        cost: Ok(cut),
+    });
+    let start = Instant::now();
+    let mut mixed = mix(&lengths, mix_to, o)?;
+    mixed.plan_ms = milliseconds_since(start);
+    rows.push(Row {
+        label: format!("mix({mix_to})"),
+        name: "mix",
+        cost: Ok(mixed),
+    });
+
+    if args.json {
+        let policies: serde_json::Map<String, Value> = rows
+            .iter()
+            .map(|row| {
+                let value = match &row.cost {
+                    Ok(cost) => json!(cost),
+                    Err(why) => json!({ "unavailable": why }),
+                };
+                (row.name.to_string(), value)
+            })
+            .collect();
+        let document = json!({
+            "lower_bound_padding": bound.map(|bound| bound.padding),
+            "lanes_lower_bound_padding": lanes_bound.map(|bound| bound.padding),
+            "policies": policies,
+        });
+        return Ok(writeln!(out, "{document}")?);
+    }
+    writeln!(
+        out,
+        "{}: {} sequences, {} steps, longest {}",
+        args.lengths.display(),
+        lengths.len(),
+        steps,
+        longest,
+    )?;
+    writeln!(
+        out,
+        "t_max {}, {} rank(s) x {} block(s) per batch, seed {}, epoch {}",
+        o.t_max, o.world_size, o.blocks_per_batch, o.seed, args.epoch
+    )?;
+    writeln!(
+        out,
+        "{:<14} {:>9} {:>10} {:>9} {:>11} {:>9}",
+        "method", "blocks", "padding", "deleted", "efficiency", "plan_ms"
+    )?;
+    for row in &rows {
+        match &row.cost {
+            Ok(cost) => writeln!(
+                out,
+                "{:<14} {:>9} {:>10} {:>9} {:>10.2}% {:>9.2}",
+                row.label,
+                cost.blocks,
+                cost.padding,
+                cost.deleted,
+                cost.efficiency * 100.0,
+                cost.plan_ms
+            )?,
+            Err(why) => writeln!(out, "{:<14} {why}", row.label)?,
+        }
+    }
+    for (label, bound) in [("lower bound", bound), ("lanes bound", lanes_bound)] {
+        match bound {
+            Some(LowerBound {
+                blocks, padding, ..
+            }) => writeln!(out, "{label:<14} {blocks:>9} {padding:>10}")?,
+            // No policy that this bound bounds could plan: it has the same reason.
+            None => writeln!(out, "{label:<14} {needs_split}")?,
+        }
+    }
+    Ok(())
+}
+
+impl Row {
+    fn from(policy: Policy, cost: Result<MethodStats, String>) -> Self {
+        Row {
+            label: policy.name().into(),
+            name: policy.name(),
+            cost,
+        }
+    }
+}
+
+fn milliseconds_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
