@@ -6,3 +6,4 @@
 #include "bload/ops.h"
 #include "bload/planner.h"
 #include "bload/sampler.h"
+#include "bload/version.h"
