@@ -18,14 +18,18 @@ from bload import _library
 from bload._library import library_path
 from bload import ops
 from bload.ops import read_lengths
-from bload.sampler import BlockBatch, BlockSampler, PlanHash
-from bload.dataset import BlockDataset, PackedBatch, collate
+from bload.sampler import BlockBatch, BlockSampler, PlanHash, POLICIES
+from bload.batch import PackedBatch
+from bload.dataset import BlockDataset, collate
+from bload.lanes import LaneState
 
 __all__ = [
     "BlockBatch",
     "BlockDataset",
     "BlockSampler",
+    "LaneState",
     "PackedBatch",
+    "POLICIES",
     "PlanHash",
     "collate",
     "library_path",

@@ -1,18 +1,18 @@
-"""BlockDataset and PackedBatch: an ordinary map-style dataset of variable-length sequences,
-served as packed batches of the blocks BlockSampler plans.
+"""BlockDataset: an ordinary map-style dataset of variable-length sequences, served as the
+packed batches (bload.PackedBatch) of the blocks BlockSampler plans.
 
-The packing is the core's (bload.ops.pack and the per-step tables), as in C++'s
-bload::BlockDataset, whose PackedBatch has the same fields. It runs where the dataset is read: in
-the DataLoader's workers when there are any.
+The packing is the core's (bload.ops.pack), as in C++'s bload::BlockDataset. It runs where the
+dataset is read: in the DataLoader's workers when there are any. A worker packs the data and
+targets into shared memory and sends them with the table; the batch's other fields are made from
+the table where the batch is used (see bload.PackedBatch).
 """
 
-import dataclasses
-import sys
 from typing import Dict, Union
 
 import torch
 
 from bload import _library, ops
+from bload.batch import PackedBatch
 from bload.sampler import BlockBatch
 
 _library.load()
@@ -21,61 +21,6 @@ __all__ = ["BlockDataset", "PackedBatch", "collate"]
 
 Tensor = torch.Tensor
 Steps = Union[Tensor, Dict[str, Tensor]]  # a sequence's data or target: [T, ...], or a dict of them
-
-
-def _map(value, function):
-    if isinstance(value, dict):
-        return {key: function(item) for key, item in value.items()}
-    return function(value)
-
-
-@dataclasses.dataclass
-class PackedBatch:
-    """One packed batch of one rank; every per-step tensor is [blocks, t_max, ...].
-
-    data, target: the dataset's data and targets packed (a dict of such where the dataset's were
-        dicts); padding steps hold data_padding and target_padding.
-    reset: bool, true at the first step of every piece, where recurrent state starts from zero
-        (with policy "lanes", only where a sequence starts: a piece that continues its sequence
-        goes on from the state its row carried).
-    valid: bool, true on real steps.
-    ends: bool, true at the last step of every sequence.
-    carry: bool [blocks], true where the row's first step continues the state the row (its lane)
-        had at the end of the previous batch: keep that state, zero the others'. All false unless
-        the policy is "lanes".
-    lanes: int64 [blocks], the lane of every row (rank * blocks + row).
-    segment_ids: int32, the piece's index inside its block, -1 on padding.
-    position_ids: int64, the step's index in its sequence, 0 on padding.
-    cu_seqlens: int32 [pieces + 1], flash-attention's varlen offsets.
-    indices: int64 [pieces], the dataset index of every piece.
-    table: int64 [pieces, 6], the block table (see bload.ops); stays on the CPU.
-    """
-
-    data: Steps
-    target: Steps
-    reset: Tensor
-    valid: Tensor
-    ends: Tensor
-    carry: Tensor
-    lanes: Tensor
-    segment_ids: Tensor
-    position_ids: Tensor
-    cu_seqlens: Tensor
-    indices: Tensor
-    table: Tensor
-
-    def _apply(self, function):
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "table"}
-        return dataclasses.replace(self, **{name: _map(value, function) for name, value in fields.items()})
-
-    def to(self, device, non_blocking=False):
-        """The batch on `device` (the table stays on the CPU, where the operators read it)."""
-        return self._apply(lambda tensor: tensor.to(device, non_blocking=non_blocking))
-
-    def pin_memory(self, device=None):
-        """The batch in pinned memory: DataLoader(pin_memory=True) calls it."""
-        del device  # pinned for the current accelerator, as torch.Tensor.pin_memory() does
-        return self._apply(lambda tensor: tensor.pin_memory())
 
 
 def collate(batch):
@@ -104,7 +49,9 @@ class BlockDataset(torch.utils.data.Dataset):
     def __init__(self, dataset, t_max, *, data_padding=0.0, target_padding=-100):
         self.dataset = dataset
         self._reads_ranges = callable(getattr(dataset, "get_range", None))
-        self._buffers = _Buffers()
+        # Packed tensors reused once their batch is gone: the C++ dataset's cache, whose rule
+        # (nothing else holds the tensor or a view of it) is decided where the counts are.
+        self._buffers = torch.classes.bload.PackBuffers()
         self.t_max = t_max
         self.data_padding, self.target_padding = data_padding, target_padding
 
@@ -174,61 +121,14 @@ class BlockDataset(torch.utils.data.Dataset):
         """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks; with
         `carry`, a batch whose rows carry their state from the previous batch (lanes
         first_lane, first_lane + 1, ...)."""
-        column = ops.COLUMN
         # A batch of empty blocks: one item gives the padding its shape and dtype.
         per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
         return PackedBatch(
-            data=_packed([item[0] for item in per_row], *shape, self.data_padding, self._buffers),
-            target=_packed([item[1] for item in per_row], *shape, self.target_padding, self._buffers),
-            reset=ops.reset_mask(*shape, carry),
-            valid=ops.valid_mask(*shape),
-            ends=ops.end_mask(*shape),
-            carry=ops.carry_mask(*shape) if carry else torch.zeros(blocks, dtype=torch.bool),
-            lanes=torch.arange(first_lane, first_lane + blocks),
-            segment_ids=ops.segment_ids(*shape),
-            position_ids=ops.position_ids(*shape),
-            cu_seqlens=ops.cu_seqlens(table),
-            indices=table[:, column["sequence"]].clone(),
-            table=table,
-        )
-
-
-class _Buffers:
-    """Packed tensors kept to be written again once their batch is gone, as the C++ dataset's
-    PackBuffers: a loader then reuses its memory batch after batch rather than faulting in fresh
-    pages (the C library gives large blocks back to the system when they are freed). A tensor is
-    reused when nothing but this list refers to it or to its storage (no view of it lives).
-
-    In a DataLoader worker the batch goes to the main process through shared memory; it is packed
-    there directly, so sending it moves no byte (an ordinary tensor would be copied there)."""
-
-    KEPT = 8  # two tensors of each batch in flight, with prefetching
-
-    def __init__(self):
-        self.kept = []
-
-    def __getstate__(self):  # a copy (a worker's) starts with none
-        return {"kept": []}
-
-    def take(self, shape, dtype):
-        shape = torch.Size(shape)
-        if torch.utils.data.get_worker_info() is not None:
-            storage = torch.UntypedStorage._new_shared(shape.numel() * dtype.itemsize)
-            return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
-        for i in range(len(self.kept)):
-            if self.kept[i].shape == shape and self.kept[i].dtype == dtype and self._free(i):
-                return self.kept[i]
-        if len(self.kept) == self.KEPT:
-            self.kept.pop(0)  # the oldest: its holder keeps it
-        self.kept.append(torch.empty(shape, dtype=dtype))
-        return self.kept[-1]
-
-    def _free(self, i):
-        # Held by the list alone (getrefcount counts its argument too), and the storage by the
-        # tensor alone (and the storage object asked).
-        storage = self.kept[i].untyped_storage()
-        return sys.getrefcount(self.kept[i]) == 2 and torch._C._storage_Use_Count(storage._cdata) == 2
+            _packed([item[0] for item in per_row], *shape, self.data_padding, self._buffers),
+            _packed([item[1] for item in per_row], *shape, self.target_padding, self._buffers),
+            table, blocks, self.t_max, carries_state=carry, first_lane=first_lane,
+        )  # fmt: skip
 
 
 def _packed(steps, table, blocks, t_max, padding, buffers):
@@ -237,7 +137,10 @@ def _packed(steps, table, blocks, t_max, padding, buffers):
     first = steps[0]
     if isinstance(first, dict):
         return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding, buffers) for key in first}
-    out = buffers.take((blocks, t_max, *first.shape[1:]), first.dtype)
+    # In a worker, the batch goes to the main process through shared memory: packed there
+    # directly, sending it moves no byte (an ordinary tensor would be copied there).
+    shared = torch.utils.data.get_worker_info() is not None
+    out = buffers.take([blocks, t_max, *first.shape[1:]], first.dtype, shared)
     if len(table) == 0:
         return out.fill_(padding)
     return ops.pack(steps, table, blocks, t_max, padding, out=out)

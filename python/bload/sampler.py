@@ -12,8 +12,8 @@ import dataclasses
 import numbers
 import os
 import sys
+import warnings
 import weakref
-from typing import Optional
 
 import torch
 
@@ -21,9 +21,15 @@ from bload import _library
 
 _library.load()
 
-__all__ = ["BlockBatch", "BlockSampler", "PlanHash"]
+__all__ = ["BlockBatch", "BlockSampler", "PlanHash", "POLICIES"]
 
 _INT64 = (-(2**63), 2**63 - 1)
+
+#: The policies a plan can have, in the core's order.
+POLICIES = tuple(torch.ops.bload.policy_names())
+
+#: The values each int option may take, from the core's one list: name -> (lowest, highest).
+BOUNDS = {name: (low, high) for name, low, high in zip(*torch.ops.bload.option_bounds())}
 
 
 def integer(name, value, minimum=_INT64[0], maximum=_INT64[1]):
@@ -72,16 +78,22 @@ def _lengths_tensor(lengths):
         return torch.ops.bload.read_lengths(os.fspath(lengths))
     if isinstance(lengths, torch.Tensor):
         return lengths
+    expected = "expected a lengths file's path, a 1-d integer tensor or a sequence of ints"
     try:
         # A numpy array's memory as it is (int32 and int64 are read in place); an empty list
         # becomes int64 rather than float.
         tensor = torch.as_tensor(lengths)
-        return tensor if tensor.numel() else tensor.long()
     except (TypeError, ValueError, RuntimeError, OverflowError) as err:
-        raise TypeError(
-            f"lengths: expected a lengths file's path, a 1-d integer tensor or a sequence of ints "
-            f"({err})"
-        ) from None
+        raise TypeError(f"lengths: {expected} ({err})") from None
+    if tensor.numel() == 0:
+        return tensor.long()
+    if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+        # Say what the caller passed, not the tensor it became.
+        dtype = getattr(lengths, "dtype", None)
+        got = f"a {type(lengths).__name__} of {dtype}" if dtype is not None else (
+            f"a {type(lengths).__name__} of {type(next(iter(lengths))).__name__}s")  # fmt: skip
+        raise TypeError(f"lengths: {expected}, got {got}")
+    return tensor
 
 
 def _distributed(world_size, rank):
@@ -89,19 +101,21 @@ def _distributed(world_size, rank):
     initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
     if world_size is None:
         world_size = torch.distributed.get_world_size() if initialized else 1
-    world_size = integer("world_size", world_size, 1, 2**32 - 1)
+    world_size = integer("world_size", world_size, *BOUNDS["world_size"])
     if rank is None:
         rank = torch.distributed.get_rank() if initialized else 0
     return world_size, integer("rank", rank, 0, world_size - 1)
 
 
 def _pulling_loader():
-    """The DataLoader iterator whose next() is running this generator's first step, if any: the
-    frame that calls next() on a batch sampler's iterator is the loader iterator's _next_index."""
+    """A weak reference to the DataLoader iterator whose next() is running this generator's first
+    step, if any: the frame that calls next() on a batch sampler's iterator is the loader
+    iterator's _next_index."""
     frame = sys._getframe(2)  # 0: this function, 1: the generator, 2: who called next()
     candidate = frame.f_locals.get("self") if frame is not None else None
+    del frame
     if isinstance(candidate, torch.utils.data.dataloader._BaseDataLoaderIter):
-        return candidate
+        return weakref.ref(candidate)
     return None
 
 
@@ -132,14 +146,16 @@ class BlockSampler(torch.utils.data.Sampler):
                 f"of batches by padding (counted in stats()), and never drops a sequence"
             )
         self.world_size, self.rank = _distributed(world_size, rank)
-        self.t_max = integer("t_max", t_max, 1)
-        self.blocks_per_batch = integer("blocks_per_batch", blocks_per_batch, 1)
-        self.seed = integer("seed", seed)
-        if not isinstance(policy, str):
-            raise TypeError(f"policy = {policy!r}: expected 'best_fit', 'random_fill', 'pad_to_max' or 'lanes'")
+        self.t_max = integer("t_max", t_max, *BOUNDS["t_max"])
+        self.blocks_per_batch = integer("blocks_per_batch", blocks_per_batch, *BOUNDS["blocks_per_batch"])
+        self.seed = integer("seed", seed, *BOUNDS["seed"])
+        if policy not in POLICIES:  # the core's names
+            raise ValueError(f"policy = {policy!r}: expected one of {', '.join(POLICIES)}")
+        if not isinstance(split, bool):
+            raise TypeError(f"split = {split!r}: expected True (cut sequences longer than t_max) or False")
         self.planner = torch.classes.bload.Planner(
             _lengths_tensor(lengths), self.t_max, blocks_per_batch=self.blocks_per_batch,
-            world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=bool(split),
+            world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=split,
         )  # fmt: skip
         self._start(0)
 
@@ -152,7 +168,8 @@ class BlockSampler(torch.utils.data.Sampler):
         """Batches of the epoch the loop has had: where a DataLoader pulls the batches, those it
         has yielded (its workers fetch some ahead), else those handed out."""
         loader = self._loader() if self._loader is not None else None
-        if loader is not None and getattr(loader, "_sampler_iter", None) is self._iterator:
+        iterator = self._iterator() if self._iterator is not None else None
+        if loader is not None and iterator is not None and getattr(loader, "_sampler_iter", None) is iterator:
             return self._loader_from + loader._num_yielded
         return self.position
 
@@ -163,7 +180,7 @@ class BlockSampler(torch.utils.data.Sampler):
         """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
         load_state_dict), from where it is. Call it before each epoch, as with
         DistributedSampler: the order changes with the epoch."""
-        epoch = integer("epoch", epoch, 0)
+        epoch = integer("epoch", epoch, *BOUNDS["epoch"])
         if epoch != self.epoch or self._served():
             self._start(epoch)
 
@@ -179,12 +196,14 @@ class BlockSampler(torch.utils.data.Sampler):
             self._start(self.epoch)
         else:  # a loop left part-way goes on after what it had, not after what was prefetched
             self.position = self._consumed()
-        self._iterator = self._batches()
-        return self._iterator
+        iterator = self._batches()
+        # Weak references only: a loader left with `break` and dropped must end its workers at
+        # once, not wait for a garbage collection to break a cycle through this sampler.
+        self._iterator = weakref.ref(iterator)
+        return iterator
 
     def _batches(self):
-        loader = _pulling_loader()
-        self._loader = weakref.ref(loader) if loader is not None else None
+        self._loader = _pulling_loader()
         self._loader_from = self.position
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             self.check_agreement()
@@ -215,32 +234,49 @@ class BlockSampler(torch.utils.data.Sampler):
         return PlanHash(self.plan.plan_hash() & (2**64 - 1))
 
     def state_dict(self):
-        """Where the loop stands: epoch, position (batches the loop has had), world_size,
-        blocks_per_batch, and where the epoch's blocks come from (planned_world_size, first_block:
-        another world size's plan when the epoch was resumed from one)."""
-        at = self.plan.position(self._consumed())
-        return {
-            "epoch": at["epoch"],
-            "position": at["batches"],
-            "world_size": at["world_size"],
-            "blocks_per_batch": at["blocks_per_batch"],
-            "planned_world_size": at["planned_world_size"],
-            "first_block": at["first_block"],
-        }
+        """Where the loop stands, in bload's one checkpoint format (the C++ sampler's too): a dict
+        of ints, bools and strings with the format's version, what the plan depends on (the
+        lengths' count and fingerprint, every option), the epoch, the position (batches the loop
+        has had) and where the epoch's blocks come from (planned_world_size, first_block: another
+        world size's plan when the epoch was resumed from one), and a checksum of them all.
+        torch.save(weights_only=True) and torch.load take it as it is, and so does C++'s
+        bload::BlockSampler::load_state_dict."""
+        position = self.plan.position(self._consumed())
+        return dict(self.planner.sampler_state(position, self.epoch + 1))
 
     def load_state_dict(self, state):
-        """Goes on from `state`, saved by state_dict() with the same lengths and options and any
-        world size: the next iteration serves the batches after `position`; on another world size,
-        the blocks not yet served, dealt to these ranks. A lanes sampler goes on with the same
-        lanes, so it needs the lane count saved (world_size * blocks_per_batch), and may have
-        other factors of it; other policies need the saved blocks_per_batch. A state that is not such a dict is a
-        TypeError or ValueError naming the field, a value out of bounds a RuntimeError naming it;
-        either way the sampler is left as it was."""
+        """Goes on from `state`, saved by state_dict() (or the C++ sampler) with the same lengths
+        and options and any world size: the next iteration serves the batches after its position;
+        on another world size, the blocks not yet served, dealt to these ranks. A lanes sampler
+        goes on with the same lanes, so it needs the lane count saved (world_size *
+        blocks_per_batch), in any factors; other policies need the saved blocks_per_batch.
+
+        A state saved for other lengths or options, damaged (its checksum does not match) or of
+        another version is refused with a RuntimeError naming each field; a state of bload 0.1
+        (the position alone) loads with a warning that none of that could be checked. Either way
+        a refused state leaves the sampler as it was."""
         if not isinstance(state, collections.abc.Mapping):
             raise TypeError(f"state: expected the dict state_dict() returns, got {type(state).__name__}")
+        if "version" not in state:
+            return self._load_unchecked(state)
+        plan, served, next_epoch = self.planner.resume_state(dict(state))
+        if plan is None:  # saved (by C++) before its first epoch: that epoch from its start
+            self._start(next_epoch)
+            return
+        self.epoch, self.plan, self.position = plan.epoch(), plan, served
+        self._loader, self._iterator, self._loader_from = None, None, 0
+
+    def _load_unchecked(self, state):
+        """A state of bload 0.1: the position alone."""
         missing = [name for name in ("epoch", "position", "world_size") if name not in state]
         if missing:
             raise ValueError(f"state: no {', '.join(missing)}: expected the dict state_dict() returns")
+        warnings.warn(
+            "BlockSampler.load_state_dict: the state has no 'version' (saved by bload 0.1, the position "
+            "alone): the lengths and options it was saved for and its checksum cannot be checked; save "
+            "it again with this bload to have them checked",
+            stacklevel=3,
+        )
         value = {name: integer(f"state[{name!r}]", state[name]) for name in state}
         position = {
             "epoch": value["epoch"],

@@ -3,6 +3,7 @@
 // the ranks' agreement check.
 #include "bload/agreement.h"
 #include "bload/dataset.h"
+#include "bload/lanes.h"
 #include "bload/ops.h"
 #include "bload/planner.h"
 #include "bload/sampler.h"

@@ -1,0 +1,90 @@
+"""LaneState: every lane's recurrent state for the lanes policy, kept, handed to the model, and
+checkpointed by the library instead of by each training loop.
+
+With policy="lanes", row j of every batch of rank r is lane r * blocks_per_batch + j for the
+whole epoch, and a batch's `carry` [blocks] says which rows go on from the state their lane had
+at the end of the previous batch. LaneState holds this rank's lanes' states, one tensor
+[blocks_per_batch, *shape] (lanes first; a GRU's [layers, batch, hidden] state is kept as
+state.transpose(0, 1)):
+
+    lanes = bload.LaneState(sampler, shape=(hidden,))
+    for batch in loader:
+        outputs, final = model(batch.data, batch.table, lanes.initial(batch))
+        lanes.update(batch, final)            # detached: truncated back-propagation
+    checkpoint = {"sampler": sampler.state_dict(), "lanes": lanes.state_dict()}  # every rank calls it
+
+state_dict() gathers every rank's lanes (a collective under torch.distributed), so a checkpoint
+holds all [lanes, *shape] of them; load_state_dict() takes this rank's rows back, on a run of the
+same lane count in any factors (2 ranks x 2 rows saved, 1 x 4 loaded), as the sampler resumes.
+"""
+
+import torch
+
+__all__ = ["LaneState"]
+
+
+class LaneState:
+    """This rank's lanes' recurrent states, `shape` each, zero at first.
+
+    sampler: the BlockSampler (policy "lanes") whose batches the state follows; its world_size,
+    rank and blocks_per_batch say which lanes are this rank's.
+    """
+
+    def __init__(self, sampler, shape, *, dtype=torch.float32, device=None):
+        self.lanes = sampler.world_size * sampler.blocks_per_batch
+        self.rows, self.rank = sampler.blocks_per_batch, sampler.rank
+        self.shape = tuple(int(size) for size in shape)
+        #: [rows, *shape]: row j is lane rank * rows + j.
+        self.state = torch.zeros(self.rows, *self.shape, dtype=dtype, device=device)
+
+    def initial(self, batch):
+        """[blocks, *shape]: each row's lane state where `batch` carries it, zero elsewhere (on
+        the state's device), the state a model starts the batch from."""
+        self._check(batch)
+        carry = batch.carry.to(self.state.device).view(-1, *([1] * len(self.shape)))
+        return torch.where(carry, self.state, torch.zeros((), dtype=self.state.dtype, device=self.state.device))
+
+    def update(self, batch, final_state, detach=True):
+        """Keeps `final_state` [blocks, *shape], the rows' states at the end of `batch`, as their
+        lanes' (detached unless `detach` is False: gradients stop at batch boundaries)."""
+        self._check(batch)
+        expected = (self.rows, *self.shape)
+        if tuple(final_state.shape) != expected:
+            raise ValueError(f"final_state has shape {list(final_state.shape)}: expected {list(expected)}, a state per row")
+        self.state = final_state.detach() if detach else final_state
+
+    def state_dict(self):
+        """{"lanes": count, "state": every lane's state [lanes, *shape] on the CPU}. Under
+        torch.distributed it gathers every rank's rows: every rank must call it."""
+        state = self.state.detach()
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if distributed and torch.distributed.get_world_size() > 1:
+            gathered = [torch.empty_like(state) for _ in range(torch.distributed.get_world_size())]
+            torch.distributed.all_gather(gathered, state.contiguous())
+            state = torch.cat(gathered)
+        return {"lanes": self.lanes, "state": state.cpu()}
+
+    def load_state_dict(self, state):
+        """Takes this rank's rows of a state_dict() saved with the same lane count (in any
+        factors) and lane shape; another is a ValueError naming both."""
+        lanes, saved = state.get("lanes"), state.get("state")
+        if lanes != self.lanes:
+            raise ValueError(
+                f"state['lanes'] = {lanes!r}: expected {self.lanes} (world_size * blocks_per_batch), the "
+                "lane count this run has; lanes resume with the lane count they were saved with"
+            )
+        expected = (self.lanes, *self.shape)
+        if not isinstance(saved, torch.Tensor) or tuple(saved.shape) != expected:
+            got = list(saved.shape) if isinstance(saved, torch.Tensor) else type(saved).__name__
+            raise ValueError(f"state['state'] is {got}: expected a tensor {list(expected)}, every lane's state")
+        rows = saved[self.rank * self.rows : (self.rank + 1) * self.rows]
+        self.state = rows.to(device=self.state.device, dtype=self.state.dtype)
+
+    def _check(self, batch):
+        first = self.rank * self.rows
+        if not batch.carries_state or batch.first_lane != first or batch.blocks != self.rows:
+            raise ValueError(
+                f"a batch of lanes {batch.first_lane} to {batch.first_lane + batch.blocks - 1}"
+                f"{'' if batch.carries_state else ' that carries no state'}: expected a lanes batch of "
+                f"this rank's lanes {first} to {first + self.rows - 1} (from the sampler this LaneState was made with)"
+            )
