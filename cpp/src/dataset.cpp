@@ -51,18 +51,24 @@ at::Tensor pack_or_pad(const BatchRequest& request, const std::vector<at::Tensor
 }  // namespace
 
 at::Tensor PackBuffers::take(at::IntArrayRef shape, const at::TensorOptions& options) {
+  // The kept tensors never leave: each caller gets a tensor of its own over a kept one's storage.
+  // The storage is then held by nothing else exactly when every tensor and view handed out over
+  // it is gone, whoever held them (Python keeps a tensor it was handed alive for as long as its
+  // object lives, so the handed-out tensor's own count would not say so).
+  auto handed_out = [&](const at::Tensor& kept) {
+    return at::empty({0}, kept.options()).set_(kept.storage(), 0, shape);
+  };
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [tensor, pinned] : kept_) {
-    // Held here alone (no other handle, no view): its last batch is gone.
-    if (tensor.use_count() == 1 && tensor.storage().use_count() == 1 && tensor.sizes() == shape &&
+    if (tensor.storage().use_count() == 1 && tensor.sizes() == shape &&
         tensor.dtype() == options.dtype() && tensor.device() == options.device() &&
         pinned == options.pinned_memory()) {
-      return tensor;
+      return handed_out(tensor);
     }
   }
-  if (kept_.size() == kKept) kept_.erase(kept_.begin());  // the oldest: its holder keeps it
+  if (kept_.size() == kKept) kept_.erase(kept_.begin());  // the oldest: its holders keep it
   kept_.push_back({at::empty(shape, options), options.pinned_memory()});
-  return kept_.back().tensor;
+  return handed_out(kept_.back().tensor);
 }
 
 std::vector<std::string> PackedBatch::field_names() {

@@ -97,9 +97,18 @@ c10::Dict<std::string, c10::IValue> BlockSampler::state_dict() const {
 }
 
 void BlockSampler::load_state_dict(const c10::Dict<std::string, c10::IValue>& state) {
+  load_state_dict(c10::impl::toGenericDict(state));
+}
+
+void BlockSampler::load_state_dict(const c10::impl::GenericDict& state) {
+  constexpr const char* kWhere = "bload::BlockSampler::load_state_dict: ";
   SamplerState fields;
-  for (const auto& entry : state) fields.emplace_back(entry.key(), entry.value());
-  restore_state(fields, "bload::BlockSampler::load_state_dict: state['", "']");
+  for (const auto& entry : state) {
+    TORCH_CHECK(entry.key().isString(), kWhere, "a key of ", entry.key().tagKind(),
+                ": expected the dict of strings state_dict() returns");
+    fields.emplace_back(entry.key().toStringRef(), entry.value());
+  }
+  restore_state(fields, std::string(kWhere) + "state['", "']");
 }
 
 void BlockSampler::save(torch::serialize::OutputArchive& archive) const {

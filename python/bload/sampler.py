@@ -9,6 +9,7 @@ all-gather per epoch, that they agree on it.
 
 import collections.abc
 import dataclasses
+import json
 import numbers
 import os
 import sys
@@ -107,15 +108,40 @@ def _distributed(world_size, rank):
     return world_size, integer("rank", rank, 0, world_size - 1)
 
 
+class _LoaderWatch:
+    """How many batches the DataLoader iterator pulling a sampler's batches has yielded to the
+    loop, read while it lives and kept when it dies. Only weak references to the iterator are
+    held (a loop left with `break` must end its workers at once, not at a garbage collection);
+    its attributes dict is kept until it dies, so the last count can still be read then."""
+
+    def __init__(self, loader):
+        self.yielded = 0
+        self._loader = weakref.ref(loader, self._ended)
+        self._attributes = vars(loader)
+
+    def _ended(self, _):
+        self.yielded = self._attributes.get("_num_yielded", self.yielded)
+        self._attributes = None
+
+    def count(self, iterator):
+        """The batches yielded, where the loader pulls from `iterator` (or pulled, once dead)."""
+        loader = self._loader()
+        if loader is None:
+            return self.yielded
+        if getattr(loader, "_sampler_iter", None) is not iterator:
+            return None
+        return loader._num_yielded
+
+
 def _pulling_loader():
-    """A weak reference to the DataLoader iterator whose next() is running this generator's first
-    step, if any: the frame that calls next() on a batch sampler's iterator is the loader
-    iterator's _next_index."""
+    """A watch on the DataLoader iterator whose next() is running this generator's first step, if
+    any: the frame that calls next() on a batch sampler's iterator is the loader iterator's
+    _next_index."""
     frame = sys._getframe(2)  # 0: this function, 1: the generator, 2: who called next()
     candidate = frame.f_locals.get("self") if frame is not None else None
     del frame
     if isinstance(candidate, torch.utils.data.dataloader._BaseDataLoaderIter):
-        return weakref.ref(candidate)
+        return _LoaderWatch(candidate)
     return None
 
 
@@ -167,10 +193,10 @@ class BlockSampler(torch.utils.data.Sampler):
     def _consumed(self):
         """Batches of the epoch the loop has had: where a DataLoader pulls the batches, those it
         has yielded (its workers fetch some ahead), else those handed out."""
-        loader = self._loader() if self._loader is not None else None
         iterator = self._iterator() if self._iterator is not None else None
-        if loader is not None and iterator is not None and getattr(loader, "_sampler_iter", None) is iterator:
-            return self._loader_from + loader._num_yielded
+        yielded = self._loader.count(iterator) if self._loader is not None else None
+        if yielded is not None:
+            return self._loader_from + yielded
         return self.position
 
     def _served(self):
@@ -291,13 +317,27 @@ class BlockSampler(torch.utils.data.Sampler):
         self.epoch, self.plan, self.position = value["epoch"], plan, served
         self._loader, self._iterator, self._loader_from = None, None, 0
 
-    # Pickled as its planner and place: a loader's iterator and the plan are this process's.
+    # Pickled as plain values: the planner's lengths (their bytes) and options (the core's JSON),
+    # and the sampler's state (identity and checksum included). Never as torch's ScriptObject:
+    # torch's unpickler trusts a ScriptObject's saved state, and a damaged pickle of one can crash
+    # the process, where a damaged plain value is refused by the planner's or the state's checks.
     def __getstate__(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("plan", "_loader", "_iterator")}
+        (lengths, options), _ = self.planner.__getstate__()
+        skipped = ("planner", "plan", "_loader", "_iterator")
+        state = {name: value for name, value in self.__dict__.items() if name not in skipped}
+        state["_planner"] = (str(lengths.dtype).removeprefix("torch."), lengths.numpy().tobytes(), options)
         state["_state"] = self.state_dict()
         return state
 
     def __setstate__(self, state):
         saved = state.pop("_state")
+        dtype, data, options = state.pop("_planner")
+        lengths = torch.frombuffer(bytearray(data), dtype={"int32": torch.int32, "int64": torch.int64}[dtype]) if data else torch.empty(0, dtype=torch.long)
+        options = json.loads(options)
         self.__dict__.update(state)
-        self.load_state_dict(saved)  # sets the plan and the place in it
+        self.planner = torch.classes.bload.Planner(
+            lengths, options["t_max"], blocks_per_batch=options["blocks_per_batch"], world_size=options["world_size"],
+            seed=options["seed"], policy=options["policy"], split_oversized=options["oversize"] == "split",
+        )  # fmt: skip
+        self._start(0)
+        self.load_state_dict(saved)  # sets the plan and the place in it, checked against the planner

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     std::ifstream in(argv[6], std::ios::binary);
     const std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
     const auto state = torch::pickle_load(bytes).toGenericDict();
-    sampler.load_state_dict(c10::impl::toTypedDict<std::string, c10::IValue>(state));
+    sampler.load_state_dict(state);
     sampler.reset();  // goes on from the loaded position
     const auto next = sampler.next();
     if (!next) throw std::runtime_error("the loaded epoch has no batch left");

@@ -76,6 +76,8 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   // (torch::pickle_save and torch.save store it; torch::pickle_load and torch.load read it).
   c10::Dict<std::string, c10::IValue> state_dict() const;
   void load_state_dict(const c10::Dict<std::string, c10::IValue>& state);
+  // The same from a dict as torch::pickle_load returns it (keys must be strings).
+  void load_state_dict(const c10::impl::GenericDict& state);
 
   EpochHandle epoch_handle() const { return handle_; }
   // The epoch being served (-1 before the first reset), and the batches of its plan handed

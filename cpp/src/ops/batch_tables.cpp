@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <vector>
 
 #include "../rust_bridge.h"
 #include "bload/ops.h"
@@ -50,35 +51,18 @@ std::vector<Int> dims(Shape shape, Int blocks, Int t_max, Int pieces) {
   return {};
 }
 
-// Every output is a view of one host buffer (each at an offset aligned for any dtype), so that
-// a batch's tables are one allocation, and one copy to another device.
+// Written on the host, where the table is read, then moved to the table's device. Each output
+// is a tensor of its own: torch's checks (opcheck's fake-tensor test) want outputs that do not
+// alias each other.
 std::vector<Tensor> batch_tables_kernel(const Tensor& table, int64_t blocks, int64_t t_max,
                                         bool carry, int64_t first_lane) {
   const auto host = ops::host_table(table);
   ops::check_batch_shape(blocks, t_max);
   const int64_t pieces = host.size(0);
-  constexpr int64_t kAlign = 64;
-  std::array<int64_t, kOutputs.size()> offsets{};
-  int64_t bytes = 0;
-  for (size_t i = 0; i < kOutputs.size(); ++i) {
-    offsets[i] = bytes;
-    int64_t count = 1;
-    for (auto size : dims(kOutputs[i].shape, blocks, t_max, pieces)) count *= size;
-    bytes += (count * at::elementSize(kOutputs[i].dtype) + kAlign - 1) / kAlign * kAlign;
+  std::vector<Tensor> out;
+  for (const auto& output : kOutputs) {
+    out.push_back(at::empty(dims(output.shape, blocks, t_max, pieces), output.dtype));
   }
-  // The outputs as views of `buffer`, wherever it is.
-  auto views_of = [&](const Tensor& buffer) {
-    std::vector<Tensor> outputs;
-    for (size_t i = 0; i < kOutputs.size(); ++i) {
-      const auto shape = dims(kOutputs[i].shape, blocks, t_max, pieces);
-      const auto size = c10::multiply_integers(shape) * at::elementSize(kOutputs[i].dtype);
-      auto bytes = buffer.narrow(0, offsets[i], static_cast<int64_t>(size));
-      outputs.push_back(bytes.view(kOutputs[i].dtype).view(shape));
-    }
-    return outputs;
-  };
-  const auto buffer = at::empty({bytes}, at::kByte);
-  auto out = views_of(buffer);
   rethrowing([&] {
     ffi::write_batch_tables(elements<int64_t>(host), blocks, t_max, carry, first_lane,
                             mutable_elements<bool>(out[0]), mutable_elements<bool>(out[1]),
@@ -87,7 +71,10 @@ std::vector<Tensor> batch_tables_kernel(const Tensor& table, int64_t blocks, int
                             mutable_elements<int64_t>(out[6]), mutable_elements<int32_t>(out[7]),
                             mutable_elements<int64_t>(out[8]));
   });
-  return table.is_cpu() ? out : views_of(buffer.to(table.device()));
+  if (!table.is_cpu()) {
+    for (auto& tensor : out) tensor = tensor.to(table.device());
+  }
+  return out;
 }
 
 std::vector<Tensor> batch_tables_meta(const Tensor& table, int64_t blocks, int64_t t_max,
