@@ -38,8 +38,8 @@ def save_checkpoint(directory, model, optimizer, position, identity, lane_state=
     """DIRECTORY/checkpoint.pt: the model's and optimizer's states and the position (the sampler's
     state_dict(), taken after the batches trained: the epoch, the batches and where the plan's
     blocks come from), with the `identity` (lengths and options) it is valid for, and with the
-    lanes policy every lane's recurrent state [lanes, hidden] (returned in the position as
-    "lane_state"). Written to
+    lanes policy every lane's recurrent state (bload.LaneState.state_dict(), returned in the
+    position as "lane_state"). Written to
     checkpoint.pt.partial, flushed, then renamed over the last one: a kill at any point leaves a
     complete checkpoint, the new one or the one before."""
     os.makedirs(directory, exist_ok=True)
@@ -83,23 +83,6 @@ def check_resume_points(point, world_size):
     if points != [points[0]] * world_size:
         named = ", ".join(f"rank {rank} at " + (f"epoch {p[0]} batch {p[1]}" if p else "the beginning") for rank, p in enumerate(points))
         raise RuntimeError(f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)")
-
-
-def gathered_lanes(state, world_size):
-    """Every rank's lane states, in lane order [world_size * blocks, hidden] (a collective)."""
-    states = [torch.empty_like(state) for _ in range(world_size)]
-    dist.all_gather(states, state)
-    return torch.cat(states).cpu()
-
-
-def checked_lanes(lane_state, directory, world_size, blocks_per_batch, hidden):
-    """A lanes checkpoint's every lane's state [world_size * blocks_per_batch, hidden], checked: a
-    RuntimeError where it is missing or of another shape."""
-    expected = [world_size * blocks_per_batch, hidden]
-    if lane_state is None or list(lane_state.shape) != expected:
-        got = "missing" if lane_state is None else list(lane_state.shape)
-        raise RuntimeError(f"{directory}: the lanes' state is {got}: expected {expected} (every lane's, from a lanes run)")
-    return lane_state
 
 
 class StepLog:

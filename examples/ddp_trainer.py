@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import bload
 import packed_gru  # this file's neighbours in examples/ (Python puts a script's directory on sys.path)
-from ddp_recovery import Heartbeat, StepLog, check_resume_points, checked_lanes, gathered_lanes, load_checkpoint, save_checkpoint
+from ddp_recovery import Heartbeat, StepLog, check_resume_points, load_checkpoint, save_checkpoint
 
 ROOT = packed_gru.ROOT
 
@@ -76,7 +76,7 @@ def parse():
     parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
     parser.add_argument("--sequences", type=at_least(1), help="use only the first N sequences")
     parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
-    parser.add_argument("--policy", default="best_fit", choices=["best_fit", "random_fill", "pad_to_max", "lanes"],
+    parser.add_argument("--policy", default="best_fit", choices=bload.POLICIES,
                         help="lanes: each row carries the model's state from batch to batch (truncated "
                              "back-propagation: detached at batch boundaries)")  # fmt: skip
     parser.add_argument("--t-max", type=at_least(1), default=94)
@@ -224,13 +224,15 @@ def train(rank, world_size, device, args):
                 "seed": args.seed, "policy": args.policy}  # fmt: skip
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
     lanes = sampler.plan.carries_state()  # the core says which policies carry state
-    rows = slice(rank * args.blocks_per_batch, (rank + 1) * args.blocks_per_batch)
-    state = torch.zeros(args.blocks_per_batch, module.hidden, device=device)  # this rank's lanes'
+    # Every lane's recurrent state, this rank's rows of it here (bload keeps it, checkpoints it).
+    lane_state = bload.LaneState(sampler, (module.hidden,), device=device) if lanes else None
     if resumed:  # the sampler goes on from the batches the checkpoint holds, on this world size
-        lane_state = resumed.pop("lane_state", None)
+        saved_lanes = resumed.pop("lane_state", None)
         sampler.load_state_dict(resumed)
         if lanes:
-            state = checked_lanes(lane_state, args.checkpoint, world_size, args.blocks_per_batch, module.hidden)[rows].to(device)
+            if saved_lanes is None:
+                raise RuntimeError(f"{args.checkpoint}: the lanes' state is missing: expected every lane's, from a lanes run")
+            lane_state.load_state_dict(saved_lanes)
     if args.resume:
         check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)
     # After the load: DDP starts every rank from rank 0's weights.
@@ -258,8 +260,8 @@ def train(rank, world_size, device, args):
             on_device = batch.to(device, non_blocking=True)
             data, target, valid = on_device.data, on_device.target, on_device.valid
             if lanes:  # each row goes on from its lane's state where the batch carries it
-                outputs, final = model(data, batch.table, on_device.carry, state)
-                state = final.detach()
+                outputs, final = model(data, batch.table, on_device.carry, lane_state.initial(on_device))
+                lane_state.update(on_device, final)  # detached: gradients stop at the batch's end
             else:
                 outputs = model(data, batch.table)
             errors = (outputs - target).pow(2).sum(-1)
@@ -271,9 +273,9 @@ def train(rank, world_size, device, args):
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
             if args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
-                lane_state = gathered_lanes(state, world_size) if lanes else None  # every rank
+                lanes_saved = lane_state.state_dict() if lanes else None  # every rank: a collective
                 if rank == 0:
-                    save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity, lane_state)
+                    save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity, lanes_saved)
             steps = int(batch.valid.sum())
             frames, padding = frames + steps, padding + batch.valid.numel() - steps
             losses.append(loss.item())

@@ -75,37 +75,59 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod plugin;
 pub use plugin::{load_plugin, Plugin};
 
-/// One packed batch of one rank, as `bload::PackedBatch` in C++. Per-step tensors are
-/// `[blocks, t_max, ...]`.
-#[derive(Debug)]
-pub struct PackedBatch {
+/// Declares [`PackedBatch`] and the list of its fields' names from one list, which must be the
+/// core's declaration of the batch ([`crate::BatchField`]): checked when this crate compiles.
+macro_rules! packed_batch {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// One packed batch of one rank, as `bload::PackedBatch` in C++ and `bload.PackedBatch`
+        /// in Python: the core's fields ([`crate::BatchField`]), in its order. Per-step tensors
+        /// are `[blocks, t_max, ...]`.
+        #[derive(Debug)]
+        pub struct PackedBatch {
+            $($(#[$doc])* pub $name: Tensor,)*
+        }
+
+        impl PackedBatch {
+            /// The fields' names, in declaration order.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($name)),*];
+        }
+    };
+}
+
+packed_batch! {
     /// Padding steps hold [`PackOptions::data_padding`].
-    pub data: Tensor,
+    data,
     /// Padding steps hold [`PackOptions::target_padding`].
-    pub target: Tensor,
+    target,
+    /// Int64 `[pieces, 6]`: the block table (columns [`crate::Column`]), on the host.
+    table,
     /// Bool: the first step of every piece, where recurrent state resets (with the lanes
     /// policy, only where a sequence starts).
-    pub reset: Tensor,
+    reset,
     /// Bool: real steps.
-    pub valid: Tensor,
+    valid,
     /// Bool: the last step of every sequence.
-    pub ends: Tensor,
+    ends,
     /// Bool `[blocks]`: the row goes on from the state it carried from the previous batch
     /// (lanes); all false for packed batches.
-    pub carry: Tensor,
+    carry,
     /// Int64 `[blocks]`: the lane of every row (`rank * blocks_per_batch + row`).
-    pub lanes: Tensor,
+    lanes,
     /// Int32: the piece's index inside its block, -1 on padding.
-    pub segment_ids: Tensor,
+    segment_ids,
     /// Int64: the step's index inside its sequence, 0 on padding.
-    pub position_ids: Tensor,
+    position_ids,
     /// Int32 `[pieces + 1]`: flash-attention's varlen offsets over the valid steps.
-    pub cu_seqlens: Tensor,
+    cu_seqlens,
     /// Int64 `[pieces]`: the dataset index of every piece.
-    pub indices: Tensor,
-    /// Int64 `[pieces, 6]`: the block table (columns [`crate::Column`]).
-    pub table: Tensor,
+    indices,
 }
+
+// A field added to the core's batch, or renamed, fails this build until it is here too.
+const _: () = assert!(
+    crate::same_names(PackedBatch::FIELDS, &crate::BATCH_FIELD_NAMES),
+    "bload::tch::PackedBatch's fields differ from the core's batch (src/table/fields.rs)"
+);
 
 /// Padding values and where the batch goes, as in `bload::Options` in C++.
 #[derive(Debug, Clone, Copy)]
@@ -261,8 +283,7 @@ where
         valid: per_step(Tensor::from_slice(&tables.valid))?,
         ends: per_step(Tensor::from_slice(&tables.ends))?,
         carry: Tensor::from_slice(&tables.carry).f_to(options.device)?,
-        lanes: Tensor::from_slice(&batch.lanes().map(i64::from).collect::<Vec<_>>())
-            .f_to(options.device)?,
+        lanes: Tensor::from_slice(&tables.lanes).f_to(options.device)?,
         segment_ids: per_step(Tensor::from_slice(&tables.segment_ids))?,
         position_ids: per_step(Tensor::from_slice(&tables.position_ids))?,
         cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).f_to(options.device)?,

@@ -170,23 +170,14 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
   bload::BlockSampler trained(sampler.planner(), config.rank);
   auto parameters = model.parameters();
   torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
-  // Lanes: this rank's rows' recurrent state, carried from batch to batch (row j of rank r is
-  // lane r * B + j all epoch long), detached at batch boundaries; every lane's in checkpoints.
-  at::Tensor state, lane_states;
+  // Lanes: every lane's recurrent state as a checkpoint holds it, when resuming one.
+  at::Tensor lane_states;
   const bool resumed = config.resume && load_checkpoint(config.checkpoint, parameters, optimizer,
                                                         {&sampler, &trained}, &lane_states);
   if (config.resume) check_resume_points(group, trained);
-  const int64_t rows = config.blocks_per_batch;
-  // A resumed lanes epoch (epoch() >= 0: the load restored a plan) goes on from every lane's
-  // checkpointed state; the sampler's load kept the lane count.
-  if (resumed && trained.epoch() >= 0 && trained.plan().carries_state()) {
-    const std::vector<int64_t> shape{config.world_size * rows, model.hidden()};
-    TORCH_CHECK(lane_states.defined(), config.checkpoint,
-                ": no lanes' state: expected every lane's, from a lanes run");
-    TORCH_CHECK(lane_states.sizes() == shape, config.checkpoint, ": the lanes' state is ",
-                lane_states.sizes(), ": expected ", c10::IntArrayRef(shape));
-    state = lane_states.slice(0, config.rank * rows, (config.rank + 1) * rows).to(device);
-  }
+  // Lanes: this rank's lanes' states, kept by bload from batch to batch (row j of rank r is lane
+  // r * B + j all epoch long), detached at batch boundaries; every lane's in checkpoints.
+  std::optional<bload::LaneState> lane_state;
   auto epochs = sampler.epoch_handle(), trained_epochs = trained.epoch_handle();
   auto loader = torch::data::make_data_loader(  // a copy of `sampler`, as loaded
       bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
@@ -203,7 +194,17 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
     trained.reset();
     const auto& plan = trained.plan();
     const bool lanes = plan.carries_state();  // the core says which policies carry state
-    if (lanes && !state.defined()) state = torch::zeros({rows, model.hidden()}, device);
+    if (lanes && !lane_state) {
+      lane_state.emplace(trained, std::vector<int64_t>{model.hidden()},
+                         at::TensorOptions().device(device));
+      // A resumed lanes epoch goes on from every lane's checkpointed state (the sampler's load
+      // kept the lane count; LaneState checks the count and shape).
+      if (resumed && epoch == first_epoch) {
+        TORCH_CHECK(lane_states.defined(), config.checkpoint,
+                    ": no lanes' state: expected every lane's, from a lanes run");
+        lane_state->load(lane_states);
+      }
+    }
     // Before the first batch: every rank plans this same epoch, or every rank stops here.
     group.check_agreement(plan, trained.planner());
     EpochFigures figure;
@@ -229,8 +230,10 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       torch::Tensor outputs;
       if (lanes) {  // each row goes on from its lane's state where the batch carries it
         auto carry = batch.carry.to(device, true);
-        std::tie(outputs, state) = model.forward_lanes(data, batch.table, carry, state);
-        state = state.detach();
+        torch::Tensor final_state;
+        std::tie(outputs, final_state) =
+            model.forward_lanes(data, batch.table, carry, lane_state->initial(batch));
+        lane_state->update(batch, final_state);  // detached: gradients stop at the batch's end
       } else {
         outputs = model.forward(data, batch.table);
       }
@@ -243,7 +246,8 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
       if (config.checkpoint_every > 0 && trained.position() % config.checkpoint_every == 0) {
         // Every rank's lanes, in lane order (a collective: every rank gathers).
         const auto all_lanes =
-            lanes ? group.gather(state.flatten()).reshape({-1, state.size(1)}) : at::Tensor();
+            lanes ? lane_state->gathered([&](const at::Tensor& mine) { return group.gather(mine); })
+                  : at::Tensor();
         if (config.rank == 0)
           save_checkpoint(config.checkpoint, parameters, optimizer, trained, all_lanes);
       }
