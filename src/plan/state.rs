@@ -241,12 +241,6 @@ impl Planner {
     }
 }
 
-fn expected_refs<'a>(
-    fields: &'a [(&'static str, StateValue)],
-) -> Vec<(&'static str, &'a StateValue)> {
-    fields.iter().map(|(name, value)| (*name, value)).collect()
-}
-
 /// The field `name` of a list that holds every field of the format.
 fn value_of<'a>(fields: &[(&str, &'a StateValue)], name: &str) -> &'a StateValue {
     const NONE: &StateValue = &StateValue::Int(0);
