@@ -9,7 +9,7 @@ a bare number. Every operator checks every cell, and a bad one raises a RuntimeE
 """
 
 import os
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
@@ -19,6 +19,7 @@ _library.load()
 
 __all__ = [
     "COLUMN",
+    "batch_tables",
     "carry_mask",
     "cu_seqlens",
     "end_mask",
@@ -50,6 +51,18 @@ def read_lengths(path: Union[str, os.PathLike]) -> Tensor:
     one length per line; blank lines and `#` comments skipped; CRLF and a missing final newline
     accepted. A bad line raises a RuntimeError quoting it with its line number."""
     return torch.ops.bload.read_lengths(str(path))
+
+
+def batch_tables(table: Tensor, blocks: int, t_max: int, carry: bool = False, first_lane: int = 0) -> Dict[str, Tensor]:
+    """Every field of a packed batch that its block table determines, by name (reset, valid, ends,
+    carry, lanes, segment_ids, position_ids, cu_seqlens, indices: the core's declaration, see
+    bload.PackedBatch), from one check of the table, on the table's device. `carry` as for
+    reset_mask; row j is lane `first_lane + j`. What bload.PackedBatch calls the first time one of
+    them is read; the operator itself (torch.ops.bload.batch_tables) returns them as a list in
+    that order."""
+    from bload.batch import TABLE_FIELDS
+
+    return dict(zip(TABLE_FIELDS, torch.ops.bload.batch_tables(table, blocks, t_max, carry, first_lane)))
 
 
 def reset_mask(table: Tensor, blocks: int, t_max: int, carry: bool = False) -> Tensor:

@@ -1,7 +1,7 @@
 // torch.ops.bload's Autograd kernels. `pack` and `unpack` carry gradients: a piece's gradient is
 // the gradient of the steps it was copied to, and back. pack's backward is the operator
-// `pack_backward`, so that AOT autograd traces it through its Meta kernel. The table ops have
-// integer and bool outputs and fall through autograd.
+// `pack_backward`, so that AOT autograd traces it through its Meta kernel. The table operators'
+// fallthroughs are registered beside them (step_tables.cpp, batch_tables.cpp).
 
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -106,11 +106,6 @@ TORCH_LIBRARY_IMPL(bload, Autograd, m) {
   m.impl("pack", &pack);
   m.impl("pack_into", &pack_into);
   m.impl("unpack", &unpack);
-  for (const char* name :
-       {"reset_mask", "end_mask", "carry_mask", "valid_mask", "segment_ids", "position_ids",
-        "cu_seqlens"}) {
-    m.impl(name, torch::CppFunction::makeFallthrough());
-  }
 }
 
 }  // namespace bload::ops

@@ -41,56 +41,6 @@ namespace {
 
 using at::Tensor;
 
-// A [blocks, t_max] table of T, written by the core's `write` from the host table.
-template <typename T, typename Write>
-Tensor step_table(const Tensor& table, int64_t blocks, int64_t t_max, Write write) {
-  auto host = host_table(table);
-  check_batch_shape(blocks, t_max);
-  auto out = at::empty({blocks, t_max}, at::CppTypeToScalarType<T>::value);
-  rethrowing([&] { write(elements<int64_t>(host), blocks, t_max, mutable_elements<T>(out)); });
-  return out.to(table.device());
-}
-
-Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool carry) {
-  auto write = [carry](auto cells, int64_t blocks, int64_t t_max, auto out) {
-    ffi::write_reset_mask(cells, blocks, t_max, carry, out);
-  };
-  return step_table<bool>(table, blocks, t_max, write);
-}
-
-Tensor end_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  return step_table<bool>(table, blocks, t_max, ffi::write_end_mask);
-}
-
-Tensor carry_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  auto host = host_table(table);
-  check_batch_shape(blocks, t_max);
-  auto out = at::empty({blocks}, at::kBool);
-  rethrowing([&] {
-    ffi::write_carry_mask(elements<int64_t>(host), blocks, t_max, mutable_elements<bool>(out));
-  });
-  return out.to(table.device());
-}
-
-Tensor valid_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  return step_table<bool>(table, blocks, t_max, ffi::write_valid_mask);
-}
-
-Tensor segment_ids(const Tensor& table, int64_t blocks, int64_t t_max) {
-  return step_table<int32_t>(table, blocks, t_max, ffi::write_segment_ids);
-}
-
-Tensor position_ids(const Tensor& table, int64_t blocks, int64_t t_max) {
-  return step_table<int64_t>(table, blocks, t_max, ffi::write_position_ids);
-}
-
-Tensor cu_seqlens(const Tensor& table) {
-  auto host = host_table(table);
-  auto out = at::empty({host.size(0) + 1}, at::kInt);
-  rethrowing([&] { ffi::write_cu_seqlens(elements<int64_t>(host), mutable_elements<int32_t>(out)); });
-  return out.to(table.device());
-}
-
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
             const at::Scalar& padding_value) {
   auto host = checked_pack_inputs(sequences, table, blocks, t_max);
@@ -142,13 +92,6 @@ std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
 }  // namespace
 
 TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
-  m.impl("reset_mask", &reset_mask);
-  m.impl("end_mask", &end_mask);
-  m.impl("carry_mask", &carry_mask);
-  m.impl("valid_mask", &valid_mask);
-  m.impl("segment_ids", &segment_ids);
-  m.impl("position_ids", &position_ids);
-  m.impl("cu_seqlens", &cu_seqlens);
   m.impl("pack", &pack);
   m.impl("pack_into", &pack_into);
   m.impl("unpack", &unpack);

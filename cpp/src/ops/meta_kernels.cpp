@@ -18,28 +18,6 @@ void check_on_meta(const Tensor& tensor, const char* name) {
               "got one on ", tensor.device(), " (move every tensor argument to one device)");
 }
 
-template <at::ScalarType dtype>
-Tensor step_table(const Tensor& table, int64_t blocks, int64_t t_max) {
-  check_table_layout(table);
-  check_batch_shape(blocks, t_max);
-  return at::empty({blocks, t_max}, table.options().dtype(dtype));
-}
-
-Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool /*carry*/) {
-  return step_table<at::kBool>(table, blocks, t_max);
-}
-
-Tensor carry_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  check_table_layout(table);
-  check_batch_shape(blocks, t_max);
-  return at::empty({blocks}, table.options().dtype(at::kBool));
-}
-
-Tensor cu_seqlens(const Tensor& table) {
-  check_table_layout(table);
-  return at::empty_symint({table.sym_size(0) + 1}, table.options().dtype(at::kInt));
-}
-
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
             const at::Scalar&) {
   check_table_layout(table);
@@ -73,13 +51,6 @@ std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,
 }  // namespace
 
 TORCH_LIBRARY_IMPL(bload, Meta, m) {
-  m.impl("reset_mask", &reset_mask);
-  m.impl("end_mask", &step_table<at::kBool>);
-  m.impl("carry_mask", &carry_mask);
-  m.impl("valid_mask", &step_table<at::kBool>);
-  m.impl("segment_ids", &step_table<at::kInt>);
-  m.impl("position_ids", &step_table<at::kLong>);
-  m.impl("cu_seqlens", &cu_seqlens);
   m.impl("pack", &pack);
   m.impl("pack_into", &pack_into);
   m.impl("pack_backward", &pack_backward);

@@ -1,8 +1,9 @@
-// torch.ops.bload: every operator's schema, and its C++ entry point (bload/ops.h), which goes
-// through torch's dispatcher to the kernel for its inputs' dispatch key. The kernels live in one
-// file per dispatch key (device_kernels.cpp, meta_kernels.cpp, autograd_kernels.cpp), each
-// registering itself: adding an operator adds its schema here and its kernels there, adding a
-// backend adds a file.
+// torch.ops.bload's packing operators (pack, pack_into, unpack, pack_backward) and host
+// utilities: each schema, and its C++ entry point (bload/ops.h), which goes through torch's
+// dispatcher to the kernel for its inputs' dispatch key. The packing kernels live in one file per
+// dispatch key (cpu_kernels.cpp, device_kernels.cpp, meta_kernels.cpp, autograd_kernels.cpp),
+// each registering itself. The table operators keep schema, kernels and registrations in one file
+// each (step_tables.cpp, from one list; batch_tables.cpp), as do the names (names.cpp).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -20,7 +21,6 @@ template <typename Signature>
 auto typed_op(const char* name, const char* overload = "") {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
 }
-using StepTableOp = Tensor(const Tensor&, int64_t, int64_t);
 
 // Host utilities with no tensor to dispatch on: one kernel, registered with the schema.
 
@@ -40,16 +40,6 @@ std::vector<std::string> table_columns_op() {
 }  // namespace
 
 TORCH_LIBRARY(bload, m) {
-  // carry: the rows carry their state from the previous batch (lanes), so only the starts of
-  // sequences reset.
-  m.def("reset_mask(Tensor table, int blocks, int t_max, bool carry=False) -> Tensor");
-  m.def("end_mask(Tensor table, int blocks, int t_max) -> Tensor");
-  // [blocks]: the rows whose first step continues the state carried from the previous batch.
-  m.def("carry_mask(Tensor table, int blocks, int t_max) -> Tensor");
-  m.def("valid_mask(Tensor table, int blocks, int t_max) -> Tensor");
-  m.def("segment_ids(Tensor table, int blocks, int t_max) -> Tensor");
-  m.def("position_ids(Tensor table, int blocks, int t_max) -> Tensor");
-  m.def("cu_seqlens(Tensor table) -> Tensor");
   m.def(
       "pack(Tensor[] sequences, Tensor table, int blocks, int t_max, Scalar padding_value=0) "
       "-> Tensor");
@@ -60,41 +50,6 @@ TORCH_LIBRARY(bload, m) {
   m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
   m.def("read_lengths(str path) -> Tensor", &read_lengths_op);
   m.def("table_columns() -> str[]", &table_columns_op);
-}
-
-Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool carry) {
-  static auto op = typed_op<Tensor(const Tensor&, int64_t, int64_t, bool)>("bload::reset_mask");
-  return op.call(table, blocks, t_max, carry);
-}
-
-Tensor end_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  static auto op = typed_op<StepTableOp>("bload::end_mask");
-  return op.call(table, blocks, t_max);
-}
-
-Tensor carry_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  static auto op = typed_op<StepTableOp>("bload::carry_mask");
-  return op.call(table, blocks, t_max);
-}
-
-Tensor valid_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
-  static auto op = typed_op<StepTableOp>("bload::valid_mask");
-  return op.call(table, blocks, t_max);
-}
-
-Tensor segment_ids(const Tensor& table, int64_t blocks, int64_t t_max) {
-  static auto op = typed_op<StepTableOp>("bload::segment_ids");
-  return op.call(table, blocks, t_max);
-}
-
-Tensor position_ids(const Tensor& table, int64_t blocks, int64_t t_max) {
-  static auto op = typed_op<StepTableOp>("bload::position_ids");
-  return op.call(table, blocks, t_max);
-}
-
-Tensor cu_seqlens(const Tensor& table) {
-  static auto op = typed_op<Tensor(const Tensor&)>("bload::cu_seqlens");
-  return op.call(table);
 }
 
 Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
