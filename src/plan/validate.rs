@@ -90,7 +90,9 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
             t_max,
             format!(
                 "at least the longest sequence ({longest} steps): {oversized_count} sequences \
-                 are longer than t_max; raise t_max or choose split mode to cut them into chunks"
+                 are longer than t_max; raise t_max, cut them into chunks (split=True in Python, \
+                 --split on the command line, Options::split_oversized(true) in C++), or carry \
+                 state across batches (policy lanes)"
             ),
         ));
     }
