@@ -202,7 +202,7 @@ def test_a_checkpoint_of_other_options_is_refused_naming_them(trainer, tmp_path)
     assert (tmp_path / "checkpoint.pt").exists()
     result = run(command + ["--resume", "--seed", 1], timeout=HARD_TIMEOUT)
     assert result.returncode != 0
-    expected = "seed = 0 in the archive: expected 1" if trainer == "cpp" else "was saved with seed = 0: expected 1"
+    expected = "'bload_sampler.seed' = 0: expected 1 as this sampler has" if trainer == "cpp" else "was saved with seed = 0: expected 1"
     assert expected in result.stderr, result.stderr[-3000:]
 
 
