@@ -5,6 +5,7 @@
 #include <ATen/StorageUtils.h>
 
 #include "bload/ops.h"
+#include "ops/checks.h"
 #include "rust_bridge.h"
 
 namespace bload {
@@ -104,8 +105,9 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
   batch.table = table;
   // Every other field, from one call, each to its name in the core's order.
   static const auto names = table_field_names();
-  const auto tables =
-      batch_tables(table, request.blocks, request.t_max, request.carry, request.first_lane);
+  // The batch_tables operator's kernel, called without the dispatcher (the table is on the host).
+  const auto tables = ops::batch_tables_on_host(ops::host_table(table), request.blocks,
+                                                request.t_max, request.carry, request.first_lane);
   for (size_t i = 0; i < tables.size(); ++i) batch.field(names[i]) = tables[i];
   return batch;
 }

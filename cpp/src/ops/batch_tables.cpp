@@ -51,18 +51,10 @@ std::vector<Int> dims(Shape shape, Int blocks, Int t_max, Int pieces) {
   return {};
 }
 
-// Written on the host, where the table is read, then moved to the table's device. Each output
-// is a tensor of its own: torch's checks (opcheck's fake-tensor test) want outputs that do not
-// alias each other.
-std::vector<Tensor> batch_tables_kernel(const Tensor& table, int64_t blocks, int64_t t_max,
-                                        bool carry, int64_t first_lane) {
-  const auto host = ops::host_table(table);
-  ops::check_batch_shape(blocks, t_max);
-  const int64_t pieces = host.size(0);
-  std::vector<Tensor> out;
-  for (const auto& output : kOutputs) {
-    out.push_back(at::empty(dims(output.shape, blocks, t_max, pieces), output.dtype));
-  }
+// Writes every table into `out` (host tensors of kOutputs' dtypes and shapes) from one check of
+// the host table.
+void write_tables(const Tensor& host, int64_t blocks, int64_t t_max, bool carry,
+                  int64_t first_lane, std::vector<Tensor>& out) {
   rethrowing([&] {
     ffi::write_batch_tables(elements<int64_t>(host), blocks, t_max, carry, first_lane,
                             mutable_elements<bool>(out[0]), mutable_elements<bool>(out[1]),
@@ -71,6 +63,14 @@ std::vector<Tensor> batch_tables_kernel(const Tensor& table, int64_t blocks, int
                             mutable_elements<int64_t>(out[6]), mutable_elements<int32_t>(out[7]),
                             mutable_elements<int64_t>(out[8]));
   });
+}
+
+// Written on the host, where the table is read, then moved to the table's device. Each output
+// is a tensor of its own: torch's checks (opcheck's fake-tensor test) want an operator's outputs
+// not to alias each other.
+std::vector<Tensor> batch_tables_kernel(const Tensor& table, int64_t blocks, int64_t t_max,
+                                        bool carry, int64_t first_lane) {
+  auto out = ops::batch_tables_on_host(ops::host_table(table), blocks, t_max, carry, first_lane);
   if (!table.is_cpu()) {
     for (auto& tensor : out) tensor = tensor.to(table.device());
   }
@@ -90,6 +90,17 @@ std::vector<Tensor> batch_tables_meta(const Tensor& table, int64_t blocks, int64
 }
 
 }  // namespace
+
+std::vector<Tensor> ops::batch_tables_on_host(const Tensor& host, int64_t blocks, int64_t t_max,
+                                              bool carry, int64_t first_lane) {
+  check_batch_shape(blocks, t_max);
+  std::vector<Tensor> out;
+  for (const auto& output : kOutputs) {
+    out.push_back(at::empty(dims(output.shape, blocks, t_max, host.size(0)), output.dtype));
+  }
+  write_tables(host, blocks, t_max, carry, first_lane, out);
+  return out;
+}
 
 std::vector<Tensor> batch_tables(const Tensor& table, int64_t blocks, int64_t t_max, bool carry,
                                  int64_t first_lane) {

@@ -74,6 +74,11 @@ at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table
 at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
                                     const at::Tensor& table);
 
+// batch_tables' kernel on a host table (layout checked), without the dispatcher: what bload's own
+// dataset calls for every batch (its tables are CPU tensors, made where it packs).
+std::vector<at::Tensor> batch_tables_on_host(const at::Tensor& host, int64_t blocks,
+                                             int64_t t_max, bool carry, int64_t first_lane);
+
 // pack's backward through the dispatcher (an operator of its own, so AOT autograd traces it).
 std::vector<at::Tensor> call_pack_backward(const at::Tensor& grad, const at::Tensor& table,
                                            c10::SymIntArrayRef steps);
