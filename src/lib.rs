@@ -36,7 +36,9 @@ mod table;
 pub mod tch;
 
 pub use error::{Error, Result};
-pub use lengths::{parse_lengths, read_lengths};
+pub use lengths::{
+    detect_format, parse_lengths, read_lengths, read_lengths_as, write_npy, LengthsFormat, NpyDtype,
+};
 pub use options::{Options, Oversize, Policy, MAX_T_MAX};
 pub use plan::{
     stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
