@@ -136,7 +136,10 @@ mod ffi {
         fn default_plan_options(t_max: i64) -> PlanOptions;
         fn parse_policy(name: &str) -> Result<Policy>;
         fn policy_name(policy: Policy) -> Result<String>;
-        fn read_lengths_file(path: &str) -> Result<Vec<i64>>;
+        /// A lengths file as `format` ("text", "npy", "idx"), or as detected when "".
+        fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>>;
+        /// The format of a lengths file, by its first bytes, then its extension, else "text".
+        fn detect_lengths_format(path: &str) -> Result<String>;
         /// The core's JSON of the options, to store them (pickles).
         fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
         fn plan_options_from_json(text: &str) -> Result<PlanOptions>;
@@ -216,12 +219,22 @@ fn policy_name(policy: Policy) -> Result<String, BridgeError> {
     })
 }
 
-fn read_lengths_file(path: &str) -> Result<Vec<i64>, BridgeError> {
+fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>, BridgeError> {
     guarded("read_lengths_file", || {
-        let lengths = bload::read_lengths(std::path::Path::new(path))?;
+        let format = match format {
+            "" => None,
+            name => Some(name.parse()?),
+        };
+        let lengths = bload::read_lengths_as(std::path::Path::new(path), format)?;
         let mut wide = sized("the lengths as 64-bit integers", lengths.len())?;
         wide.extend(lengths.into_iter().map(i64::from));
         Ok(wide)
+    })
+}
+
+fn detect_lengths_format(path: &str) -> Result<String, BridgeError> {
+    guarded("detect_lengths_format", || {
+        Ok(bload::detect_format(std::path::Path::new(path))?.to_string())
     })
 }
 

@@ -24,11 +24,13 @@ using StepTableOp = Tensor(const Tensor&, int64_t, int64_t);
 
 // Host utilities with no tensor to dispatch on: one kernel, registered with the schema.
 
-// The core's lengths reader (README, "Lengths files"), as int64 [sequences].
-Tensor read_lengths_op(std::string path) {
-  auto lengths = read_lengths(path);
+// The core's lengths readers (docs/data.md), as int64 [sequences]; no format: detected.
+Tensor read_lengths_op(std::string path, std::optional<std::string> format) {
+  auto lengths = read_lengths(path, format.value_or(""));
   return at::tensor(lengths, at::kLong);
 }
+
+std::string lengths_format_op(std::string path) { return lengths_format(path); }
 
 // The block table's column names, in order.
 std::vector<std::string> table_columns_op() {
@@ -58,7 +60,8 @@ TORCH_LIBRARY(bload, m) {
   m.def("pack_into(Tensor(a!) out, Tensor[] sequences, Tensor table, Scalar padding_value=0) -> ()");
   m.def("unpack(Tensor packed, Tensor table) -> Tensor[]");
   m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
-  m.def("read_lengths(str path) -> Tensor", &read_lengths_op);
+  m.def("read_lengths(str path, str? format=None) -> Tensor", &read_lengths_op);
+  m.def("lengths_format(str path) -> str", &lengths_format_op);
   m.def("table_columns() -> str[]", &table_columns_op);
 }
 
