@@ -31,6 +31,9 @@ def list_steps(array, row, offset, length):
             f"steps [{offset}, {offset + length}) of row {row}: expected a range within its "
             f"{end - start} steps"
         )
+    if length == 0 and end > start:
+        # An empty range still has the steps' shape: that of the row's first step.
+        return _numpy(array.values.slice(start, 1), 1)[:0]
     steps = array.values.slice(start + offset, length)
     return _numpy(steps, length)
 

@@ -182,4 +182,5 @@ def _column_lengths(table, column, where) -> torch.Tensor:
             f"{where} column {column!r}[{row}] = a list of {lengths[row]}: expected a sequence "
             "length from 1 to 4294967295 (filter out empty rows first)"
         )
-    return torch.from_numpy(lengths.astype(np.int64, copy=False))
+    # Arrow's int64 lengths are read-only: a copy, which torch may write to.
+    return torch.from_numpy(lengths.astype(np.int64, copy=not lengths.flags.writeable))
