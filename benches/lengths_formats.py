@@ -35,12 +35,18 @@ def generate(path, rows, seed=0):
     return lengths
 
 
-def timed(label, function, rows, scale=1.0):
-    start = time.perf_counter()
-    result = function()
-    seconds = (time.perf_counter() - start) * scale
+def timed(label, function, rows, scale=1.0, runs=1):
+    """Runs `function` `runs` times and prints the median time (each run's too when several)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = function()
+        times.append((time.perf_counter() - start) * scale)
+    seconds = sorted(times)[len(times) // 2]
     note = f" (measured on {rows / scale:,.0f} rows, scaled)" if scale != 1.0 else ""
-    print(f"  {label:<44} {seconds:9.3f} s  {rows / seconds / 1e6:8.2f} M rows/s{note}")
+    if runs > 1:
+        note += f" (median of {', '.join(f'{t:.3f}' for t in times)})"
+    print(f"  {label:<48} {seconds:8.3f} s  {rows / seconds / 1e6:8.2f} M rows/s{note}")
     return result
 
 
@@ -58,7 +64,7 @@ def main():
               f"of Parquet (written in {time.perf_counter() - start:.1f} s); lengths of column input_ids:")
 
         lengths = timed("bload.read_lengths(path, column=...)",
-                        lambda: bload.read_lengths(path, column="input_ids"), args.rows)
+                        lambda: bload.read_lengths(path, column="input_ids"), args.rows, runs=3)
         assert np.array_equal(lengths.numpy(), expected)
 
         def plain_loop():
@@ -76,7 +82,7 @@ def main():
         ds = timed("datasets.Dataset.from_parquet (its Arrow cache)",
                    lambda: datasets.Dataset.from_parquet(path, cache_dir=cache), args.rows)
         lengths = timed("bload.read_lengths(dataset, column=...)",
-                        lambda: bload.read_lengths(ds, column="input_ids"), args.rows)
+                        lambda: bload.read_lengths(ds, column="input_ids"), args.rows, runs=3)
         assert np.array_equal(lengths.numpy(), expected)
         subset = ds.select(range(min(args.map_rows, args.rows)))
         mapped = timed("datasets map(len) over the rows",

@@ -31,6 +31,7 @@ mod pack;
 mod plan;
 mod rng;
 pub mod stats;
+mod store;
 mod table;
 #[cfg(feature = "tch")]
 pub mod tch;
@@ -45,6 +46,10 @@ pub use plan::{
     SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION,
 };
 pub use stats::{LowerBound, MethodStats, PlanStats};
+pub use store::{
+    check_field_size, crc32, open_store, StoreField, StoreLayout, STORE_DTYPES, STORE_FORMAT,
+    STORE_VERSION,
+};
 pub use table::{
     check_batch_shape, same_names, write_cu_seqlens, BatchField, BatchTablesMut, BlockTable,
     Column, FieldDtype, FieldShape, StepTables, TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,

@@ -110,7 +110,7 @@ def _read_table(path, format, column):
             if column not in schema.names:
                 raise ValueError(f"{where}: column {column!r} not found: expected one of {schema.names}")
             _check_list(schema.field(column).type, where, column)
-            return pq.read_table(path, columns=[column])
+            return pq.read_table(path, columns=[column], memory_map=True)
         source = pa.memory_map(path)
         try:
             return pa.ipc.open_file(source).read_all()

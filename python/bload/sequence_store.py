@@ -1,9 +1,10 @@
 """bload.SequenceStore: a store that bload.store.write made, read as a map-style dataset whose
 get_range is a view of the mapped files, so that BlockDataset copies exactly the packed steps.
 
-Everything the header promises is checked when the store is opened (format and version, fields'
-dtypes and shapes, the offsets' size, CRC-32, order and total, each field file's size), and an
-error names the file and what was expected. A file can still shrink later, while mapped (another
+Everything the header promises is checked when the store is opened, by the Rust core (format and
+version, fields' dtypes and shapes, the offsets' size, CRC-32, order and total, each field file's
+size: torch.ops.bload.open_store, which C++'s bload::SequenceStore calls too), and an error names
+the file and what was expected. A file can still shrink later, while mapped (another
 process rewrites it): reading the lost pages would kill the process with SIGBUS, so each read
 first checks, with one fstat per field, that the files still hold the steps the header says.
 (A file that shrinks between that check and the copy of the view is beyond any reader's check.)
@@ -14,12 +15,14 @@ and opens its own (also after fork, where the pid tells a copy from the original
 
 import json
 import os
-import zlib
 
 import numpy as np
 import torch
 
-from bload.store import DTYPES, FORMAT, HEADER, OFFSETS, VERSION
+from bload import _library
+from bload.store import DTYPES
+
+_library.load()
 
 __all__ = ["SequenceStore", "StoreError"]
 
@@ -53,86 +56,32 @@ class SequenceStore(torch.utils.data.Dataset):
         fields = ", ".join(f"{f['name']}: {f['dtype']} {f['shape']}" for f in self.fields)
         return f"SequenceStore({self.path!r}, {self.count} sequences, {self.steps} steps; {fields})"
 
-    def _file(self, name):
-        return os.path.join(self.path, name)
-
-    def _error(self, name, found, expected):
-        return StoreError(f"{self._file(name)} = {found}: expected {expected}")
-
     def _open_header(self):
+        # The core reads and checks the header, the offsets and the files' sizes (src/store.rs,
+        # C++'s reader's checker too); its errors name the file and what was expected.
         try:
-            with open(self._file(HEADER)) as file:
-                header = json.load(file)
-        except (OSError, ValueError) as err:
-            raise self._error(HEADER, f"unreadable ({err})", f"the JSON header of a {FORMAT}") from None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise self._error(HEADER, f"format {header.get('format') if isinstance(header, dict) else header!r}",
-                              f"format {FORMAT!r}")
-        if header.get("version") != VERSION:
-            raise self._error(HEADER, f"version {header.get('version')!r}", f"version {VERSION}")
-        try:
-            self.count, self.steps = int(header["count"]), int(header["steps"])
-            crc = int(header["offsets_crc32"])
-            self.fields = [dict(field) for field in header["fields"]]
-            for field in self.fields:
-                field["shape"] = [int(n) for n in field["shape"]]
-                field["name"], field["file"], field["dtype"] = str(field["name"]), str(field["file"]), field["dtype"]
-        except (KeyError, TypeError, ValueError) as err:
-            raise self._error(HEADER, f"a header without {err}",
-                              "count, steps, offsets_crc32 and fields (name, dtype, shape, file)") from None
-        if self.count < 1 or not self.fields:
-            raise self._error(HEADER, f"{self.count} sequences of {len(self.fields)} fields",
-                              "at least one sequence and one field")
-        for field in self.fields:
-            if field["dtype"] not in DTYPES:
-                raise self._error(HEADER, f"field {field['name']!r} of dtype {field['dtype']!r}",
-                                  f"one of {', '.join(DTYPES)}")
-            if os.path.basename(field["file"]) != field["file"] or any(n < 0 for n in field["shape"]):
-                raise self._error(HEADER, f"field {field['name']!r} = {field}", "a file name in the store and a shape of sizes")
-            np_dtype = DTYPES[field["dtype"]][0]
-            field["step_bytes"] = int(np.prod(field["shape"], dtype=np.int64)) * np_dtype.itemsize
-            field["bytes"] = self.steps * field["step_bytes"]
-        self._check_offsets(crc)
-        for field in self.fields:
-            self._check_size(field, os.path.getsize(self._file(field["file"])) if os.path.exists(self._file(field["file"])) else -1)
-
-    def _check_offsets(self, crc):
-        name = OFFSETS
-        expected_size = (self.count + 1) * 8
-        size = os.path.getsize(self._file(name)) if os.path.exists(self._file(name)) else None
-        if size != expected_size:
-            found = "missing" if size is None else f"a file of {size} bytes"
-            raise self._error(name, found, f"{expected_size} bytes: {self.count + 1} int64 offsets, as {HEADER} says")
-        offsets = np.fromfile(self._file(name), dtype="<i8")
-        if zlib.crc32(offsets.tobytes()) != crc:
-            raise self._error(name, f"offsets of CRC-32 {zlib.crc32(offsets.tobytes())}",
-                              f"the CRC-32 {crc} that {HEADER} says (the file is damaged or another store's)")
-        if offsets[0] != 0:
-            raise self._error(name, f"a first offset of {offsets[0]}", "0")
-        steps = np.diff(offsets)
-        if (steps <= 0).any():
-            index = int(np.argmax(steps <= 0))
-            raise self._error(name, f"offsets[{index}] = {offsets[index]} then offsets[{index + 1}] = "
-                              f"{offsets[index + 1]}", "strictly increasing offsets (every sequence has a step)")
-        if offsets[-1] != self.steps:
-            raise self._error(name, f"a last offset of {offsets[-1]}", f"{self.steps} steps, as {HEADER} says")
-        self.offsets = offsets
-        self.lengths = torch.from_numpy(steps)
+            offsets, layout = torch.ops.bload.open_store(self.path)
+        except RuntimeError as err:
+            raise StoreError(str(err).split("\n")[0]) from None
+        layout = json.loads(layout)
+        self.count, self.steps, self.fields = layout["count"], layout["steps"], layout["fields"]
+        self.offsets = offsets.numpy()
+        self.lengths = offsets.diff()
 
     def _check_size(self, field, size):
+        """Refuses a field file that no longer holds the bytes the header says (it changed
+        while mapped: reading its lost pages would raise SIGBUS)."""
         if size != field["bytes"]:
-            found = "missing" if size < 0 else f"a file of {size} bytes"
-            raise self._error(
-                field["file"], found,
-                f"{field['bytes']} bytes: {self.steps} steps of {field['dtype']} {field['shape']} "
-                f"({field['step_bytes']} bytes each), as the offsets say")
+            raise StoreError(
+                f"{field['path']} = a file of {size} bytes: expected {field['bytes']} bytes, as the "
+                "offsets say (the file changed while mapped)")
 
     def _map(self):
         """This process's mappings, one per field, and the files' descriptors for the size checks."""
         self._maps, self._fds = [], []
         for field in self.fields:
             np_dtype, torch_dtype = DTYPES[field["dtype"]]
-            path = self._file(field["file"])
+            path = field["path"]
             fd = os.open(path, os.O_RDONLY)
             self._fds.append(fd)
             self._check_size(field, os.fstat(fd).st_size)

@@ -132,7 +132,7 @@ def swapped_offsets(path):
     (lambda p: rewrite(p, "header.json", header_edit(lambda h: h.update(version=2))), "header.json",
      "version 2: expected version 1"),
     (lambda p: rewrite(p, "header.json", header_edit(lambda h: h["fields"][0].update(dtype="complex64"))),
-     "header.json", "dtype 'complex64'"),
+     "header.json", 'dtype "complex64"'),
     (lambda p: rewrite(p, "header.json", header_edit(lambda h: h["fields"][0].update(dtype="float64"))),
      "data.bin", "steps of float64"),
     (lambda p: os.remove(p / "target.bin"), "target.bin", "missing"),
