@@ -139,12 +139,13 @@ test-tch: plugin python $(MODEL)
 		--policy lanes --sequences 600 --t-max 32 --model $(MODEL)
 
 # Timings belong here, not in tests: see BENCHMARKS.md. Planning (Rust), packing (C++: pack,
-# pack_into and get_batch beside torch.cat and memcpy), and Python's lengths ingestion beside the
-# Rust constructor.
+# pack_into and get_batch beside torch.cat and memcpy), Python's lengths ingestion beside the
+# Rust constructor, and lengths read from a Parquet list column beside a loop and datasets' map.
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
 	$(BUILD)/pack_bench examples/data
 	$(VPY) benches/ingest.py
+	$(VPY) benches/lengths_formats.py
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
 bench-ddp: plugin python $(MODEL)
