@@ -181,3 +181,20 @@ def test_hf_sequences_and_a_store_from_a_dataset(tmp_path, items):
     assert torch.equal(store.lengths, sequences.lengths)
     for i in range(len(store)):
         assert torch.equal(store[i][1], sequences[i][1]) and torch.allclose(store[i][0].double(), sequences[i][0])
+
+
+def test_the_store_command_from_npy_files_and_parquet(tmp_path, items):
+    for field, column in (("data", 0), ("target", 1)):
+        (tmp_path / "npy" / field).mkdir(parents=True)
+        for i, item in enumerate(items[:5]):
+            np.save(tmp_path / "npy" / field / f"{i}.npy", item[column])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    command = [sys.executable, "-m", "bload", "store", str(tmp_path / "s"), "--npy", str(tmp_path / "npy"),
+               "--fields", "data", "target"]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "5 sequences" in run.stdout
+    assert np.array_equal(bload.SequenceStore(tmp_path / "s")[4][1].numpy(), items[4][1])
+    # A second write to the same path is refused, naming it.
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 1 and f"path = {tmp_path / 's'}" in run.stderr
