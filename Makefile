@@ -101,6 +101,8 @@ test-cpp: plugin
 test-python: build plugin python
 	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/python
 	$(VPY) examples/python_loop.py > /dev/null
+	rm -rf $(BUILD)/python_loop_store
+	$(VPY) examples/python_loop.py --store $(BUILD)/python_loop_store > /dev/null
 
 # A consumer configured with CMAKE_PREFIX_PATH alone: the package finds torch through the Python
 # bload was built with.
