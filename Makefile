@@ -142,12 +142,14 @@ test-tch: plugin python $(MODEL)
 
 # Timings belong here, not in tests: see BENCHMARKS.md. Planning (Rust), packing (C++: pack,
 # pack_into and get_batch beside torch.cat and memcpy), Python's lengths ingestion beside the
-# Rust constructor, and lengths read from a Parquet list column beside a loop and datasets' map.
+# Rust constructor, lengths read from a Parquet list column beside a loop and datasets' map, and
+# an epoch packed from the sequence store beside .npy files and memory.
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
 	$(BUILD)/pack_bench examples/data
 	$(VPY) benches/ingest.py
 	$(VPY) benches/lengths_formats.py
+	$(VPY) benches/store_epoch.py
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
 bench-ddp: plugin python $(MODEL)
