@@ -12,7 +12,8 @@ A store is a directory:
 Raw files rather than .npy, so that a C++ reader maps them with no header to parse, and one
 offsets array for all fields, since a step of data and a step of target go together. A store is
 written into a temporary directory renamed at the end, so a half-written one is never found at
-the path. The reader (bload.SequenceStore, in sequence_store.py) checks all of this.
+the path. The Rust core checks all of this when a store is opened (src/store.rs), for both
+readers: bload.SequenceStore (sequence_store.py) and C++'s bload::SequenceStore.
 """
 
 import json
