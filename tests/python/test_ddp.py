@@ -56,6 +56,18 @@ def test_cpp_torchscript_and_python_trainers_train_alike(script_model):
         assert native["last_loss"] == pytest.approx(other["last_loss"], rel=1e-3)
 
 
+def test_the_python_trainer_trains_alike_from_a_sequence_store(script_model, tmp_path):
+    """--store: the same sequences written to a store and packed from it give the same losses."""
+    command = [sys.executable, PY_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60,
+               "--model", script_model, "--json"]
+    generated = report_of(run(command))["epochs"][0]
+    stored = report_of(run(command + ["--store", tmp_path / "store"]))["epochs"][0]
+    assert (tmp_path / "store" / "header.json").exists()
+    assert stored["batches_per_rank"] == generated["batches_per_rank"] and stored["frames"] == generated["frames"]
+    assert stored["first_loss"] == pytest.approx(generated["first_loss"], rel=1e-5)
+    assert stored["last_loss"] == pytest.approx(generated["last_loss"], rel=1e-4)
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size):
     command = [sys.executable, PY_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60]
