@@ -101,6 +101,8 @@ test-cpp: plugin
 test-python: build plugin python
 	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/python
 	$(VPY) examples/python_loop.py > /dev/null
+	rm -rf $(BUILD)/python_loop_store
+	$(VPY) examples/python_loop.py --store $(BUILD)/python_loop_store > /dev/null
 
 # A consumer configured with CMAKE_PREFIX_PATH alone: the package finds torch through the Python
 # bload was built with.
@@ -140,12 +142,16 @@ test-tch: plugin python $(MODEL)
 
 # Timings belong here, not in tests: see BENCHMARKS.md. Planning (Rust), packing (C++: pack,
 # pack_into and get_batch beside torch.cat and memcpy), Python's lengths ingestion beside the
-# Rust constructor, and a DataLoader of bload's batches beside the padded loader.
+# Rust constructor, a DataLoader of bload's batches beside the padded loader, lengths read from a
+# Parquet list column beside a loop and datasets' map, and an epoch packed from the sequence store
+# beside .npy files and memory.
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
 	$(BUILD)/pack_bench examples/data
 	$(VPY) benches/ingest.py
 	$(VPY) benches/loader.py
+	$(VPY) benches/lengths_formats.py
+	$(VPY) benches/store_epoch.py
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
 bench-ddp: plugin python $(MODEL)

@@ -75,6 +75,8 @@ def parse():
     parser.add_argument("--world-size", type=at_least(1), help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
     parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
     parser.add_argument("--sequences", type=at_least(1), help="use only the first N sequences")
+    parser.add_argument("--store", default="", help="read the sequences from the sequence store at DIR, written "
+                        "there first from the generated ones when DIR does not exist (docs/data.md)")
     parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
     parser.add_argument("--policy", default="best_fit", choices=bload.POLICIES,
                         help="lanes: each row carries the model's state from batch to batch (truncated "
@@ -107,7 +109,7 @@ def parse():
 
 
 def lengths_of(args):
-    lengths = bload.read_lengths(args.lengths).tolist()
+    lengths = (bload.SequenceStore(args.store).lengths if args.store else bload.read_lengths(args.lengths)).tolist()
     return lengths[: args.sequences] if args.sequences else lengths
 
 
@@ -211,7 +213,8 @@ def train(rank, world_size, device, args):
     lengths = lengths_of(args)
     sampler = make_sampler(lengths, args, world_size, rank)
     loader = torch.utils.data.DataLoader(
-        bload.BlockDataset(RunningSum(lengths, args.seed), args.t_max, target_padding=0.0),
+        bload.BlockDataset(bload.SequenceStore(args.store) if args.store else RunningSum(lengths, args.seed),
+                           args.t_max, target_padding=0.0),
         batch_sampler=sampler, collate_fn=bload.collate, num_workers=args.workers,
         pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
     )  # fmt: skip
@@ -367,8 +370,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def write_store(args):
+    """The generated sequences of --lengths (--sequences of them) as a store at --store, once."""
+    if args.store and not os.path.exists(args.store):
+        lengths = bload.read_lengths(args.lengths).tolist()
+        lengths = lengths[: args.sequences] if args.sequences else lengths
+        bload.store.write(args.store, RunningSum(lengths, args.seed), progress=False)
+
+
 def main():
     args = parse()
+    if "RANK" in os.environ and args.store and not os.path.exists(args.store):
+        sys.exit(f"error: --store {args.store}: no store there; write it first (this trainer without torchrun writes it)")
+    write_store(args)
     if "RANK" in os.environ:
         run_rank(int(os.environ["RANK"]), args, None)
         return

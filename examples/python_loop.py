@@ -4,9 +4,14 @@ process and, under torchrun, as 2 DDP ranks (gloo):
 
     python examples/python_loop.py
     torchrun --nproc-per-node 2 examples/python_loop.py
+    python examples/python_loop.py --store DIR   # the clips read from a sequence store
+
+With --store, the clips are written once to a sequence store at DIR (bload.store.write; rank 0,
+when DIR does not exist yet), and the loader packs from it (bload.SequenceStore, docs/data.md).
 """
 
 import os
+import sys
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -49,9 +54,18 @@ def main():
     if "RANK" in os.environ:  # under torchrun
         torch.distributed.init_process_group("gloo")
     lengths = bload.read_lengths(LENGTHS)[:1000]
+    dataset = Clips(lengths)
+    if "--store" in sys.argv:
+        path = sys.argv[sys.argv.index("--store") + 1]
+        if not os.path.exists(path) and int(os.environ.get("RANK", 0)) == 0:
+            bload.store.write(path, dataset, progress=False)
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
+        dataset = bload.SequenceStore(path)
+        lengths = dataset.lengths
     # Rank and world size come from torch.distributed, as DistributedSampler's do.
     sampler = bload.BlockSampler(lengths, t_max=94, blocks_per_batch=8, seed=0)
-    loader = DataLoader(bload.BlockDataset(Clips(lengths), t_max=94), batch_sampler=sampler,
+    loader = DataLoader(bload.BlockDataset(dataset, t_max=94), batch_sampler=sampler,
                         collate_fn=bload.collate, num_workers=2)  # fmt: skip
     torch.manual_seed(0)  # the same weights every run (DDP also starts every rank from rank 0's)
     model = GRU()

@@ -31,18 +31,25 @@ mod pack;
 mod plan;
 mod rng;
 pub mod stats;
+mod store;
 mod table;
 #[cfg(feature = "tch")]
 pub mod tch;
 
 pub use error::{Error, Result};
-pub use lengths::{parse_lengths, read_lengths};
+pub use lengths::{
+    detect_format, parse_lengths, read_lengths, read_lengths_as, write_npy, LengthsFormat, NpyDtype,
+};
 pub use options::{Options, Oversize, Policy, MAX_T_MAX};
 pub use plan::{
     stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
     SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION,
 };
 pub use stats::{LowerBound, MethodStats, PlanStats};
+pub use store::{
+    check_field_size, crc32, open_store, StoreField, StoreLayout, STORE_DTYPES, STORE_FORMAT,
+    STORE_VERSION,
+};
 pub use table::{
     check_batch_shape, same_names, write_cu_seqlens, BatchField, BatchTablesMut, BlockTable,
     Column, FieldDtype, FieldShape, StepTables, TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,

@@ -2,7 +2,8 @@
 //!
 //! `bload stats` compares packing policies and the paper's baselines on a lengths file;
 //! `bload plan` prints one rank's batches with their block tables; `bload sweep` compares the
-//! padding of a range of block sizes, to choose `t_max`. `--help` (or `-h`) after a command
+//! padding of a range of block sizes, to choose `t_max`; `bload lengths` writes a lengths file's
+//! binary cache (`.npy`). `--help` (or `-h`) after a command
 //! prints its help, and `bload --version` the version; both are output like any other, exit 0.
 //!
 //! Everything goes to stdout through one buffered writer whose errors end the command: a closed
@@ -12,6 +13,7 @@
 /// The command line's parts (in `src/cli/`; the library's modules are its neighbours in `src/`).
 mod cli {
     pub mod args;
+    pub mod lengths;
     pub mod plan_json;
     pub mod progress;
     pub mod stats;
@@ -20,7 +22,7 @@ mod cli {
     pub mod usage;
 }
 
-use bload::{read_lengths, EpochPlan, Error, MethodStats, Planner};
+use bload::{read_lengths_as, EpochPlan, Error, MethodStats, Planner};
 use cli::args::{parse_args, Args, Parsed};
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -98,10 +100,11 @@ fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
                 _ => cli::sweep::run(args, out),
             }
         }
+        Some("lengths") => cli::lengths::run(&words[1..], out),
         Some("-h" | "--help") => Ok(writeln!(out, "{}", cli::usage::of(""))?),
         // `bload help COMMAND`, as git and cargo take it: the command's help.
         Some("help") => match words.get(1).map_or("", String::as_str) {
-            command @ ("" | "stats" | "plan" | "sweep") => {
+            command @ ("" | "stats" | "plan" | "sweep" | "lengths") => {
                 Ok(writeln!(out, "{}", cli::usage::of(command))?)
             }
             other => Err(Failure::Usage(format!("unknown command {other:?}"))),
@@ -140,7 +143,7 @@ fn plan(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     let rank = args
         .rank
         .ok_or_else(|| Failure::Usage("--rank R is required".into()))?;
-    let lengths = read_lengths(&args.lengths)?;
+    let lengths = read_lengths_as(&args.lengths, args.lengths_format)?;
     let planner = Planner::new(lengths, args.options.clone())?;
     let plan = planner.plan(args.epoch)?;
     let batches = plan.rank_batches(rank)?;

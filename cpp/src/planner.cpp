@@ -185,9 +185,15 @@ EpochPosition EpochPlan::position(int64_t batches) const {
   return rethrowing([&] { return impl_->plan->position(batches); });
 }
 
-std::vector<int64_t> read_lengths(const std::string& path) {
-  auto lengths = rethrowing([&] { return ffi::read_lengths_file(path); });
+std::vector<int64_t> read_lengths(const std::string& path) { return read_lengths(path, ""); }
+
+std::vector<int64_t> read_lengths(const std::string& path, const std::string& format) {
+  auto lengths = rethrowing([&] { return ffi::read_lengths_file(path, format); });
   return std::vector<int64_t>(lengths.begin(), lengths.end());
+}
+
+std::string lengths_format(const std::string& path) {
+  return rethrowing([&] { return std::string(ffi::detect_lengths_format(path)); });
 }
 
 }  // namespace bload

@@ -17,24 +17,32 @@ process; bload.library_path() names it for C++ and TorchScript users.
 from bload import _library
 from bload._library import library_path
 from bload import ops
-from bload.ops import read_lengths
+from bload.lengths import read_lengths, write_lengths_cache
 from bload.sampler import BlockBatch, BlockSampler, PlanHash, POLICIES
 from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
 from bload.lanes import LaneState
+from bload import store
+from bload.sequence_store import SequenceStore, StoreError
+from bload.hf import HFSequences
 
 __all__ = [
     "BlockBatch",
     "BlockDataset",
     "BlockSampler",
+    "HFSequences",
     "LaneState",
     "PackedBatch",
     "POLICIES",
     "PlanHash",
+    "SequenceStore",
+    "StoreError",
     "collate",
     "library_path",
     "ops",
     "read_lengths",
+    "store",
+    "write_lengths_cache",
 ]
 
 

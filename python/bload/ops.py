@@ -46,11 +46,14 @@ def table_columns() -> List[str]:
 COLUMN = {name: index for index, name in enumerate(table_columns())}
 
 
-def read_lengths(path: Union[str, os.PathLike]) -> Tensor:
-    """A lengths file as int64 [sequences], read by the core's one reader (the CLI's and C++'s):
-    one length per line; blank lines and `#` comments skipped; CRLF and a missing final newline
-    accepted. A bad line raises a RuntimeError quoting it with its line number."""
-    return torch.ops.bload.read_lengths(str(path))
+def read_lengths(path: Union[str, os.PathLike], format: Optional[str] = None) -> Tensor:
+    """A lengths file as int64 [sequences], read by the core's readers (the CLI's and C++'s):
+    text (one length per line; blank lines and `#` comments skipped; CRLF and a missing final
+    newline accepted), a 1-D integer .npy or a Megatron .idx, chosen by the file's first bytes,
+    then its extension, unless `format` ("text", "npy", "idx") says. A bad file raises a
+    RuntimeError naming it (and a text file's line). bload.read_lengths also reads Arrow,
+    Parquet and Hugging Face datasets."""
+    return torch.ops.bload.read_lengths(os.fspath(path), format)
 
 
 def batch_tables(table: Tensor, blocks: int, t_max: int, carry: bool = False, first_lane: int = 0) -> Dict[str, Tensor]:

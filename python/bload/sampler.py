@@ -76,7 +76,10 @@ class BlockBatch:
 
 def _lengths_tensor(lengths):
     if isinstance(lengths, (str, os.PathLike)):
-        return torch.ops.bload.read_lengths(os.fspath(lengths))
+        # Any lengths file: the core's formats, and Arrow or Parquet's only list column.
+        from bload.lengths import read_lengths
+
+        return read_lengths(lengths)
     if isinstance(lengths, torch.Tensor):
         return lengths
     expected = "expected a lengths file's path, a 1-d integer tensor or a sequence of ints"

@@ -4,12 +4,14 @@
 //! that `--t-max 99999999` is told the largest block size rather than "a non-negative integer".
 
 use crate::Failure;
-use bload::{Error, Options, Oversize, MAX_T_MAX};
+use bload::{Error, LengthsFormat, Options, Oversize, MAX_T_MAX};
 use std::path::PathBuf;
 
 /// Parsed command line, shared by the commands.
 pub struct Args {
     pub lengths: PathBuf,
+    /// `--lengths-format`: the format forced, else the one detected.
+    pub lengths_format: Option<LengthsFormat>,
     pub options: Options,
     pub epoch: u64,
     /// `plan` only: checked against the world size, whichever flag came first.
@@ -50,6 +52,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
     let mut rank_text = None;
     let mut args = Args {
         lengths: PathBuf::new(),
+        lengths_format: None,
         options: Options::new(1),
         epoch: 0,
         rank: None,
@@ -70,6 +73,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
         };
         match flag.as_str() {
             "--lengths" => lengths = Some(PathBuf::from(value()?)),
+            "--lengths-format" => args.lengths_format = Some(lengths_format(flag, value()?)?),
             "--t-max" if command == "sweep" => t_max_range = Some(range(flag, value()?)?),
             "--t-max" => t_max = Some(number(flag, value()?, T_MAX)?),
             "--world-size" => args.options.world_size = number(flag, value()?, COUNT)?,
@@ -123,6 +127,14 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
             Some(rank.ok_or_else(|| Error::invalid("--rank", format!("{text:?}"), expected))?);
     }
     Ok(Parsed::Run(args))
+}
+
+/// The value of `flag`: a lengths format's name (`bload lengths` takes it too).
+pub fn lengths_format(flag: &str, text: &str) -> Result<LengthsFormat, Failure> {
+    text.parse().map_err(|mut err: Error| {
+        err.argument = flag.to_string();
+        Failure::Input(err)
+    })
 }
 
 /// The value of `flag`: an integer from `low` to `high` (which must fit in `T`).

@@ -11,7 +11,7 @@
 use crate::cli::args::Args;
 use crate::{copy_of, cost, Failure};
 use bload::stats::{mix, truncate};
-use bload::{read_lengths, LowerBound, MethodStats, Options, Oversize, Planner, Policy};
+use bload::{read_lengths_as, LowerBound, MethodStats, Options, Oversize, Planner, Policy};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::Instant;
@@ -27,7 +27,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     // Options that no policy could plan with (a batch shape too large) are one error, not a
     // reason on every row.
     args.options.validate()?;
-    let lengths = read_lengths(&args.lengths)?;
+    let lengths = read_lengths_as(&args.lengths, args.lengths_format)?;
     let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
     let longest = lengths.iter().copied().max().unwrap_or_default();
     // A lengths file holds at least one length (read_lengths checks).

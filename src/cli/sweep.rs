@@ -12,7 +12,7 @@ use crate::cli::args::Args;
 use crate::cli::progress::Progress;
 use crate::cli::svg::{self, Chart, Line};
 use crate::{copy_of, cost, Failure};
-use bload::{read_lengths, Error, Options, Oversize, Planner, Policy};
+use bload::{read_lengths_as, Error, Options, Oversize, Planner, Policy};
 use serde_json::{json, Value};
 use std::io::Write;
 
@@ -64,7 +64,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     // At the last block size, where the bounds that grow with t_max bind: a batch shape too large
     // is one error, not a note on every row.
     args.options.validate()?;
-    let lengths = read_lengths(&args.lengths)?;
+    let lengths = read_lengths_as(&args.lengths, args.lengths_format)?;
     let longest = lengths.iter().copied().max().unwrap_or_default();
     let split = args.options.oversize == Oversize::Split;
     let mut t_maxes = spread(first, last, args.points.unwrap_or(DEFAULT_POINTS));

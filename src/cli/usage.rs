@@ -5,7 +5,7 @@
 //! of two commands cannot describe one flag two ways; each command's help lists its own.
 
 /// The commands, with the synopsis the usage of bload and the command's help both show.
-const COMMANDS: [(&str, &str); 3] = [
+const COMMANDS: [(&str, &str); 4] = [
     (
         "stats",
         "  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
@@ -20,6 +20,10 @@ const COMMANDS: [(&str, &str); 3] = [
         "sweep",
         "  bload sweep --lengths FILE --t-max A..B [--world-size W] [--blocks-per-batch B] [--split]
               [--points N] [--json] [--plot FILE.svg]",
+    ),
+    (
+        "lengths",
+        "  bload lengths IN --out F.npy [--lengths-format NAME] [--dtype D]",
     ),
 ];
 
@@ -36,6 +40,11 @@ then say why they have no figures (in --json, an \"unavailable\" field)."
             "Plans the lengths in FILE and prints rank R's batches of the epoch: each block as its pieces,
 #sequence[steps of the sequence]@start in block, and its padding."
         }
+        "lengths" => {
+            "Reads the lengths file IN (text, .npy or Megatron .idx) and writes its lengths to F.npy, a 1-D
+NumPy array that every bload reader takes (--lengths F.npy, bload.read_lengths). Arrow and Parquet
+columns are read by pyarrow: `python -m bload lengths IN --column C --out F.npy` writes their cache."
+        }
         _ => {
             "Plans best_fit, pad_to_max and lanes at N block sizes from A to B (evenly spaced, both
 included, and the longest length when it lies between them) and prints their blocks and padding
@@ -47,11 +56,26 @@ takes more than a second shows its progress on stderr."
 }
 
 /// Every option: as the help shows it, what it means, and the commands that take it.
-const OPTIONS: [(&str, &str, &[&str]); 16] = [
+const OPTIONS: [(&str, &str, &[&str]); 19] = [
     (
         "--lengths FILE",
-        "one sequence length per line (blank lines and # comments are skipped)",
+        "the sequences' lengths: text (one per line), .npy or Megatron .idx",
         &["stats", "plan", "sweep"],
+    ),
+    (
+        "--lengths-format NAME",
+        "text, npy or idx, whatever FILE's first bytes or extension say",
+        &["stats", "plan", "sweep", "lengths"],
+    ),
+    (
+        "--out F.npy",
+        "where to write the lengths' cache",
+        &["lengths"],
+    ),
+    (
+        "--dtype D",
+        "the cache's dtype: int64 (the default) or int32",
+        &["lengths"],
     ),
     ("--t-max N", "steps per block", &["stats", "plan"]),
     (
@@ -119,7 +143,11 @@ const OPTIONS: [(&str, &str, &[&str]); 16] = [
         "one JSON object instead of the text",
         &["stats", "plan", "sweep"],
     ),
-    ("-h, --help", "print this help", &["stats", "plan", "sweep"]),
+    (
+        "-h, --help",
+        "print this help",
+        &["stats", "plan", "sweep", "lengths"],
+    ),
 ];
 
 /// The help of `command`, or bload's usage when `command` is none of the commands (the program
@@ -131,7 +159,7 @@ pub fn of(command: &str) -> String {
     let mut text = format!("usage:\n{synopsis}\n\n{}\n\n", about(name));
     for (flag, meaning, commands) in OPTIONS {
         if commands.contains(&name) {
-            text.push_str(&format!("  {flag:<20}  {meaning}\n"));
+            text.push_str(&format!("  {flag:<21}  {meaning}\n"));
         }
     }
     text.truncate(text.trim_end().len());
@@ -149,7 +177,8 @@ fn usage() -> String {
 
 stats compares the packing policies and the paper's baselines at one block size; plan prints one
 rank's batches with their block tables; sweep compares the padding of a range of block sizes, to
-choose t_max. FILE holds one sequence length per line (blank lines and # comments are skipped).",
+choose t_max; lengths writes a lengths file's binary cache. FILE holds the sequences' lengths: text
+(one per line; blank lines and # comments are skipped), a 1-D integer .npy or a Megatron .idx.",
         synopses.join("\n")
     )
 }
@@ -177,7 +206,12 @@ mod tests {
                 help.starts_with(&format!("usage:\n  bload {name}")),
                 "{help}"
             );
-            assert!(help.contains("--lengths FILE") && help.ends_with("print this help"));
+            let input = if name == "lengths" {
+                "IN --out"
+            } else {
+                "--lengths FILE"
+            };
+            assert!(help.contains(input) && help.ends_with("print this help"));
         }
         assert_eq!(of("frobnicate"), usage());
     }

@@ -56,6 +56,22 @@ def test_cpp_torchscript_and_python_trainers_train_alike(script_model):
         assert native["last_loss"] == pytest.approx(other["last_loss"], rel=1e-3)
 
 
+def test_both_trainers_train_alike_from_a_sequence_store(script_model, tmp_path):
+    """--store: the sequences Python's trainer writes to a store, packed from it by Python's
+    bload.SequenceStore and C++'s bload::SequenceStore, give the losses of the generated ones."""
+    command = [sys.executable, PY_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60,
+               "--model", script_model, "--json"]
+    generated = report_of(run(command))["epochs"][0]
+    stored = report_of(run(command + ["--store", tmp_path / "store"]))["epochs"][0]
+    assert (tmp_path / "store" / "header.json").exists()
+    cpp = [CPP_TRAINER, "--world-size", 2, "--timeout", 60, "--json", "--model", script_model]
+    from_cpp = report_of(run(cpp + ["--store", tmp_path / "store"]))["epochs"][0]
+    for epoch in (stored, from_cpp):
+        assert epoch["batches_per_rank"] == generated["batches_per_rank"] and epoch["frames"] == generated["frames"]
+        assert epoch["first_loss"] == pytest.approx(generated["first_loss"], rel=1e-4)
+        assert epoch["last_loss"] == pytest.approx(generated["last_loss"], rel=1e-3)
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size):
     command = [sys.executable, PY_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60]

@@ -10,12 +10,14 @@
 
 mod guard;
 mod state;
+mod store;
 mod tables;
 pub mod types;
 
 use bload::Error;
 use guard::{guarded, infallible, sized, BridgeError};
 use state::ReadState;
+use store::open_sequence_store;
 use tables::{
     batch_fields, check_block_table, policy_names, table_column_names, write_batch_tables,
     write_carry_mask, write_cu_seqlens, write_end_mask, write_position_ids, write_reset_mask,
@@ -83,6 +85,25 @@ mod ffi {
         text: String,
     }
 
+    /// One field of a checked sequence store (the core's `bload::StoreField`).
+    struct StoreFieldInfo {
+        name: String,
+        dtype: String,
+        shape: Vec<i64>,
+        path: String,
+        step_bytes: i64,
+        bytes: i64,
+    }
+
+    /// A checked sequence store (`bload::StoreLayout`), and its layout as JSON for Python.
+    struct StoreInfo {
+        count: i64,
+        steps: i64,
+        fields: Vec<StoreFieldInfo>,
+        offsets: Vec<i64>,
+        layout_json: String,
+    }
+
     extern "Rust" {
         type Planner;
         type EpochPlan;
@@ -136,7 +157,12 @@ mod ffi {
         fn default_plan_options(t_max: i64) -> PlanOptions;
         fn parse_policy(name: &str) -> Result<Policy>;
         fn policy_name(policy: Policy) -> Result<String>;
-        fn read_lengths_file(path: &str) -> Result<Vec<i64>>;
+        /// A lengths file as `format` ("text", "npy", "idx"), or as detected when "".
+        fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>>;
+        /// The format of a lengths file, by its first bytes, then its extension, else "text".
+        fn detect_lengths_format(path: &str) -> Result<String>;
+        /// The sequence store at `path`, its header, offsets and file sizes checked.
+        fn open_sequence_store(path: &str) -> Result<StoreInfo>;
         /// The core's JSON of the options, to store them (pickles).
         fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
         fn plan_options_from_json(text: &str) -> Result<PlanOptions>;
@@ -216,12 +242,22 @@ fn policy_name(policy: Policy) -> Result<String, BridgeError> {
     })
 }
 
-fn read_lengths_file(path: &str) -> Result<Vec<i64>, BridgeError> {
+fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>, BridgeError> {
     guarded("read_lengths_file", || {
-        let lengths = bload::read_lengths(std::path::Path::new(path))?;
+        let format = match format {
+            "" => None,
+            name => Some(name.parse()?),
+        };
+        let lengths = bload::read_lengths_as(std::path::Path::new(path), format)?;
         let mut wide = sized("the lengths as 64-bit integers", lengths.len())?;
         wide.extend(lengths.into_iter().map(i64::from));
         Ok(wide)
+    })
+}
+
+fn detect_lengths_format(path: &str) -> Result<String, BridgeError> {
+    guarded("detect_lengths_format", || {
+        Ok(bload::detect_format(std::path::Path::new(path))?.to_string())
     })
 }
 

@@ -194,8 +194,14 @@ class BLOAD_API Planner {
   std::shared_ptr<const Impl> impl_;
 };
 
-// Lengths from a text file in bload's one lengths format (README, "Lengths files"): the core's
-// reader, shared with the `bload` command line and Python.
+// Lengths from a lengths file (docs/data.md): text (README, "Lengths files"), a 1-D integer .npy
+// or a Megatron .idx, chosen by its first bytes, then its extension. The core's readers, shared
+// with the `bload` command line and Python.
 BLOAD_API std::vector<int64_t> read_lengths(const std::string& path);
+// The same read as `format` ("text", "npy" or "idx"; "" detects it).
+BLOAD_API std::vector<int64_t> read_lengths(const std::string& path, const std::string& format);
+// The format of a lengths file: "text", "npy", "idx", or "arrow" and "parquet", which only
+// Python reads (bload.read_lengths).
+BLOAD_API std::string lengths_format(const std::string& path);
 
 }  // namespace bload

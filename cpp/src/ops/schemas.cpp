@@ -24,10 +24,21 @@ auto typed_op(const char* name, const char* overload = "") {
 
 // Host utilities with no tensor to dispatch on: one kernel, registered with the schema.
 
-// The core's lengths reader (README, "Lengths files"), as int64 [sequences].
-Tensor read_lengths_op(std::string path) {
-  auto lengths = read_lengths(path);
+// The core's lengths readers (docs/data.md), as int64 [sequences]; no format: detected.
+Tensor read_lengths_op(std::string path, std::optional<std::string> format) {
+  auto lengths = read_lengths(path, format.value_or(""));
   return at::tensor(lengths, at::kLong);
+}
+
+std::string lengths_format_op(std::string path) { return lengths_format(path); }
+
+// A sequence store checked by the core (docs/data.md): its offsets, and the rest of its layout as
+// JSON (count, steps, each field's name, dtype, shape, path and sizes), which Python maps.
+std::tuple<Tensor, std::string> open_store_op(std::string path) {
+  auto info = rethrowing([&] { return ffi::open_sequence_store(path); });
+  auto offsets = at::empty({static_cast<int64_t>(info.offsets.size())}, at::kLong);
+  std::copy(info.offsets.begin(), info.offsets.end(), offsets.data_ptr<int64_t>());
+  return {offsets, std::string(info.layout_json)};
 }
 
 // The block table's column names, in order.
@@ -48,7 +59,9 @@ TORCH_LIBRARY(bload, m) {
   m.def("pack_into(Tensor(a!) out, Tensor[] sequences, Tensor table, Scalar padding_value=0) -> ()");
   m.def("unpack(Tensor packed, Tensor table) -> Tensor[]");
   m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
-  m.def("read_lengths(str path) -> Tensor", &read_lengths_op);
+  m.def("read_lengths(str path, str? format=None) -> Tensor", &read_lengths_op);
+  m.def("lengths_format(str path) -> str", &lengths_format_op);
+  m.def("open_store(str path) -> (Tensor, str)", &open_store_op);
   m.def("table_columns() -> str[]", &table_columns_op);
 }
 

@@ -31,6 +31,9 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
                           --rdzv-endpoint HOST:PORT --no-python ddp_trainer [options])
   --lengths FILE        one sequence length per line (default: the Action-Genome-shaped set)
   --sequences N         use only the first N sequences of the file (default: all)
+  --store DIR           read the sequences and their lengths from the sequence store at DIR
+                        (docs/data.md; written by Python: examples/ddp_trainer.py --store DIR
+                        writes these generated sequences), packed by ranges of its mapping
   --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
   --loop bload|padded|naive
                         packed blocks (default); or shuffled sequences, B a batch (see
@@ -135,6 +138,7 @@ Config parse(int argc, char** argv) {
     else if (flag == "--port") config.port = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--lengths") config.lengths = value;
     else if (flag == "--sequences") config.sequences = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--store") config.store = value;
     else if (flag == "--model") config.model = value;
     else if (flag == "--loop") config.loop = value;
     else if (flag == "--policy") config.policy = value;
@@ -159,6 +163,8 @@ Config parse(int argc, char** argv) {
   }
   if (config.loop != "bload" && config.loop != "padded" && config.loop != "naive")
     bad_argument("--loop", config.loop, "bload, padded or naive");
+  if (!config.store.empty() && config.loop != "bload")
+    bad_argument("--store", config.store, "no store with --loop padded or naive (they generate)");
   if (config.loop == "naive" && config.model != "cpp")
     bad_argument("--model", config.model, "cpp with --loop naive (it steps the GRU cell itself)");
   if (config.checkpoint.empty() && (config.checkpoint_every > 0 || config.resume))

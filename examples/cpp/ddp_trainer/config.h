@@ -23,6 +23,7 @@ struct Config {
   int64_t store_rank = -1;  // the rank hosting the store; -1: the launcher or torchrun's agent
   std::string lengths = BLOAD_DEFAULT_LENGTHS;
   int64_t sequences = 0;
+  std::string store;  // a sequence store to read the sequences from (the bload loop); "": generate
   std::string model = "cpp";
   std::string loop = "bload";
   std::string policy = "best_fit";

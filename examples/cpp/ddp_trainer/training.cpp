@@ -145,7 +145,13 @@ std::shared_ptr<Model> load_model(const Config& config, const c10::Device& devic
 }
 
 std::vector<int64_t> read_run_lengths(const Config& config) {
-  auto lengths = bload::read_lengths(config.lengths);
+  std::vector<int64_t> lengths;
+  if (config.store.empty()) {
+    lengths = bload::read_lengths(config.lengths);
+  } else {  // the store's own lengths, from its offsets
+    const auto stored = bload::SequenceStore(config.store).lengths();
+    lengths.assign(stored.data_ptr<int64_t>(), stored.data_ptr<int64_t>() + stored.numel());
+  }
   if (config.sequences > 0 && config.sequences < static_cast<int64_t>(lengths.size()))
     lengths.resize(config.sequences);
   return lengths;
@@ -161,8 +167,11 @@ bload::Options plan_options(const Config& config, bool pin_memory) {
       .pin_memory(pin_memory);
 }
 
-std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
-                                       Model& model, Group& group, const c10::Device& device) {
+// The packed loop over `dataset`: RunningSum's generated sequences, or a SequenceStore's.
+template <typename Dataset>
+std::vector<EpochFigures> train_packed_from(const Config& config, const std::vector<int64_t>& lengths,
+                                            Dataset dataset, Model& model, Group& group,
+                                            const c10::Device& device) {
   const auto options = plan_options(config, device.is_cuda());
   bload::BlockSampler sampler(lengths, options);
   // The batches trained, one next() per trained batch: the loader's copy of `sampler` runs ahead
@@ -180,7 +189,7 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
   std::optional<bload::LaneState> lane_state;
   auto epochs = sampler.epoch_handle(), trained_epochs = trained.epoch_handle();
   auto loader = torch::data::make_data_loader(  // a copy of `sampler`, as loaded
-      bload::BlockDataset(RunningSum(lengths, config.seed), options), sampler,
+      bload::BlockDataset(std::move(dataset), options), sampler,
       torch::data::DataLoaderOptions().workers(config.workers));
   StepLog log(config);
 
@@ -264,6 +273,14 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
     figures.push_back(figure);
   }
   return figures;
+}
+
+std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
+                                       Model& model, Group& group, const c10::Device& device) {
+  // --store: the sequences of a sequence store (docs/data.md), read by ranges of its mapping.
+  if (!config.store.empty())
+    return train_packed_from(config, lengths, bload::SequenceStore(config.store), model, group, device);
+  return train_packed_from(config, lengths, RunningSum(lengths, config.seed), model, group, device);
 }
 
 std::vector<EpochFigures> train_padded(const Config& config, const std::vector<int64_t>& lengths,

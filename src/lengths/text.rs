@@ -1,5 +1,5 @@
-//! Lengths files, the one reader that the CLI, C++ (`bload::read_lengths`) and Python
-//! (`torch.ops.bload.read_lengths`) share, so that a file means the same thing everywhere.
+//! The text lengths format, bload's first: readable and writable by hand, diffable, and the
+//! format every example ships. Its reader is the only one (`super` dispatches to it).
 //!
 //! The format, decided once (README, "Lengths files"):
 //! - UTF-8 text, one sequence length per line: a decimal integer from 1 to 2^32 - 1, with
@@ -18,8 +18,8 @@ const EXPECTED: &str = "one sequence length per line, an integer from 1 to 42949
 /// Characters of a bad line that an error quotes: enough to recognise it, never a whole file.
 const QUOTED_CHARS: usize = 40;
 
-/// Reads a lengths file (see the module doc for the format).
-pub fn read_lengths(path: &Path) -> Result<Vec<u32>> {
+/// Reads a text lengths file (see the module doc for the format).
+pub fn read_text(path: &Path) -> Result<Vec<u32>> {
     // std reads a file into memory with fallible allocations: too large a file is an error.
     let text = std::fs::read_to_string(path).map_err(|err| {
         if err.kind() == ErrorKind::OutOfMemory {
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_error() {
-        let err = read_lengths(Path::new("/nonexistent/bload.lengths")).unwrap_err();
+        let err = read_text(Path::new("/nonexistent/bload.lengths")).unwrap_err();
         assert_eq!(err.argument, "lengths file");
         assert!(err.value.contains("/nonexistent/bload.lengths"));
     }

@@ -1,0 +1,270 @@
+"""bload's sequence store: variable-length sequences laid end to end on disk, so that a packed
+batch is a copy of exactly the steps it holds (docs/data.md, "The sequence store").
+
+A store is a directory:
+- `header.json`: {"format": "bload-sequence-store", "version": 1, "count": N, "steps": S,
+  "offsets_crc32": C, "fields": [{"name": "data", "dtype": "float32", "shape": [40],
+  "file": "data.bin"}, ...]};
+- `offsets.bin`: int64 little-endian [N + 1], 0 first, strictly increasing, S last; sequence i
+  is steps [offsets[i], offsets[i + 1]) of every field, whose CRC-32 is C;
+- one file per field: its steps end to end, S x shape elements of dtype, little-endian.
+
+Raw files rather than .npy, so that a C++ reader maps them with no header to parse, and one
+offsets array for all fields, since a step of data and a step of target go together. A store is
+written into a temporary directory renamed at the end, so a half-written one is never found at
+the path. The Rust core checks all of this when a store is opened (src/store.rs), for both
+readers: bload.SequenceStore (sequence_store.py) and C++'s bload::SequenceStore.
+"""
+
+import json
+import os
+import shutil
+import sys
+import zlib
+
+import numpy as np
+import torch
+
+__all__ = ["FORMAT", "VERSION", "DTYPES", "write"]
+
+FORMAT = "bload-sequence-store"
+VERSION = 1
+HEADER, OFFSETS = "header.json", "offsets.bin"
+#: The dtypes a field may have: name -> (numpy dtype of its bytes, torch dtype). bfloat16, which
+#: NumPy lacks, is kept as its 16-bit words and viewed as torch.bfloat16 on reading.
+DTYPES = {
+    "bool": (np.dtype(np.bool_), torch.bool),
+    "uint8": (np.dtype("<u1"), torch.uint8),
+    "uint16": (np.dtype("<u2"), torch.uint16),
+    "uint32": (np.dtype("<u4"), torch.uint32),
+    "uint64": (np.dtype("<u8"), torch.uint64),
+    "int8": (np.dtype("<i1"), torch.int8),
+    "int16": (np.dtype("<i2"), torch.int16),
+    "int32": (np.dtype("<i4"), torch.int32),
+    "int64": (np.dtype("<i8"), torch.int64),
+    "float16": (np.dtype("<f2"), torch.float16),
+    "bfloat16": (np.dtype("<u2"), torch.bfloat16),
+    "float32": (np.dtype("<f4"), torch.float32),
+    "float64": (np.dtype("<f8"), torch.float64),
+}
+
+
+def write(path, items, *, fields=("data", "target"), columns=None, total=None, progress=True,
+          overwrite=False) -> str:
+    """Writes a store at `path` from `items`, streaming (one item in memory at a time), and returns
+    its path. items is one of:
+    - an iterable of items, each a tuple of one array or tensor per field ([T, *step_shape], the
+      same T for all fields), a dict by field name, or, with one field, the array alone;
+    - a datasets.Dataset: `columns` names its list column for each field (default `fields`);
+    - a directory of .npy files, one item each, in name order: with one field, its .npy files;
+      with several, a subdirectory per field holding files of the same names.
+    Each field's dtype and step shape are those of its first item; later items must match.
+    total: the item count, for the progress bar (tqdm, on stderr) when items has no len().
+    """
+    fields = (fields,) if isinstance(fields, str) else tuple(fields)
+    path = os.fspath(path)
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"path = {path}: expected a path where no store is yet (or overwrite=True)")
+    if isinstance(items, (str, os.PathLike)):
+        items, total = _npy_directory(os.fspath(items), fields)
+    elif type(items).__name__ == "Dataset" and type(items).__module__.startswith("datasets"):
+        items, total = _dataset_rows(items, fields, columns), len(items)
+    elif total is None and hasattr(items, "__len__"):
+        total = len(items)
+    parent = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(parent, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    os.makedirs(temporary)
+    try:
+        _write_into(temporary, items, fields, total, progress)
+        if os.path.exists(path):
+            old = f"{temporary}.old"
+            os.rename(path, old)
+            os.rename(temporary, path)
+            shutil.rmtree(old)
+        else:
+            os.rename(temporary, path)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return path
+
+
+def _write_into(directory, items, fields, total, progress):
+    if sys.byteorder != "little":
+        raise RuntimeError("bload.store.write: stores are little-endian; this machine is not")
+    described = None
+    files = {name: open(os.path.join(directory, f"{name}.bin"), "wb") for name in fields}
+    offsets_file = open(os.path.join(directory, OFFSETS), "wb")
+    bar = _progress(total, progress)
+    steps, count, crc = 0, 0, 0
+    try:
+        first = np.zeros(1, np.int64).tobytes()
+        offsets_file.write(first)
+        crc = zlib.crc32(first, crc)
+        for item in items:
+            arrays = _item_arrays(item, fields, count)
+            if described is None:
+                described = [_describe(name, array, count) for name, array in zip(fields, arrays)]
+            length = None
+            for (name, dtype, shape), array in zip(described, arrays):
+                _check_item(name, dtype, shape, array, count)
+                if length is not None and len(array) != length:
+                    raise ValueError(
+                        f"item {count}: field {name!r} has {len(array)} steps and {fields[0]!r} "
+                        f"{length}: expected the same steps in every field (they share offsets)"
+                    )
+                length = len(array)
+                files[name].write(_bytes(array))
+            if length == 0:
+                raise ValueError(f"item {count}: 0 steps: expected a sequence of at least one step")
+            steps += length
+            count += 1
+            word = np.array([steps], "<i8").tobytes()
+            offsets_file.write(word)
+            crc = zlib.crc32(word, crc)
+            bar.update(1)
+    finally:
+        bar.close()
+        for file in [*files.values(), offsets_file]:
+            file.flush()
+            os.fsync(file.fileno())
+            file.close()
+    if count == 0:
+        raise ValueError("items: no item: expected at least one sequence")
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "count": count,
+        "steps": steps,
+        "offsets_crc32": crc,
+        "fields": [
+            {"name": name, "dtype": dtype, "shape": list(shape), "file": f"{name}.bin"}
+            for name, dtype, shape in described
+        ],
+    }
+    with open(os.path.join(directory, HEADER), "w") as file:
+        json.dump(header, file, indent=1)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _progress(total, enabled):
+    if enabled:
+        try:
+            from tqdm.auto import tqdm
+
+            return tqdm(total=total, unit="seq", desc="bload store", file=sys.stderr)
+        except ImportError:
+            pass
+
+    class Silent:
+        def update(self, n):
+            pass
+
+        def close(self):
+            pass
+
+    return Silent()
+
+
+def _item_arrays(item, fields, index):
+    if isinstance(item, dict):
+        missing = [name for name in fields if name not in item]
+        if missing:
+            raise ValueError(f"item {index}: fields {missing} missing: expected keys {list(fields)}")
+        item = tuple(item[name] for name in fields)
+    elif len(fields) == 1 and not isinstance(item, (tuple, list)):
+        item = (item,)
+    if not isinstance(item, (tuple, list)) or len(item) != len(fields):
+        raise ValueError(
+            f"item {index} = a {type(item).__name__}: expected a tuple of {len(fields)} arrays "
+            f"({', '.join(fields)})"
+        )
+    return [_as_numpy(array, fields[i], index) for i, array in enumerate(item)]
+
+
+def _as_numpy(array, name, index):
+    if isinstance(array, torch.Tensor):
+        array = array.detach().cpu().contiguous()
+        if array.dtype == torch.bfloat16:
+            return _Bfloat16(array.view(torch.int16).numpy().view("<u2"))
+        return array.numpy()
+    array = np.asarray(array)
+    if array.ndim == 0:
+        raise ValueError(f"item {index}: field {name!r} is a scalar: expected an array [T, ...]")
+    return array
+
+
+class _Bfloat16(np.ndarray):
+    """A bfloat16 tensor's 16-bit words, marked so that its field is described as bfloat16."""
+
+    def __new__(cls, words):
+        return words.view(cls)
+
+
+def _dtype_name(array):
+    """The store's name of an array's dtype (either byte order), or None."""
+    if isinstance(array, _Bfloat16):
+        return "bfloat16"
+    for name, (np_dtype, _) in DTYPES.items():
+        if name != "bfloat16" and (array.dtype.kind, array.dtype.itemsize) == (np_dtype.kind, np_dtype.itemsize):
+            return name
+    return None
+
+
+def _describe(name, array, index):
+    dtype = _dtype_name(array)
+    if dtype is None:
+        raise ValueError(
+            f"item {index}: field {name!r} has dtype {array.dtype}: expected one of {', '.join(DTYPES)}"
+        )
+    return name, dtype, tuple(array.shape[1:])
+
+
+def _check_item(name, dtype, shape, array, index):
+    if _dtype_name(array) != dtype or tuple(array.shape[1:]) != shape:
+        raise ValueError(
+            f"item {index}: field {name!r} = {array.dtype} [T, {', '.join(map(str, array.shape[1:]))}]: "
+            f"expected {dtype} [T, {', '.join(map(str, shape))}], as the first item's"
+        )
+
+
+def _bytes(array):
+    """The array's steps as little-endian bytes, in C order (a copy only where needed)."""
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+def _npy_directory(directory, fields):
+    if len(fields) == 1:
+        folders = [directory]
+    else:
+        folders = [os.path.join(directory, name) for name in fields]
+    names = sorted(entry for entry in os.listdir(folders[0]) if entry.endswith(".npy"))
+    if not names:
+        raise ValueError(f"items = {folders[0]}: expected a directory of .npy files, found none")
+    for folder in folders[1:]:
+        missing = [name for name in names if not os.path.exists(os.path.join(folder, name))]
+        if missing:
+            raise ValueError(f"{folder}: {missing[:3]} missing: expected the same .npy names as {folders[0]}")
+
+    def items():
+        for name in names:
+            yield tuple(np.load(os.path.join(folder, name), mmap_mode="r") for folder in folders)
+
+    return items(), len(names)
+
+
+def _dataset_rows(dataset, fields, columns):
+    """A datasets.Dataset's rows as arrays, read a batch of rows at a time as Arrow (through its
+    indices mapping, if any) and sliced from the columns' flat values, never as Python lists."""
+    from bload.hf import list_steps
+
+    columns = tuple(columns) if columns is not None else fields
+    if len(columns) != len(fields):
+        raise ValueError(f"columns = {columns}: expected one column per field {fields}")
+    for batch in dataset.with_format("arrow").iter(batch_size=1024):
+        arrays = [batch.column(column).combine_chunks() for column in columns]
+        for row in range(batch.num_rows):
+            yield tuple(list_steps(array, row, 0, None) for array in arrays)

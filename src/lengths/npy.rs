@@ -1,0 +1,389 @@
+//! The `.npy` lengths format: a 1-D integer NumPy array (NumPy's "NEP 1" file format, versions
+//! 1.0, 2.0 and 3.0), read without NumPy, and written as bload's binary lengths cache.
+//!
+//! A file is the magic `\x93NUMPY`, a major and minor version byte, the header's length (u16
+//! little-endian in 1.0, u32 in 2.0 and 3.0), the header (a Python dict literal with `descr`,
+//! `fortran_order` and `shape`, padded with spaces and ended by a newline), then the data. The
+//! header is parsed here by a small reader of exactly that literal (strings, booleans, tuples of
+//! integers), not by a general evaluator. Integer dtypes of 1 to 8 bytes in either byte order
+//! are read; floats, booleans, 2-D arrays and Fortran order are refused.
+
+use super::{length, open, read_elements, truncated};
+use crate::alloc::try_with_capacity;
+use crate::error::{Error, Result};
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+pub(super) const MAGIC: &[u8] = b"\x93NUMPY";
+const FORMAT: &str = ".npy";
+const EXPECTED: &str = "a .npy file of a 1-D integer array (int8..int64 or uint8..uint64, \
+                        either byte order, C order)";
+/// NumPy itself refuses headers over 10,000 bytes by default; this bound only keeps a corrupt
+/// length from asking for gigabytes.
+const MAX_HEADER: usize = 1 << 20;
+
+/// The dtype of a lengths cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NpyDtype {
+    Int32,
+    Int64,
+}
+
+/// An integer dtype: its size in bytes, signedness and byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IntDtype {
+    size: usize,
+    signed: bool,
+    big_endian: bool,
+}
+
+/// Reads a `.npy` lengths file (see the module doc).
+pub(super) fn read_npy(path: &Path) -> Result<Vec<u32>> {
+    let mut reader = BufReader::new(open(path, FORMAT)?);
+    let eof = |err: &std::io::Error| truncated(path, FORMAT, err, EXPECTED);
+    let mut preamble = Vec::with_capacity(8);
+    (&mut reader)
+        .take(8)
+        .read_to_end(&mut preamble)
+        .map_err(|e| eof(&e))?;
+    if !preamble.starts_with(MAGIC) {
+        return Err(bad(path, "a file without the \\x93NUMPY magic"));
+    }
+    if preamble.len() < 8 {
+        let short = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        return Err(eof(&short));
+    }
+    let header_len = match preamble[6] {
+        1 => {
+            let mut len = [0u8; 2];
+            reader.read_exact(&mut len).map_err(|e| eof(&e))?;
+            usize::from(u16::from_le_bytes(len))
+        }
+        2 | 3 => {
+            let mut len = [0u8; 4];
+            reader.read_exact(&mut len).map_err(|e| eof(&e))?;
+            usize::try_from(u32::from_le_bytes(len)).unwrap_or(usize::MAX)
+        }
+        major => {
+            let value = format!("format version {major}.{}", preamble[7]);
+            return Err(bad(path, &value));
+        }
+    };
+    if header_len > MAX_HEADER {
+        return Err(bad(path, &format!("a header of {header_len} bytes")));
+    }
+    let mut header = vec![0u8; header_len];
+    reader.read_exact(&mut header).map_err(|e| eof(&e))?;
+    let header = String::from_utf8(header).map_err(|_| bad(path, "a header not in UTF-8"))?;
+    let (dtype, count) = parse_header(path, &header)?;
+    let mut lengths = try_with_capacity(&format!("the lengths of {}", path.display()), count)?;
+    let expected = format!("{count} elements of {} bytes after the header", dtype.size);
+    read_elements(
+        &mut reader,
+        count,
+        dtype.size,
+        |first, bytes| {
+            for (i, element) in bytes.chunks_exact(dtype.size).enumerate() {
+                lengths.push(length(path, first + i, dtype.value(element))?);
+            }
+            Ok(())
+        },
+        |err| truncated(path, FORMAT, err, &expected),
+    )?;
+    let mut rest = [0u8; 1];
+    if reader.read(&mut rest).map_err(|e| eof(&e))? > 0 {
+        let value = "more data than its shape says";
+        return Err(Error::invalid(path.display().to_string(), value, expected));
+    }
+    Ok(lengths)
+}
+
+/// Writes `lengths` to `path` as a `.npy` file of `dtype` (version 1.0, little-endian), through
+/// a temporary file beside it renamed at the end, so that a reader never finds half a cache.
+pub fn write_npy(path: &Path, lengths: &[u32], dtype: NpyDtype) -> Result<()> {
+    let (descr, size) = match dtype {
+        NpyDtype::Int32 => ("<i4", 4),
+        NpyDtype::Int64 => ("<i8", 8),
+    };
+    if dtype == NpyDtype::Int32 {
+        if let Some(i) = lengths.iter().position(|&l| l > i32::MAX as u32) {
+            return Err(Error::invalid(
+                format!("lengths[{i}]"),
+                lengths[i],
+                "lengths below 2^31 for an int32 cache (write int64 instead)",
+            ));
+        }
+    }
+    let mut header = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}",
+        lengths.len()
+    );
+    // Padded so that the data starts at a multiple of 64 bytes, as NumPy aligns it.
+    while (MAGIC.len() + 4 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let failed = |err: std::io::Error| {
+        Error::invalid("--out", path.display(), format!("a writable file ({err})"))
+    };
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp{}", std::process::id()));
+    let temporary = path.with_file_name(name);
+    let write = || -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&temporary)?);
+        out.write_all(MAGIC)?;
+        out.write_all(&[1, 0])?;
+        out.write_all(&(header.len() as u16).to_le_bytes())?;
+        out.write_all(header.as_bytes())?;
+        for &length in lengths {
+            out.write_all(&u64::from(length).to_le_bytes()[..size])?;
+        }
+        out.into_inner()
+            .map_err(|err| err.into_error())?
+            .sync_all()?;
+        std::fs::rename(&temporary, path)
+    };
+    write().map_err(|err| {
+        let _ = std::fs::remove_file(&temporary);
+        failed(err)
+    })
+}
+
+impl IntDtype {
+    /// One element's value.
+    fn value(self, bytes: &[u8]) -> i128 {
+        let mut word = [0u8; 8];
+        if self.big_endian {
+            word[8 - self.size..].copy_from_slice(bytes);
+        } else {
+            word[..self.size].copy_from_slice(bytes);
+        }
+        let unsigned = if self.big_endian {
+            u64::from_be_bytes(word)
+        } else {
+            u64::from_le_bytes(word)
+        };
+        if self.signed {
+            // Sign-extend from the element's width.
+            let shift = 64 - 8 * self.size as u32;
+            i128::from(((unsigned << shift) as i64) >> shift)
+        } else {
+            i128::from(unsigned)
+        }
+    }
+
+    /// A NumPy type string such as `<i8` or `|u1`, if it names an integer dtype.
+    fn parse(descr: &str) -> Option<Self> {
+        let bytes = descr.as_bytes();
+        let (&order, rest) = bytes.split_first()?;
+        let (&kind, size) = rest.split_first()?;
+        let size: usize = std::str::from_utf8(size).ok()?.parse().ok()?;
+        let signed = match kind {
+            b'i' => true,
+            b'u' => false,
+            _ => return None,
+        };
+        let big_endian = match (order, size) {
+            (b'<', _) | (b'|', 1) => false,
+            (b'>', _) => true,
+            _ => return None,
+        };
+        matches!(size, 1 | 2 | 4 | 8).then_some(IntDtype {
+            size,
+            signed,
+            big_endian,
+        })
+    }
+}
+
+fn bad(path: &Path, value: &str) -> Error {
+    Error::invalid(path.display().to_string(), value, EXPECTED)
+}
+
+/// The dtype and element count of a header, checked.
+fn parse_header(path: &Path, header: &str) -> Result<(IntDtype, usize)> {
+    let entries = Literal::dict(header).ok_or_else(|| {
+        bad(
+            path,
+            "a header that is not a dict of descr, fortran_order and shape",
+        )
+    })?;
+    let entry = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let (Some(Value::Str(descr)), Some(Value::Bool(fortran)), Some(Value::Tuple(shape))) =
+        (entry("descr"), entry("fortran_order"), entry("shape"))
+    else {
+        return Err(bad(path, "a header without descr, fortran_order and shape"));
+    };
+    let dtype = IntDtype::parse(descr).ok_or_else(|| bad(path, &format!("dtype {descr:?}")))?;
+    if *fortran {
+        return Err(bad(path, "an array in Fortran order"));
+    }
+    match shape.as_slice() {
+        [count] => Ok((dtype, *count)),
+        _ => Err(bad(
+            path,
+            &format!("an array of {}-D shape {shape:?}", shape.len()),
+        )),
+    }
+}
+
+enum Value {
+    Str(String),
+    Bool(bool),
+    Tuple(Vec<usize>),
+}
+
+/// A reader of the header's Python literal, a character at a time.
+struct Literal<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl Literal<'_> {
+    fn dict(text: &str) -> Option<Vec<(String, Value)>> {
+        let mut reader = Literal {
+            text: text.as_bytes(),
+            at: 0,
+        };
+        reader.expect(b'{')?;
+        let mut entries = Vec::new();
+        while !reader.eat(b'}') {
+            let key = reader.string()?;
+            reader.expect(b':')?;
+            let value = reader.value()?;
+            entries.push((key, value));
+            if !reader.eat(b',') {
+                reader.expect(b'}')?;
+                break;
+            }
+        }
+        reader.skip_spaces();
+        (reader.at == reader.text.len()).then_some(entries)
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.text.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    /// Whether the next character (after spaces) is `byte`, consumed if so.
+    fn eat(&mut self, byte: u8) -> bool {
+        self.skip_spaces();
+        let found = self.text.get(self.at) == Some(&byte);
+        self.at += usize::from(found);
+        found
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.eat(byte).then_some(())
+    }
+
+    fn string(&mut self) -> Option<String> {
+        self.skip_spaces();
+        let quote = *self
+            .text
+            .get(self.at)
+            .filter(|&&q| q == b'\'' || q == b'"')?;
+        let start = self.at + 1;
+        let len = self.text.get(start..)?.iter().position(|&b| b == quote)?;
+        self.at = start + len + 1;
+        String::from_utf8(self.text[start..start + len].to_vec()).ok()
+    }
+
+    fn value(&mut self) -> Option<Value> {
+        self.skip_spaces();
+        let rest = self.text.get(self.at..)?;
+        for (word, value) in [(&b"True"[..], true), (&b"False"[..], false)] {
+            if rest.starts_with(word) {
+                self.at += word.len();
+                return Some(Value::Bool(value));
+            }
+        }
+        if !self.eat(b'(') {
+            return self.string().map(Value::Str);
+        }
+        let mut items = Vec::new();
+        while !self.eat(b')') {
+            self.skip_spaces();
+            let digits = self.text[self.at..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let number = std::str::from_utf8(&self.text[self.at..self.at + digits]).ok()?;
+            items.push(number.parse().ok()?);
+            self.at += digits;
+            // Python 2 wrote long integers with an L.
+            self.eat(b'L');
+            if !self.eat(b',') {
+                self.expect(b')')?;
+                break;
+            }
+        }
+        Some(Value::Tuple(items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_descrs_parse_and_others_do_not() {
+        let dtype = IntDtype::parse(">i2").unwrap();
+        assert_eq!(
+            (dtype.size, dtype.signed, dtype.big_endian),
+            (2, true, true)
+        );
+        assert_eq!(dtype.value(&[0xff, 0xfe]), -2);
+        let dtype = IntDtype::parse("<u4").unwrap();
+        assert_eq!(dtype.value(&[1, 0, 0, 0x80]), 0x8000_0001);
+        assert!(IntDtype::parse("|u1").is_some());
+        for refused in ["<f8", "|b1", "<i3", "|i2", "=i8", "<i16", "", "<"] {
+            assert!(IntDtype::parse(refused).is_none(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn headers_as_numpy_writes_them_and_odd_ones() {
+        let path = Path::new("x.npy");
+        let header = "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }    \n";
+        assert_eq!(parse_header(path, header).unwrap().1, 3);
+        let header = "{\"shape\":(12L,),\"fortran_order\":False,\"descr\":\"|u1\"}";
+        assert_eq!(parse_header(path, header).unwrap().1, 12);
+        for (header, value) in [
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                "dtype \"<f4\"",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': True, 'shape': (3,), }",
+                "an array in Fortran order",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2), }",
+                "an array of 2-D shape [3, 2]",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': (), }",
+                "an array of 0-D shape []",
+            ),
+            (
+                "{'descr': '<i4', 'shape': (3,), }",
+                "a header without descr, fortran_order and shape",
+            ),
+            (
+                "{'descr': '<i4' 'shape'",
+                "a header that is not a dict of descr, fortran_order and shape",
+            ),
+        ] {
+            let err = parse_header(path, header).unwrap_err();
+            assert_eq!(
+                (err.argument.as_str(), err.value.as_str()),
+                ("x.npy", value),
+                "{header}"
+            );
+            assert!(err.expected.contains("1-D integer array"));
+        }
+    }
+}
