@@ -17,17 +17,7 @@ use super::split::SplitPiece;
 use super::{EpochPlan, Planner};
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::{Error, Result};
-use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, PlanStats};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-/// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`.
-struct Deal {
-    order: Vec<u32>,
-    starts: Vec<usize>,
-    steps: Vec<u64>,
-}
 
 impl Planner {
     /// The `lanes` plan of `epoch` (see the module's comment).
@@ -35,7 +25,7 @@ impl Planner {
         let options = &self.options;
         let lanes = options.blocks_per_global_batch() as usize;
         let t_max = u64::from(options.t_max);
-        let deal = self.deal(epoch, lanes)?;
+        let deal = super::deal::deal(&self.lengths, options.seed, epoch, lanes)?;
         let longest_lane = deal.steps.iter().copied().max().unwrap_or(0);
         let windows = longest_lane.div_ceil(t_max).max(1);
         let blocks = windows * lanes as u64;
@@ -118,58 +108,6 @@ impl Planner {
             spans,
             stats,
             origin: super::resume::Origin::own(options.world_size),
-        })
-    }
-
-    /// Deals the sequences to `lanes` lanes, longest first, each to the lane with the fewest
-    /// steps so far (ties to the lowest lane), which leaves the lanes within one sequence of each
-    /// other. Randomness decides among sequences of equal length (the order is shuffled before a
-    /// stable sort), which lane number each dealt lane gets, and the order inside each lane.
-    fn deal(&self, epoch: u64, lanes: usize) -> Result<Deal> {
-        let lengths = &self.lengths;
-        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Lanes);
-        let mut order: Vec<u32> = try_with_capacity("the order of the sequences", lengths.len())?;
-        order.extend(0..lengths.len() as u32);
-        rng.shuffle(&mut order);
-        order.sort_by_key(|&sequence| Reverse(lengths[sequence as usize]));
-
-        let mut lane_numbers: Vec<u32> = (0..lanes as u32).collect();
-        rng.shuffle(&mut lane_numbers);
-        let mut lane_of = try_with_capacity("the lane of every sequence", order.len())?;
-        let mut steps = try_vec("the steps of every lane", lanes, 0u64)?;
-        let mut counts = try_vec("the sequences of every lane", lanes, 0usize)?;
-        let mut lightest: BinaryHeap<Reverse<(u64, usize)>> =
-            (0..lanes).map(|dealt| Reverse((0, dealt))).collect();
-        for &sequence in &order {
-            // The heap holds every lane: it is never empty.
-            let Some(Reverse((load, dealt))) = lightest.pop() else {
-                break;
-            };
-            let lane = lane_numbers[dealt] as usize;
-            let load = load + u64::from(lengths[sequence as usize]);
-            lane_of.push(lane as u32);
-            steps[lane] = load;
-            counts[lane] += 1;
-            lightest.push(Reverse((load, dealt)));
-        }
-
-        let mut starts = try_vec("the start of every lane", lanes + 1, 0usize)?;
-        for lane in 0..lanes {
-            starts[lane + 1] = starts[lane] + counts[lane];
-        }
-        let mut next = starts.clone();
-        let mut dealt = try_vec("the sequences by lane", order.len(), 0u32)?;
-        for (&sequence, &lane) in order.iter().zip(&lane_of) {
-            dealt[next[lane as usize]] = sequence;
-            next[lane as usize] += 1;
-        }
-        for lane in 0..lanes {
-            rng.shuffle(&mut dealt[starts[lane]..starts[lane + 1]]);
-        }
-        Ok(Deal {
-            order: dealt,
-            starts,
-            steps,
         })
     }
 }

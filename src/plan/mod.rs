@@ -14,6 +14,7 @@
 //! (`resume.rs`).
 
 mod block;
+mod deal;
 mod hash;
 mod identities;
 mod lanes;
