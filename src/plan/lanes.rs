@@ -12,10 +12,11 @@
 //! boundary cuts a sequence into pieces, recorded as split pieces; a piece that continues its
 //! sequence always opens its block, and the model carries its state into it.
 
+use super::deal::{length_of, sequence_of};
 use super::shard::Span;
 use super::split::SplitPiece;
 use super::{EpochPlan, Planner};
-use crate::alloc::{try_vec, try_with_capacity};
+use crate::alloc::{try_reserve, try_vec, try_with_capacity};
 use crate::error::{Error, Result};
 use crate::stats::{self, PlanStats};
 
@@ -37,51 +38,58 @@ impl Planner {
             blocks as usize,
             Span { start: 0, end: 0 },
         )?;
-        // Each window boundary cuts at most one sequence: at most one piece per block more.
+        // Each window boundary cuts at most one sequence: at most one piece per block more,
+        // and at most two pieces of split sequences per block (the cut one's first and next).
         let most_pieces = self.lengths.len() + blocks as usize;
-        let mut piece_sequences = try_with_capacity("the plan's pieces", most_pieces)?;
-        let mut split_pieces = Vec::new();
-        let (mut split_sequences, mut pieces_of_split) = (0u64, 0u64);
+        let mut piece_sequences = deal.spare;
+        try_reserve(&mut piece_sequences, "the plan's pieces", most_pieces)?;
+        let mut split_pieces = try_with_capacity(
+            "the pieces of split sequences",
+            most_pieces.min(2 * blocks as usize),
+        )?;
+        let mut split_sequences = 0u64;
         for lane in 0..lanes {
-            let (mut window, mut used, mut start) = (0usize, 0u64, piece_sequences.len());
-            for &sequence in &deal.order[deal.starts[lane]..deal.starts[lane + 1]] {
-                let length = u64::from(self.lengths[sequence as usize]);
-                let whole = used + length <= t_max;
-                if !whole {
-                    split_sequences += 1;
+            // The lane's window (its block `window * lanes + lane`), steps in it, first piece.
+            let (mut block, mut used, mut start) = (lane, 0u64, piece_sequences.len() as u32);
+            // Positions are checked where a window closes: those of the pieces in it are less.
+            let mut close = |block: &mut usize, used: &mut u64, start: &mut u32, end: usize| {
+                let end = piece_position(end)?;
+                spans[*block] = Span { start: *start, end };
+                (*block, *used, *start) = (*block + lanes, 0, end);
+                Ok::<(), Error>(())
+            };
+            for &pair in &deal.order[deal.starts[lane]..deal.starts[lane + 1]] {
+                let (sequence, length) = (sequence_of(pair), u64::from(length_of(pair)));
+                if used + length <= t_max {
+                    piece_sequences.push(sequence);
+                    used += length;
+                    if used == t_max {
+                        close(&mut block, &mut used, &mut start, piece_sequences.len())?;
+                    }
+                    continue;
                 }
+                split_sequences += 1;
                 let mut offset = 0;
                 while offset < length {
                     let take = (t_max - used).min(length - offset);
-                    let position = piece_position(piece_sequences.len())?;
-                    if !whole {
-                        pieces_of_split += 1;
-                        split_pieces.push(SplitPiece {
-                            position,
-                            offset: offset as u32,
-                            length: take as u32,
-                        });
-                    }
+                    debug_assert!(split_pieces.len() < split_pieces.capacity());
+                    split_pieces.push(SplitPiece {
+                        position: piece_position(piece_sequences.len())?,
+                        offset: offset as u32,
+                        length: take as u32,
+                    });
                     piece_sequences.push(sequence);
                     (offset, used) = (offset + take, used + take);
                     if used == t_max {
-                        let end = piece_position(piece_sequences.len())?;
-                        spans[window * lanes + lane] = Span {
-                            start: start as u32,
-                            end,
-                        };
-                        (window, used, start) = (window + 1, 0, end as usize);
+                        close(&mut block, &mut used, &mut start, piece_sequences.len())?;
                     }
                 }
             }
             if used > 0 {
-                let end = piece_position(piece_sequences.len())?;
-                spans[window * lanes + lane] = Span {
-                    start: start as u32,
-                    end,
-                };
+                close(&mut block, &mut used, &mut start, piece_sequences.len())?;
             }
         }
+        let pieces_of_split = split_pieces.len() as u64;
         let padding = blocks * t_max - self.steps;
         let stats = PlanStats {
             sequences: self.lengths.len() as u64,

@@ -1,0 +1,175 @@
+//! The first steps of a deal: the sequences shuffled, then sorted longest first, stably; and
+//! the shuffles themselves, prefetching the items they swap.
+
+use super::{length_of, pair, sequence_of};
+use crate::alloc::{try_copy, try_vec, try_with_capacity};
+use crate::error::Result;
+use crate::rng::PlanRng;
+
+/// Lengths spanning fewer values than this sort in one counting pass.
+const DIGIT: u32 = 1 << 16;
+
+/// The sequences sorted longest first, a buffer of a pair per sequence for what comes next, and
+/// the runs of one length in the sorted order, as `(length, sequences)`.
+pub(super) struct Sorted {
+    pub(super) sorted: Vec<u32>,
+    pub(super) spare: Vec<u64>,
+    pub(super) runs: Vec<(u32, u32)>,
+}
+
+/// The sequences shuffled with `rng`, then sorted longest first, stably.
+pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Result<Sorted> {
+    let longest = lengths.iter().copied().max().unwrap_or(0);
+    let shortest = lengths.iter().copied().min().unwrap_or(0);
+    let mut pairs = try_with_capacity("the sequences with their lengths", lengths.len())?;
+    pairs.extend(
+        (0..)
+            .zip(lengths)
+            .map(|(sequence, &length)| pair(sequence, length)),
+    );
+    // Sorted ascending by how much shorter than the longest: longest first.
+    let key = |pair: u64| longest - length_of(pair);
+    if longest - shortest >= DIGIT {
+        return shuffled_then_sorted(pairs, rng, key);
+    }
+    // One counting sort, done as the shuffle goes: a Fisher-Yates shuffle settles its positions
+    // from the last to the first, so each settled sequence goes to the end of its length's run
+    // at once (filled from the back, each run keeps the shuffle's order), and is never written
+    // back. The draws are those of `PlanRng::shuffle`.
+    let mut counts = try_vec(
+        "the sequences of each length",
+        (longest - shortest) as usize + 1,
+        0u32,
+    )?;
+    for &length in lengths {
+        counts[(longest - length) as usize] += 1;
+    }
+    let mut ends = try_copy("the end of each length's run", &counts)?;
+    for k in 1..ends.len() {
+        ends[k] += ends[k - 1];
+    }
+    let mut sorted = try_vec("the sequences sorted by length", pairs.len(), 0u32)?;
+    fisher_yates(rng, &mut pairs, |pairs, place, pick| {
+        let settled = pairs[pick];
+        pairs[pick] = pairs[place];
+        let end = &mut ends[key(settled) as usize];
+        *end -= 1;
+        sorted[*end as usize] = sequence_of(settled);
+    });
+    // The first place, settled last: the one place left, the start of its length's run.
+    if let Some(&first) = pairs.first() {
+        sorted[ends[key(first) as usize] as usize - 1] = sequence_of(first);
+    }
+    let present = (0..counts.len()).filter(|&k| counts[k] > 0);
+    let mut runs = try_with_capacity("the lengths present", present.clone().count())?;
+    runs.extend(present.map(|k| (longest - k as u32, counts[k])));
+    Ok(Sorted {
+        sorted,
+        spare: pairs,
+        runs,
+    })
+}
+
+/// Lengths over more values than a counting sort's table should hold: the shuffle, then a
+/// radix sort of two 16-bit digits of `key`, the low one first (the second pass keeps the order
+/// of the first within each high digit, which makes the whole sort stable).
+fn shuffled_then_sorted(
+    mut pairs: Vec<u64>,
+    rng: &mut PlanRng,
+    key: impl Fn(u64) -> u32,
+) -> Result<Sorted> {
+    shuffle(rng, &mut pairs);
+    let mut by_low = try_vec("the sequences sorted by length", pairs.len(), 0u64)?;
+    counting_pass(&pairs, &mut by_low, |pair| key(pair) % DIGIT)?;
+    counting_pass(&by_low, &mut pairs, |pair| key(pair) / DIGIT)?;
+    drop(by_low);
+    let present = 1 + pairs
+        .windows(2)
+        .filter(|two| length_of(two[0]) != length_of(two[1]))
+        .count();
+    let mut runs: Vec<(u32, u32)> = try_with_capacity("the lengths present", present)?;
+    let mut sorted = try_with_capacity("the sequences sorted by length", pairs.len())?;
+    for &pair in &pairs {
+        sorted.push(sequence_of(pair));
+        match runs.last_mut() {
+            Some((length, count)) if *length == length_of(pair) => *count += 1,
+            _ => runs.push((length_of(pair), 1)),
+        }
+    }
+    Ok(Sorted {
+        sorted,
+        spare: pairs,
+        runs,
+    })
+}
+
+/// A stable counting sort of `items` into `sorted` by `key`, a 16-bit digit.
+fn counting_pass(items: &[u64], sorted: &mut [u64], key: impl Fn(u64) -> u32) -> Result<()> {
+    let mut next = try_vec("the next place of each digit", DIGIT as usize, 0u32)?;
+    for &item in items {
+        next[key(item) as usize] += 1;
+    }
+    let mut start = 0;
+    for slot in &mut next {
+        (*slot, start) = (start, start + *slot);
+    }
+    for &item in items {
+        let k = key(item) as usize;
+        sorted[next[k] as usize] = item;
+        next[k] += 1;
+    }
+    Ok(())
+}
+
+/// Items of a shuffle drawn and prefetched before their swap: enough to keep the memory busy
+/// (a swap in a large set waits on a read from memory, and the next picks do not depend on it),
+/// few enough that the prefetched items are still in the cache when swapped.
+const AHEAD: usize = 32;
+
+/// `PlanRng::shuffle`: the same draws, so the same order, each item prefetched `AHEAD` swaps
+/// before it is swapped, which on large sets takes about half the time.
+pub(super) fn shuffle<T: Copy>(rng: &mut PlanRng, items: &mut [T]) {
+    fisher_yates(rng, items, |items, place, pick| items.swap(place, pick));
+}
+
+/// The steps of `PlanRng::shuffle` on `items`: `step(items, place, pick)` for every place from
+/// the last to the second, with the same draws, after a prefetch of `items[pick]`. Once its
+/// step is done, a place is settled: no later step reads or writes it.
+fn fisher_yates<T>(
+    rng: &mut PlanRng,
+    items: &mut [T],
+    mut step: impl FnMut(&mut [T], usize, usize),
+) {
+    let places = items.len().saturating_sub(1);
+    // `picks[k % AHEAD]`: the pick of step `k` (place `len - 1 - k`), drawn in order.
+    let mut picks = [0u32; AHEAD];
+    let mut draw = |k: usize, items: &[T]| {
+        let pick = rng.below((items.len() - k) as u32);
+        prefetch(items, pick as usize);
+        pick
+    };
+    for k in 0..places.min(AHEAD) {
+        picks[k] = draw(k, items);
+    }
+    for k in 0..places {
+        let pick = picks[k % AHEAD] as usize;
+        if k + AHEAD < places {
+            picks[k % AHEAD] = draw(k + AHEAD, items);
+        }
+        step(items, items.len() - 1 - k, pick);
+    }
+}
+
+/// Asks the processor to bring `items[at]` into its cache, as a read will want it soon; a hint
+/// only, which changes no result (and nothing on processors without the instruction here).
+#[inline(always)]
+fn prefetch<T>(items: &[T], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(item) = items.get(at) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch never faults and writes nothing; the address is that of an item.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(item).cast::<i8>()) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (items, at);
+}
