@@ -33,62 +33,39 @@ impl Planner {
         if blocks > u64::from(u32::MAX) {
             return Err(too_many_blocks(blocks, options.t_max));
         }
-        let mut spans = try_vec(
-            "the plan's blocks",
-            blocks as usize,
-            Span { start: 0, end: 0 },
-        )?;
         // Each window boundary cuts at most one sequence: at most one piece per block more,
         // and at most two pieces of split sequences per block (the cut one's first and next).
         let most_pieces = self.lengths.len() + blocks as usize;
-        let mut piece_sequences = deal.spare;
-        try_reserve(&mut piece_sequences, "the plan's pieces", most_pieces)?;
-        let mut split_pieces = try_with_capacity(
-            "the pieces of split sequences",
-            most_pieces.min(2 * blocks as usize),
+        let mut windows = Windows {
+            t_max,
+            lanes,
+            piece_sequences: deal.spare,
+            split_pieces: try_with_capacity(
+                "the pieces of split sequences",
+                most_pieces.min(2 * blocks as usize),
+            )?,
+            spans: try_vec(
+                "the plan's blocks",
+                blocks as usize,
+                Span { start: 0, end: 0 },
+            )?,
+            split_sequences: 0,
+        };
+        try_reserve(
+            &mut windows.piece_sequences,
+            "the plan's pieces",
+            most_pieces,
         )?;
-        let mut split_sequences = 0u64;
         for lane in 0..lanes {
-            // The lane's window (its block `window * lanes + lane`), steps in it, first piece.
-            let (mut block, mut used, mut start) = (lane, 0u64, piece_sequences.len() as u32);
-            // Positions are checked where a window closes: those of the pieces in it are less.
-            let mut close = |block: &mut usize, used: &mut u64, start: &mut u32, end: usize| {
-                let end = piece_position(end)?;
-                spans[*block] = Span { start: *start, end };
-                (*block, *used, *start) = (*block + lanes, 0, end);
-                Ok::<(), Error>(())
-            };
-            for &pair in &deal.order[deal.starts[lane]..deal.starts[lane + 1]] {
-                let (sequence, length) = (sequence_of(pair), u64::from(length_of(pair)));
-                if used + length <= t_max {
-                    piece_sequences.push(sequence);
-                    used += length;
-                    if used == t_max {
-                        close(&mut block, &mut used, &mut start, piece_sequences.len())?;
-                    }
-                    continue;
-                }
-                split_sequences += 1;
-                let mut offset = 0;
-                while offset < length {
-                    let take = (t_max - used).min(length - offset);
-                    debug_assert!(split_pieces.len() < split_pieces.capacity());
-                    split_pieces.push(SplitPiece {
-                        position: piece_position(piece_sequences.len())?,
-                        offset: offset as u32,
-                        length: take as u32,
-                    });
-                    piece_sequences.push(sequence);
-                    (offset, used) = (offset + take, used + take);
-                    if used == t_max {
-                        close(&mut block, &mut used, &mut start, piece_sequences.len())?;
-                    }
-                }
-            }
-            if used > 0 {
-                close(&mut block, &mut used, &mut start, piece_sequences.len())?;
-            }
+            windows.lane(lane, &deal.order[deal.starts[lane]..deal.starts[lane + 1]])?;
         }
+        let Windows {
+            piece_sequences,
+            split_pieces,
+            spans,
+            split_sequences,
+            ..
+        } = windows;
         let pieces_of_split = split_pieces.len() as u64;
         let padding = blocks * t_max - self.steps;
         let stats = PlanStats {
@@ -117,6 +94,79 @@ impl Planner {
             stats,
             origin: super::resume::Origin::own(options.world_size),
         })
+    }
+}
+
+/// A lanes plan as it is written, lane by lane.
+struct Windows {
+    t_max: u64,
+    lanes: usize,
+    piece_sequences: Vec<u32>,
+    /// In position order: each lane's pieces follow the last lane's.
+    split_pieces: Vec<SplitPiece>,
+    spans: Vec<Span>,
+    split_sequences: u64,
+}
+
+impl Windows {
+    /// Lane `lane`, the sequences of `pairs` end to end, in windows of `t_max` steps: block
+    /// `window * lanes + lane` is window `window`. Piece positions are checked where a window
+    /// closes: those of the pieces in it are smaller.
+    fn lane(&mut self, lane: usize, pairs: &[u64]) -> Result<()> {
+        let t_max = self.t_max;
+        let (mut block, mut start, mut used, mut at) = (lane, self.piece_sequences.len(), 0, 0);
+        while at < pairs.len() {
+            // Whole sequences, as long as they fit.
+            let first = at;
+            while at < pairs.len() && used + u64::from(length_of(pairs[at])) <= t_max {
+                used += u64::from(length_of(pairs[at]));
+                at += 1;
+            }
+            let whole = pairs[first..at].iter().map(|&pair| sequence_of(pair));
+            self.piece_sequences.extend(whole);
+            if used == t_max {
+                (used, start) = (0, self.close(&mut block, start)?);
+                continue;
+            }
+            let Some(&pair) = pairs.get(at) else {
+                break;
+            };
+            // The next one runs past the window's end: cut at every window's end it crosses.
+            self.split_sequences += 1;
+            let (sequence, length) = (sequence_of(pair), u64::from(length_of(pair)));
+            let mut offset = 0;
+            while offset < length {
+                let take = (t_max - used).min(length - offset);
+                debug_assert!(self.split_pieces.len() < self.split_pieces.capacity());
+                self.split_pieces.push(SplitPiece {
+                    position: piece_position(self.piece_sequences.len())?,
+                    offset: offset as u32,
+                    length: take as u32,
+                });
+                self.piece_sequences.push(sequence);
+                (offset, used) = (offset + take, used + take);
+                if used == t_max {
+                    (used, start) = (0, self.close(&mut block, start)?);
+                }
+            }
+            at += 1;
+        }
+        if used > 0 {
+            self.close(&mut block, start)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the window of block `block` (from piece `start`) at the last piece written; moves
+    /// `block` to the lane's next window and returns where its pieces start.
+    fn close(&mut self, block: &mut usize, start: usize) -> Result<usize> {
+        let end = piece_position(self.piece_sequences.len())?;
+        self.spans[*block] = Span {
+            start: start as u32,
+            end,
+        };
+        *block += self.lanes;
+        Ok(end as usize)
     }
 }
 

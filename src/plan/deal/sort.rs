@@ -44,22 +44,17 @@ pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Resu
     for &length in lengths {
         counts[(longest - length) as usize] += 1;
     }
-    let mut ends = try_copy("the end of each length's run", &counts)?;
-    for k in 1..ends.len() {
-        ends[k] += ends[k - 1];
-    }
-    let mut sorted = try_vec("the sequences sorted by length", pairs.len(), 0u32)?;
+    let mut runs = Runs::new(&counts, pairs.len())?;
     fisher_yates(rng, &mut pairs, |pairs, place, pick| {
         let settled = pairs[pick];
         pairs[pick] = pairs[place];
-        let end = &mut ends[key(settled) as usize];
-        *end -= 1;
-        sorted[*end as usize] = sequence_of(settled);
+        runs.settle(key(settled), sequence_of(settled));
     });
-    // The first place, settled last: the one place left, the start of its length's run.
+    // The first place, settled last.
     if let Some(&first) = pairs.first() {
-        sorted[ends[key(first) as usize] as usize - 1] = sequence_of(first);
+        runs.settle(key(first), sequence_of(first));
     }
+    let sorted = runs.flushed();
     let present = (0..counts.len()).filter(|&k| counts[k] > 0);
     let mut runs = try_with_capacity("the lengths present", present.clone().count())?;
     runs.extend(present.map(|k| (longest - k as u32, counts[k])));
@@ -68,6 +63,69 @@ pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Resu
         spare: pairs,
         runs,
     })
+}
+
+/// Cache lines of sequences: each run holds its last settled sequences in one, written to the
+/// sorted sequences once full. Written one at a time, the sequences of thousands of runs,
+/// thousands of pages apart, would each cost a miss of the address cache (TLB); a line at a
+/// time costs one per `LINE`.
+const LINE: usize = 16;
+
+/// The runs of one length of the sorted sequences, filled from their ends.
+struct Runs {
+    sorted: Vec<u32>,
+    /// `ends[k]`: where the sequences not yet written of run `k` end.
+    ends: Vec<u32>,
+    /// `held[k]`: the last sequences settled in run `k` and not yet written, at the end of
+    /// `lines[k * LINE..(k + 1) * LINE]`.
+    lines: Vec<u32>,
+    held: Vec<u8>,
+}
+
+impl Runs {
+    /// Runs of `counts[k]` sequences each, `sequences` in all.
+    fn new(counts: &[u32], sequences: usize) -> Result<Self> {
+        let mut ends = try_copy("the end of each length's run", counts)?;
+        for k in 1..ends.len() {
+            ends[k] += ends[k - 1];
+        }
+        Ok(Runs {
+            sorted: try_vec("the sequences sorted by length", sequences, 0u32)?,
+            ends,
+            lines: try_vec(
+                "the last sequences of each length",
+                counts.len() * LINE,
+                0u32,
+            )?,
+            held: try_vec("the last sequences of each length", counts.len(), 0u8)?,
+        })
+    }
+
+    /// `sequence` goes before those settled in run `k` so far.
+    #[inline(always)]
+    fn settle(&mut self, k: u32, sequence: u32) {
+        let k = k as usize;
+        let held = &mut self.held[k];
+        *held += 1;
+        let line = &mut self.lines[k * LINE..(k + 1) * LINE];
+        line[LINE - usize::from(*held)] = sequence;
+        if usize::from(*held) == LINE {
+            let end = self.ends[k] as usize;
+            self.sorted[end - LINE..end].copy_from_slice(line);
+            self.ends[k] -= LINE as u32;
+            *held = 0;
+        }
+    }
+
+    /// The sorted sequences, every line written.
+    fn flushed(mut self) -> Vec<u32> {
+        for (k, &held) in self.held.iter().enumerate() {
+            let (end, held) = (self.ends[k] as usize, usize::from(held));
+            let line = &self.lines[k * LINE..(k + 1) * LINE];
+            self.sorted[end - held..end].copy_from_slice(&line[LINE - held..]);
+        }
+        self.sorted
+    }
 }
 
 /// Lengths over more values than a counting sort's table should hold: the shuffle, then a
