@@ -19,8 +19,11 @@ pub(super) struct Sorted {
 
 /// The sequences shuffled with `rng`, then sorted longest first, stably.
 pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Result<Sorted> {
-    let longest = lengths.iter().copied().max().unwrap_or(0);
-    let shortest = lengths.iter().copied().min().unwrap_or(0);
+    let (shortest, longest) = lengths.iter().fold((u32::MAX, 0), |(low, high), &length| {
+        (low.min(length), high.max(length))
+    });
+    // (No lengths, which planners refuse, make one empty run.)
+    let shortest = shortest.min(longest);
     let mut pairs = try_with_capacity("the sequences with their lengths", lengths.len())?;
     pairs.extend(
         (0..)

@@ -85,7 +85,8 @@ fn long_runs_far_apart_lanes_and_wide_lengths_deal_as_written() {
         .map(|i| 1 + (i * 2_654_435_761 % 5_000_000) as u32)
         .collect();
     assert_same(&wide, 6, 17);
-    // As many lanes as sequences, and one lane.
+    // No sequence at all (which planners refuse), as many lanes as sequences, and one lane.
+    assert_same(&[], 9, 3);
     assert_same(&runs[..50], 7, 50);
     assert_same(&runs[..50], 8, 1);
 }
