@@ -16,7 +16,7 @@ use super::deal::{length_of, sequence_of};
 use super::shard::Span;
 use super::split::SplitPiece;
 use super::{EpochPlan, Planner};
-use crate::alloc::{try_reserve, try_vec, try_with_capacity};
+use crate::alloc::{try_reserve, try_with_capacity};
 use crate::error::{Error, Result};
 use crate::stats::{self, PlanStats};
 
@@ -36,36 +36,29 @@ impl Planner {
         // Each window boundary cuts at most one sequence: at most one piece per block more,
         // and at most two pieces of split sequences per block (the cut one's first and next).
         let most_pieces = self.lengths.len() + blocks as usize;
-        let mut windows = Windows {
+        let mut written = Windows {
             t_max,
-            lanes,
             piece_sequences: deal.spare,
             split_pieces: try_with_capacity(
                 "the pieces of split sequences",
                 most_pieces.min(2 * blocks as usize),
             )?,
-            spans: try_vec(
-                "the plan's blocks",
-                blocks as usize,
-                Span { start: 0, end: 0 },
-            )?,
+            spans: try_with_capacity("the plan's blocks", blocks as usize)?,
             split_sequences: 0,
         };
         try_reserve(
-            &mut windows.piece_sequences,
+            &mut written.piece_sequences,
             "the plan's pieces",
             most_pieces,
         )?;
-        for lane in 0..lanes {
-            windows.lane(lane, &deal.order[deal.starts[lane]..deal.starts[lane + 1]])?;
-        }
+        written.all(&deal.order, &deal.starts, windows as usize)?;
         let Windows {
             piece_sequences,
             split_pieces,
             spans,
             split_sequences,
             ..
-        } = windows;
+        } = written;
         let pieces_of_split = split_pieces.len() as u64;
         let padding = blocks * t_max - self.steps;
         let stats = PlanStats {
@@ -97,76 +90,113 @@ impl Planner {
     }
 }
 
-/// A lanes plan as it is written, lane by lane.
+/// A lanes plan as it is written, in block order: window 0 of every lane, then window 1, and so
+/// on (so that every array is written in order; a block's pieces lie anywhere, and the plan reads
+/// them through its span).
 struct Windows {
     t_max: u64,
-    lanes: usize,
     piece_sequences: Vec<u32>,
-    /// In position order: each lane's pieces follow the last lane's.
+    /// In position order.
     split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
     split_sequences: u64,
 }
 
+/// Where a lane stands as its windows are written: its next sequence in the deal's order, the
+/// end of its sequences, and what is left of a sequence cut at its last window's end.
+#[derive(Clone, Copy)]
+struct Lane {
+    at: usize,
+    end: usize,
+    cut: Option<Cut>,
+}
+
+/// The rest of a sequence cut at a window's end: its steps from `offset` to `length`.
+#[derive(Clone, Copy)]
+struct Cut {
+    sequence: u32,
+    offset: u64,
+    length: u64,
+}
+
 impl Windows {
-    /// Lane `lane`, the sequences of `pairs` end to end, in windows of `t_max` steps: block
-    /// `window * lanes + lane` is window `window`. Piece positions are checked where a window
-    /// closes: those of the pieces in it are smaller.
-    fn lane(&mut self, lane: usize, pairs: &[u64]) -> Result<()> {
-        let t_max = self.t_max;
-        let (mut block, mut start, mut used, mut at) = (lane, self.piece_sequences.len(), 0, 0);
-        while at < pairs.len() {
-            // Whole sequences, as long as they fit.
-            let first = at;
-            while at < pairs.len() && used + u64::from(length_of(pairs[at])) <= t_max {
-                used += u64::from(length_of(pairs[at]));
-                at += 1;
+    /// The `windows` windows of every lane, lane `l` being `order[starts[l]..starts[l + 1]]` end
+    /// to end. Piece positions are checked where a window ends: those in it are smaller.
+    fn all(&mut self, order: &[u64], starts: &[usize], windows: usize) -> Result<()> {
+        let count = starts.len() - 1;
+        let mut lanes = try_with_capacity("where every lane stands", count)?;
+        lanes.extend(starts.windows(2).map(|lane| Lane {
+            at: lane[0],
+            end: lane[1],
+            cut: None,
+        }));
+        for _ in 0..windows {
+            for lane in &mut lanes {
+                let start = self.piece_sequences.len();
+                self.window(lane, order)?;
+                let end = piece_position(self.piece_sequences.len())?;
+                // Past the end of its lane, a block of padding: no pieces, as in any plan.
+                let span = if end as usize == start {
+                    Span { start: 0, end: 0 }
+                } else {
+                    Span {
+                        start: start as u32,
+                        end,
+                    }
+                };
+                debug_assert!(self.spans.len() < self.spans.capacity());
+                self.spans.push(span);
             }
-            let whole = pairs[first..at].iter().map(|&pair| sequence_of(pair));
-            self.piece_sequences.extend(whole);
-            if used == t_max {
-                (used, start) = (0, self.close(&mut block, start)?);
-                continue;
-            }
-            let Some(&pair) = pairs.get(at) else {
-                break;
-            };
-            // The next one runs past the window's end: cut at every window's end it crosses.
-            self.split_sequences += 1;
-            let (sequence, length) = (sequence_of(pair), u64::from(length_of(pair)));
-            let mut offset = 0;
-            while offset < length {
-                let take = (t_max - used).min(length - offset);
-                debug_assert!(self.split_pieces.len() < self.split_pieces.capacity());
-                self.split_pieces.push(SplitPiece {
-                    position: piece_position(self.piece_sequences.len())?,
-                    offset: offset as u32,
-                    length: take as u32,
-                });
-                self.piece_sequences.push(sequence);
-                (offset, used) = (offset + take, used + take);
-                if used == t_max {
-                    (used, start) = (0, self.close(&mut block, start)?);
-                }
-            }
-            at += 1;
-        }
-        if used > 0 {
-            self.close(&mut block, start)?;
         }
         Ok(())
     }
 
-    /// Ends the window of block `block` (from piece `start`) at the last piece written; moves
-    /// `block` to the lane's next window and returns where its pieces start.
-    fn close(&mut self, block: &mut usize, start: usize) -> Result<usize> {
-        let end = piece_position(self.piece_sequences.len())?;
-        self.spans[*block] = Span {
-            start: start as u32,
-            end,
-        };
-        *block += self.lanes;
-        Ok(end as usize)
+    /// The next window of `lane`: the rest of a cut sequence (as much as fits), whole sequences
+    /// as long as they fit, then the first piece of the next one if it runs past the window's end.
+    fn window(&mut self, lane: &mut Lane, order: &[u64]) -> Result<()> {
+        let t_max = self.t_max;
+        let mut used = 0;
+        if let Some(cut) = &mut lane.cut {
+            used = t_max.min(cut.length - cut.offset);
+            let (sequence, offset) = (cut.sequence, cut.offset);
+            cut.offset += used;
+            if cut.offset == cut.length {
+                lane.cut = None;
+            }
+            self.split_piece(sequence, offset, used)?;
+        }
+        let first = lane.at;
+        while lane.at < lane.end && used + u64::from(length_of(order[lane.at])) <= t_max {
+            used += u64::from(length_of(order[lane.at]));
+            lane.at += 1;
+        }
+        let whole = order[first..lane.at].iter().map(|&pair| sequence_of(pair));
+        self.piece_sequences.extend(whole);
+        if used < t_max && lane.at < lane.end {
+            let (sequence, length) = (sequence_of(order[lane.at]), length_of(order[lane.at]));
+            lane.at += 1;
+            self.split_sequences += 1;
+            let take = t_max - used;
+            self.split_piece(sequence, 0, take)?;
+            lane.cut = Some(Cut {
+                sequence,
+                offset: take,
+                length: u64::from(length),
+            });
+        }
+        Ok(())
+    }
+
+    /// A piece of a cut sequence: `length` steps from `offset`.
+    fn split_piece(&mut self, sequence: u32, offset: u64, length: u64) -> Result<()> {
+        debug_assert!(self.split_pieces.len() < self.split_pieces.capacity());
+        self.split_pieces.push(SplitPiece {
+            position: piece_position(self.piece_sequences.len())?,
+            offset: offset as u32,
+            length: length as u32,
+        });
+        self.piece_sequences.push(sequence);
+        Ok(())
     }
 }
 

@@ -165,7 +165,15 @@ impl Hand for Place<'_> {
         self.at += 1;
     }
     fn turns(&mut self, turns: &[u64], count: usize) {
-        for &turn in turns.iter().cycle().take(count) {
+        if count == 0 {
+            return;
+        }
+        for _ in 0..count / turns.len() {
+            for &turn in turns {
+                self.one(turn as u32);
+            }
+        }
+        for &turn in &turns[..count % turns.len()] {
             self.one(turn as u32);
         }
     }
