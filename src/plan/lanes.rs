@@ -26,15 +26,25 @@ impl Planner {
         let options = &self.options;
         let lanes = options.blocks_per_global_batch() as usize;
         let t_max = u64::from(options.t_max);
-        let deal = super::deal::deal(&self.lengths, options.seed, epoch, lanes)?;
+        // The most pieces a deal can give, which the deal leaves room for: a sequence each, and
+        // one more for each window boundary that cuts one. The heaviest lane took its last
+        // sequence when it was the lightest, so it holds at most its share and that sequence.
+        let heaviest = self.steps / lanes as u64 + u64::from(self.longest);
+        let most_blocks = heaviest.div_ceil(t_max).max(1) * lanes as u64;
+        let room = self
+            .lengths
+            .len()
+            .saturating_add(most_blocks.min(u64::from(u32::MAX)) as usize);
+        let deal = super::deal::deal(&self.lengths, options.seed, epoch, lanes, room)?;
         let longest_lane = deal.steps.iter().copied().max().unwrap_or(0);
         let windows = longest_lane.div_ceil(t_max).max(1);
         let blocks = windows * lanes as u64;
         if blocks > u64::from(u32::MAX) {
             return Err(too_many_blocks(blocks, options.t_max));
         }
-        // Each window boundary cuts at most one sequence: at most one piece per block more,
-        // and at most two pieces of split sequences per block (the cut one's first and next).
+        // Each window boundary cuts at most one sequence: at most one piece per block more (which
+        // the deal left room for), and at most two pieces of split sequences per block (the cut
+        // one's first and next).
         let most_pieces = self.lengths.len() + blocks as usize;
         let mut written = Windows {
             t_max,

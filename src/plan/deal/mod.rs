@@ -36,8 +36,9 @@ use sort::{shuffle, shuffled_longest_first, Sorted};
 
 /// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`, and
 /// holds `steps[l]` steps. Each sequence is kept with its length, as `length << 32 | sequence`
-/// (see [`pair`]). `spare` is an empty vector with room for a `u32` per sequence, whose pages
-/// the deal has already touched: the plan's pieces, written next, take it over.
+/// (see [`pair`]). `spare` is an empty vector with room for the `room` `u32`s [`deal`] was asked
+/// for, a sequence's worth of whose pages the deal has touched: the plan's pieces, written next,
+/// take it over without copying it.
 pub(super) struct Deal {
     pub(super) order: Vec<u64>,
     pub(super) starts: Vec<usize>,
@@ -63,14 +64,21 @@ pub(super) fn length_of(pair: u64) -> u32 {
     (pair >> 32) as u32
 }
 
-/// The deal of `lengths` to `lanes` lanes (at least one) in `epoch` (see the module's comment).
-pub(super) fn deal(lengths: &[u32], seed: u64, epoch: u64, lanes: usize) -> Result<Deal> {
+/// The deal of `lengths` to `lanes` lanes (at least one) in `epoch` (see the module's comment),
+/// its spare buffer with room for `room` pieces.
+pub(super) fn deal(
+    lengths: &[u32],
+    seed: u64,
+    epoch: u64,
+    lanes: usize,
+    room: usize,
+) -> Result<Deal> {
     let mut rng = PlanRng::new(seed, epoch, Stream::Lanes);
     let Sorted {
         mut sorted,
         spare: mut order,
         runs,
-    } = shuffled_longest_first(lengths, &mut rng)?;
+    } = shuffled_longest_first(lengths, &mut rng, room)?;
 
     let mut lane_numbers = try_with_capacity("the number of every lane", lanes)?;
     lane_numbers.extend(0..lanes as u32);

@@ -6,6 +6,9 @@ use crate::alloc::{try_copy, try_vec, try_with_capacity};
 use crate::error::Result;
 use crate::rng::PlanRng;
 
+/// What the sorted sequences are called when there is no memory for them.
+const SORTED: &str = "the sequences sorted by length";
+
 /// Lengths spanning fewer values than this sort in one counting pass.
 const DIGIT: u32 = 1 << 16;
 
@@ -17,8 +20,13 @@ pub(super) struct Sorted {
     pub(super) runs: Vec<(u32, u32)>,
 }
 
-/// The sequences shuffled with `rng`, then sorted longest first, stably.
-pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Result<Sorted> {
+/// The sequences shuffled with `rng`, then sorted longest first, stably; the sorted sequences
+/// with room for `room`.
+pub(super) fn shuffled_longest_first(
+    lengths: &[u32],
+    rng: &mut PlanRng,
+    room: usize,
+) -> Result<Sorted> {
     let (shortest, longest) = lengths.iter().fold((u32::MAX, 0), |(low, high), &length| {
         (low.min(length), high.max(length))
     });
@@ -33,7 +41,7 @@ pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Resu
     // Sorted ascending by how much shorter than the longest: longest first.
     let key = |pair: u64| longest - length_of(pair);
     if longest - shortest >= DIGIT {
-        return shuffled_then_sorted(pairs, rng, key);
+        return shuffled_then_sorted(pairs, rng, key, room);
     }
     // One counting sort, done as the shuffle goes: a Fisher-Yates shuffle settles its positions
     // from the last to the first, so each settled sequence goes to the end of its length's run
@@ -47,7 +55,7 @@ pub(super) fn shuffled_longest_first(lengths: &[u32], rng: &mut PlanRng) -> Resu
     for &length in lengths {
         counts[(longest - length) as usize] += 1;
     }
-    let mut runs = Runs::new(&counts, pairs.len())?;
+    let mut runs = Runs::new(&counts, pairs.len(), room)?;
     fisher_yates(rng, &mut pairs, |pairs, place, pick| {
         let settled = pairs[pick];
         pairs[pick] = pairs[place];
@@ -86,14 +94,16 @@ struct Runs {
 }
 
 impl Runs {
-    /// Runs of `counts[k]` sequences each, `sequences` in all.
-    fn new(counts: &[u32], sequences: usize) -> Result<Self> {
+    /// Runs of `counts[k]` sequences each, `sequences` in all, with room for `room`.
+    fn new(counts: &[u32], sequences: usize, room: usize) -> Result<Self> {
         let mut ends = try_copy("the end of each length's run", counts)?;
         for k in 1..ends.len() {
             ends[k] += ends[k - 1];
         }
+        let mut sorted = try_with_capacity(SORTED, room.max(sequences))?;
+        sorted.resize(sequences, 0);
         Ok(Runs {
-            sorted: try_vec("the sequences sorted by length", sequences, 0u32)?,
+            sorted,
             ends,
             lines: try_vec(
                 "the last sequences of each length",
@@ -138,9 +148,10 @@ fn shuffled_then_sorted(
     mut pairs: Vec<u64>,
     rng: &mut PlanRng,
     key: impl Fn(u64) -> u32,
+    room: usize,
 ) -> Result<Sorted> {
     shuffle(rng, &mut pairs);
-    let mut by_low = try_vec("the sequences sorted by length", pairs.len(), 0u64)?;
+    let mut by_low = try_vec(SORTED, pairs.len(), 0u64)?;
     counting_pass(&pairs, &mut by_low, |pair| key(pair) % DIGIT)?;
     counting_pass(&by_low, &mut pairs, |pair| key(pair) / DIGIT)?;
     drop(by_low);
@@ -149,7 +160,7 @@ fn shuffled_then_sorted(
         .filter(|two| length_of(two[0]) != length_of(two[1]))
         .count();
     let mut runs: Vec<(u32, u32)> = try_with_capacity("the lengths present", present)?;
-    let mut sorted = try_with_capacity("the sequences sorted by length", pairs.len())?;
+    let mut sorted = try_with_capacity(SORTED, room.max(pairs.len()))?;
     for &pair in &pairs {
         sorted.push(sequence_of(pair));
         match runs.last_mut() {

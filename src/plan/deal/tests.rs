@@ -41,7 +41,7 @@ fn deal_as_written(lengths: &[u32], seed: u64, epoch: u64, lanes: usize) -> Deal
 }
 
 fn assert_same(lengths: &[u32], seed: u64, lanes: usize) {
-    let fast = deal(lengths, seed, 1, lanes).unwrap();
+    let fast = deal(lengths, seed, 1, lanes, 0).unwrap();
     let written = deal_as_written(lengths, seed, 1, lanes);
     assert_eq!(fast.order, written.order);
     assert_eq!(fast.starts, written.starts);
@@ -62,7 +62,7 @@ proptest! {
         lanes in 1usize..=40,
         seed in any::<u64>(),
     ) {
-        let fast = deal(&lengths, seed, 1, lanes).unwrap();
+        let fast = deal(&lengths, seed, 1, lanes, 0).unwrap();
         let written = deal_as_written(&lengths, seed, 1, lanes);
         prop_assert_eq!(fast.order, written.order);
         prop_assert_eq!(fast.starts, written.starts);
