@@ -12,7 +12,7 @@
 //! boundary cuts a sequence into pieces, recorded as split pieces; a piece that continues its
 //! sequence always opens its block, and the model carries its state into it.
 
-use super::deal::{length_of, sequence_of};
+use super::deal::{length_of, prefetch, sequence_of};
 use super::shard::Span;
 use super::split::SplitPiece;
 use super::{EpochPlan, Planner};
@@ -175,6 +175,8 @@ impl Windows {
             }
             self.split_piece(sequence, offset, used)?;
         }
+        // The lanes are read side by side, more streams than the processor follows on its own.
+        prefetch(order, lane.at + 16);
         let first = lane.at;
         while lane.at < lane.end && used + u64::from(length_of(order[lane.at])) <= t_max {
             used += u64::from(length_of(order[lane.at]));

@@ -32,6 +32,7 @@ use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;
 use crate::rng::{PlanRng, Stream};
 use rounds::Dealer;
+pub(super) use sort::prefetch;
 use sort::{shuffle, shuffled_longest_first, Sorted};
 
 /// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`, and

@@ -2,7 +2,7 @@
 //! the shuffles themselves, prefetching the items they swap.
 
 use super::{length_of, pair, sequence_of};
-use crate::alloc::{try_copy, try_vec, try_with_capacity};
+use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;
 use crate::rng::PlanRng;
 
@@ -38,15 +38,14 @@ pub(super) fn shuffled_longest_first(
             .zip(lengths)
             .map(|(sequence, &length)| pair(sequence, length)),
     );
+    shuffle(rng, &mut pairs);
     // Sorted ascending by how much shorter than the longest: longest first.
     let key = |pair: u64| longest - length_of(pair);
     if longest - shortest >= DIGIT {
-        return shuffled_then_sorted(pairs, rng, key, room);
+        return sorted_in_two_digits(pairs, key, room);
     }
-    // One counting sort, done as the shuffle goes: a Fisher-Yates shuffle settles its positions
-    // from the last to the first, so each settled sequence goes to the end of its length's run
-    // at once (filled from the back, each run keeps the shuffle's order), and is never written
-    // back. The draws are those of `PlanRng::shuffle`.
+    // One counting sort. (Done as the shuffle settles each place, it was slower: the two
+    // streams of scattered writes hinder each other.)
     let mut counts = try_vec(
         "the sequences of each length",
         (longest - shortest) as usize + 1,
@@ -55,17 +54,17 @@ pub(super) fn shuffled_longest_first(
     for &length in lengths {
         counts[(longest - length) as usize] += 1;
     }
-    let mut runs = Runs::new(&counts, pairs.len(), room)?;
-    fisher_yates(rng, &mut pairs, |pairs, place, pick| {
-        let settled = pairs[pick];
-        pairs[pick] = pairs[place];
-        runs.settle(key(settled), sequence_of(settled));
-    });
-    // The first place, settled last.
-    if let Some(&first) = pairs.first() {
-        runs.settle(key(first), sequence_of(first));
+    let mut next = try_vec("the next place of each length", counts.len(), 0u32)?;
+    for k in 1..next.len() {
+        next[k] = next[k - 1] + counts[k - 1];
     }
-    let sorted = runs.flushed();
+    let mut sorted = try_with_capacity(SORTED, room.max(pairs.len()))?;
+    sorted.resize(pairs.len(), 0);
+    for &pair in &pairs {
+        let next = &mut next[key(pair) as usize];
+        sorted[*next as usize] = sequence_of(pair);
+        *next += 1;
+    }
     let present = (0..counts.len()).filter(|&k| counts[k] > 0);
     let mut runs = try_with_capacity("the lengths present", present.clone().count())?;
     runs.extend(present.map(|k| (longest - k as u32, counts[k])));
@@ -76,81 +75,14 @@ pub(super) fn shuffled_longest_first(
     })
 }
 
-/// Cache lines of sequences: each run holds its last settled sequences in one, written to the
-/// sorted sequences once full. Written one at a time, the sequences of thousands of runs,
-/// thousands of pages apart, would each cost a miss of the address cache (TLB); a line at a
-/// time costs one per `LINE`.
-const LINE: usize = 16;
-
-/// The runs of one length of the sorted sequences, filled from their ends.
-struct Runs {
-    sorted: Vec<u32>,
-    /// `ends[k]`: where the sequences not yet written of run `k` end.
-    ends: Vec<u32>,
-    /// `held[k]`: the last sequences settled in run `k` and not yet written, at the end of
-    /// `lines[k * LINE..(k + 1) * LINE]`.
-    lines: Vec<u32>,
-    held: Vec<u8>,
-}
-
-impl Runs {
-    /// Runs of `counts[k]` sequences each, `sequences` in all, with room for `room`.
-    fn new(counts: &[u32], sequences: usize, room: usize) -> Result<Self> {
-        let mut ends = try_copy("the end of each length's run", counts)?;
-        for k in 1..ends.len() {
-            ends[k] += ends[k - 1];
-        }
-        let mut sorted = try_with_capacity(SORTED, room.max(sequences))?;
-        sorted.resize(sequences, 0);
-        Ok(Runs {
-            sorted,
-            ends,
-            lines: try_vec(
-                "the last sequences of each length",
-                counts.len() * LINE,
-                0u32,
-            )?,
-            held: try_vec("the last sequences of each length", counts.len(), 0u8)?,
-        })
-    }
-
-    /// `sequence` goes before those settled in run `k` so far.
-    #[inline(always)]
-    fn settle(&mut self, k: u32, sequence: u32) {
-        let k = k as usize;
-        let held = &mut self.held[k];
-        *held += 1;
-        let line = &mut self.lines[k * LINE..(k + 1) * LINE];
-        line[LINE - usize::from(*held)] = sequence;
-        if usize::from(*held) == LINE {
-            let end = self.ends[k] as usize;
-            self.sorted[end - LINE..end].copy_from_slice(line);
-            self.ends[k] -= LINE as u32;
-            *held = 0;
-        }
-    }
-
-    /// The sorted sequences, every line written.
-    fn flushed(mut self) -> Vec<u32> {
-        for (k, &held) in self.held.iter().enumerate() {
-            let (end, held) = (self.ends[k] as usize, usize::from(held));
-            let line = &self.lines[k * LINE..(k + 1) * LINE];
-            self.sorted[end - held..end].copy_from_slice(&line[LINE - held..]);
-        }
-        self.sorted
-    }
-}
-
-/// Lengths over more values than a counting sort's table should hold: the shuffle, then a
-/// radix sort of two 16-bit digits of `key`, the low one first (the second pass keeps the order
-/// of the first within each high digit, which makes the whole sort stable).
-fn shuffled_then_sorted(
+/// Lengths over more values than a counting sort's table should hold: a radix sort of two
+/// 16-bit digits of `key`, the low one first (the second pass keeps the order of the first
+/// within each high digit, which makes the whole sort stable).
+fn sorted_in_two_digits(
     mut pairs: Vec<u64>,
-    rng: &mut PlanRng,
     key: impl Fn(u64) -> u32,
     room: usize,
 ) -> Result<Sorted> {
-    shuffle(rng, &mut pairs);
     let mut by_low = try_vec(SORTED, pairs.len(), 0u64)?;
     counting_pass(&pairs, &mut by_low, |pair| key(pair) % DIGIT)?;
     counting_pass(&by_low, &mut pairs, |pair| key(pair) / DIGIT)?;
@@ -200,18 +132,7 @@ const AHEAD: usize = 32;
 
 /// `PlanRng::shuffle`: the same draws, so the same order, each item prefetched `AHEAD` swaps
 /// before it is swapped, which on large sets takes about half the time.
-pub(super) fn shuffle<T: Copy>(rng: &mut PlanRng, items: &mut [T]) {
-    fisher_yates(rng, items, |items, place, pick| items.swap(place, pick));
-}
-
-/// The steps of `PlanRng::shuffle` on `items`: `step(items, place, pick)` for every place from
-/// the last to the second, with the same draws, after a prefetch of `items[pick]`. Once its
-/// step is done, a place is settled: no later step reads or writes it.
-fn fisher_yates<T>(
-    rng: &mut PlanRng,
-    items: &mut [T],
-    mut step: impl FnMut(&mut [T], usize, usize),
-) {
+pub(super) fn shuffle<T>(rng: &mut PlanRng, items: &mut [T]) {
     let places = items.len().saturating_sub(1);
     // `picks[k % AHEAD]`: the pick of step `k` (place `len - 1 - k`), drawn in order.
     let mut picks = [0u32; AHEAD];
@@ -228,14 +149,14 @@ fn fisher_yates<T>(
         if k + AHEAD < places {
             picks[k % AHEAD] = draw(k + AHEAD, items);
         }
-        step(items, items.len() - 1 - k, pick);
+        items.swap(items.len() - 1 - k, pick);
     }
 }
 
 /// Asks the processor to bring `items[at]` into its cache, as a read will want it soon; a hint
 /// only, which changes no result (and nothing on processors without the instruction here).
 #[inline(always)]
-fn prefetch<T>(items: &[T], at: usize) {
+pub(in crate::plan) fn prefetch<T>(items: &[T], at: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(item) = items.get(at) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
