@@ -11,6 +11,9 @@
 //! exactly the block the sharding gives row `lane % B` of rank `lane / B` in batch `k`. A window
 //! boundary cuts a sequence into pieces, recorded as split pieces; a piece that continues its
 //! sequence always opens its block, and the model carries its state into it.
+//!
+//! Which lane runs which sequences, in which order, is the deal (`deal/`); this file cuts the
+//! lanes into windows, writing the blocks in their order.
 
 use super::deal::{length_of, prefetch, sequence_of};
 use super::shard::Span;

@@ -8,7 +8,10 @@
 //!
 //! Done as written, a comparison sort (which reads a length at random for every comparison) and
 //! a heap operation per sequence made `lanes` 15x slower than `best_fit`. The same deal is
-//! computed here in time linear in the sequences:
+//! computed here in time linear in the sequences, reading memory in order wherever the rule
+//! allows:
+//! - Each sequence travels with its length ([`pair`]), so that no pass after the first shuffle
+//!   reads a length at random. The shuffles prefetch the items they are about to swap.
 //! - The sort is a counting sort on the length (two 16-bit digits, least significant first, when
 //!   the lengths span more than 2^16 values), stable like the sort it stands for.
 //! - The sequences of one length `L` are dealt together. A lane of `q L + r` steps (`r < L`)
@@ -17,8 +20,12 @@
 //!   order of `(r, lane)`. Until a lane more than one round ahead of the lightest joins, each
 //!   round is one list of lanes, written out without a heap. Where that saves nothing (a run
 //!   shorter than the lanes, or lanes far apart), the heap deals one sequence at a time. Both
-//!   make the heap's own choices, so the deal is the same; a test below checks it against the
-//!   rule as written.
+//!   make the heap's own choices, so the deal is the same; `tests.rs` checks it against the rule
+//!   as written.
+//!
+//! What the rule still costs beyond `best_fit`'s packing: two shuffles of every sequence (all of
+//! them, then each lane's), of which the first swaps across the whole set and so waits on
+//! memory, and a pass more over the sequences to place them in their lanes.
 //!
 //! The files: this one deals and places; `sort.rs` shuffles and sorts; `rounds.rs` deals one
 //! length's run.

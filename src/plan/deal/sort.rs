@@ -141,8 +141,8 @@ pub(super) fn shuffle<T>(rng: &mut PlanRng, items: &mut [T]) {
         prefetch(items, pick as usize);
         pick
     };
-    for k in 0..places.min(AHEAD) {
-        picks[k] = draw(k, items);
+    for (k, pick) in picks.iter_mut().enumerate().take(places) {
+        *pick = draw(k, items);
     }
     for k in 0..places {
         let pick = picks[k % AHEAD] as usize;
