@@ -33,7 +33,7 @@ impl Planner {
         // one more for each window boundary that cuts one. The heaviest lane took its last
         // sequence when it was the lightest, so it holds at most its share and that sequence.
         let heaviest = self.steps / lanes as u64 + u64::from(self.longest);
-        let most_blocks = heaviest.div_ceil(t_max).max(1) * lanes as u64;
+        let most_blocks = heaviest.div_ceil(t_max).max(1).saturating_mul(lanes as u64);
         let room = self
             .lengths
             .len()
@@ -89,7 +89,6 @@ impl Planner {
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
         };
-        // split_pieces were pushed in position order: each lane's pieces follow the last lane's.
         Ok(EpochPlan {
             epoch,
             options: options.clone(),
