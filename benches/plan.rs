@@ -11,8 +11,11 @@
 //! hard sets alone. `BLOAD_BENCH_ONLY=ingest` times `Planner::new` alone on the lengths file
 //! `BLOAD_BENCH_LENGTHS` (t_max `BLOAD_BENCH_T_MAX`, default 2048): the baseline that
 //! `benches/ingest.py` compares Python's ingestion of the same lengths with.
+//! `BLOAD_BENCH_ONLY=lanes` runs alone the rows of `lanes` beside `best_fit` (issue 26): 5M and
+//! 50M lognormal lengths in blocks of 4,096 on 8 ranks x 4 rows, rounds alternating the two
+//! policies, with the ratio of their medians; `BLOAD_BENCH_LANES_SIZES=5000000` leaves out 50M.
 
-use bload::{read_lengths, Options, Oversize, Planner};
+use bload::{read_lengths, Options, Oversize, Planner, Policy};
 use seqpacker::{PackStrategy, Packer};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
@@ -67,12 +70,7 @@ fn measure<T>(runs: usize, mut work: impl FnMut() -> T) -> (T, Timing, usize) {
         seconds.push(start.elapsed().as_secs_f64());
         peak = peak.max(PEAK.load(Ordering::Relaxed) - base);
     }
-    seconds.sort_by(f64::total_cmp);
-    let timing = Timing {
-        median: seconds[seconds.len() / 2],
-        fastest: seconds[0],
-    };
-    (out.expect("runs > 0"), timing, peak)
+    (out.expect("runs > 0"), timing_of(seconds), peak)
 }
 
 /// `measure` of `work` on a fresh copy of `lengths` each run, the copies made (and their pages
@@ -261,11 +259,80 @@ fn ingest_row() {
     );
 }
 
+/// `lanes` beside `best_fit` on the same lengths: `Planner::new` and `plan(0)` of each, the
+/// policies alternating within each of `RUNS` rounds so that both see the same load of a shared
+/// machine; medians, and lanes' median over best_fit's.
+fn lanes_rows() {
+    println!();
+    println!(
+        "{:<28} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "lanes / best_fit",
+        "sequences",
+        "lanes_s",
+        "l_best_s",
+        "fit_s",
+        "f_best_s",
+        "ratio",
+        "B/seq"
+    );
+    println!("(median and fastest of {RUNS} alternating rounds; ratio of the medians; B/seq: lanes' peak heap)");
+    for size in sizes("BLOAD_BENCH_LANES_SIZES", "5000000,50000000") {
+        let lengths = lognormal_lengths(size, 760.0, 4096);
+        let mut options = Options::new(4096);
+        options.world_size = 8;
+        options.blocks_per_batch = 4;
+        let (mut lanes, mut best_fit) = (Vec::new(), Vec::new());
+        let mut peak = 0;
+        for _ in 0..RUNS {
+            for (policy, seconds) in [
+                (Policy::BestFit, &mut best_fit),
+                (Policy::Lanes, &mut lanes),
+            ] {
+                let options = Options {
+                    policy,
+                    ..options.clone()
+                };
+                let (plan, timing, peak_bytes) = measure_on_copies(&lengths, 1, |input| {
+                    let planner = Planner::new(input, options.clone()).expect("valid bench input");
+                    planner.plan(0).expect("memory for the bench plan")
+                });
+                seconds.push(timing.median);
+                if policy == Policy::Lanes {
+                    peak = peak.max(peak_bytes);
+                }
+                drop(plan);
+            }
+        }
+        let (lanes, best_fit) = (timing_of(lanes), timing_of(best_fit));
+        println!(
+            "{:<28} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>6.2}x {:>7.1}",
+            format!("lognormal {}M t4096 8x4", size as f64 / 1e6),
+            size,
+            lanes.median,
+            lanes.fastest,
+            best_fit.median,
+            best_fit.fastest,
+            lanes.median / best_fit.median,
+            peak as f64 / size as f64,
+        );
+    }
+}
+
+/// The median and fastest of `seconds`.
+fn timing_of(mut seconds: Vec<f64>) -> Timing {
+    seconds.sort_by(f64::total_cmp);
+    Timing {
+        median: seconds[seconds.len() / 2],
+        fastest: seconds[0],
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported and ignored.
     match std::env::var("BLOAD_BENCH_ONLY").as_deref() {
         Ok("hard_sets") => return hard_set_rows(),
         Ok("ingest") => return ingest_row(),
+        Ok("lanes") => return lanes_rows(),
         _ => {}
     }
     let sizes_2048 = sizes("BLOAD_BENCH_SIZES", "1000000,10000000");
@@ -323,5 +390,6 @@ fn main() {
             (row.blocks - row.bound) as f64 * 100.0 / row.bound as f64
         );
     }
+    lanes_rows();
     hard_set_rows();
 }

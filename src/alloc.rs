@@ -28,6 +28,17 @@ pub(crate) fn try_reserve<T>(vec: &mut Vec<T>, what: &str, additional: usize) ->
         .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))
 }
 
+/// `value` pushed onto `vec`, which grows as `Vec::push` grows it (doubling its room), but
+/// fallibly: for scratch whose size is known only as it fills (a block's lengths).
+pub(crate) fn try_push<T>(vec: &mut Vec<T>, what: &str, value: T) -> Result<()> {
+    if vec.len() == vec.capacity() {
+        vec.try_reserve(1)
+            .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(1)))?;
+    }
+    vec.push(value);
+    Ok(())
+}
+
 /// A copy of `items`.
 pub(crate) fn try_copy<T: Copy>(what: &str, items: &[T]) -> Result<Vec<T>> {
     let mut vec = try_with_capacity(what, items.len())?;
@@ -50,6 +61,11 @@ mod tests {
         let vec: Vec<u64> = try_with_capacity("x", 5).unwrap();
         assert!(vec.is_empty() && vec.capacity() >= 5);
         assert_eq!(try_copy("x", &[1u32, 2]).unwrap(), [1, 2]);
+        let mut pushed = Vec::new();
+        for value in 0..100u16 {
+            try_push(&mut pushed, "x", value).unwrap();
+        }
+        assert!(pushed.iter().copied().eq(0..100));
     }
 
     #[test]

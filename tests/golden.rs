@@ -54,3 +54,57 @@ fn action_genome_plan_hashes_are_pinned() {
     options.policy = Policy::RandomFill;
     assert_eq!(hash_of(lengths, options, 0), "0xb0ba8cfd87ec1128");
 }
+
+/// Lanes plans of the bundled sets and of shapes that take each path of the deal
+/// (`src/plan/deal.rs`): many lanes, one sequence far longer than the rest, lengths spread over
+/// more than 2^16 values, every length equal. Pinned before the deal was made fast (issue 26),
+/// which had to keep every plan as it was.
+#[test]
+fn lanes_plan_hashes_are_pinned() {
+    let lanes = |t_max, world_size, blocks_per_batch, seed| {
+        let mut options = Options::new(t_max);
+        options.world_size = world_size;
+        options.blocks_per_batch = blocks_per_batch;
+        options.seed = seed;
+        options.policy = Policy::Lanes;
+        options
+    };
+    let data = |file: &str| {
+        read_lengths(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/data")
+                .join(file),
+        )
+        .unwrap()
+    };
+    let mut giant = vec![10_000_000];
+    giant.extend((0..20_000u32).map(|i| 1 + i * 7 % 300));
+    let spread: Vec<u32> = (0..50_000u64)
+        .map(|i| 1 + (i * 2_654_435_761 % 200_000) as u32)
+        .collect();
+    let cases = [
+        (data("text_like.lengths"), lanes(2048, 8, 4, 3), 1),
+        (data("speech_like.lengths"), lanes(2450, 8, 8, 0), 0),
+        (data("action_genome_like.lengths"), lanes(94, 2, 4, 5), 2),
+        (data("text_like.lengths"), lanes(512, 40, 25, 1), 0),
+        (giant, lanes(256, 4, 2, 7), 0),
+        (spread, lanes(4096, 4, 4, 11), 3),
+        (vec![37; 10_000], lanes(100, 3, 5, 2), 0),
+    ];
+    let hashes: Vec<String> = cases
+        .into_iter()
+        .map(|(lengths, options, epoch)| hash_of(lengths, options, epoch))
+        .collect();
+    assert_eq!(
+        hashes,
+        [
+            "0xc49a438190ad6119",
+            "0xeb3bf69c00752aed",
+            "0x895309a3c1c1b045",
+            "0xd8fe3d1297395941",
+            "0xb8118492400ccbc2",
+            "0x4c51cfe3c530b438",
+            "0xe28fa18285947d48",
+        ]
+    );
+}

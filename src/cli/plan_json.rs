@@ -1,7 +1,7 @@
 //! `bload plan --json`: one line of JSON, written batch by batch.
 //!
 //! A rank's batches of a large dataset make a document of hundreds of megabytes; it is never held
-//! in memory, only one batch at a time. The bytes are those of the whole document built as one
+//! in memory, only one piece at a time. The bytes are those of the whole document built as one
 //! `serde_json::Value` (what this command printed before it streamed, and what the test below
 //! still builds): fields in the order of a `serde_json::Map`, compact, and a newline.
 
@@ -57,21 +57,30 @@ fn write_batches<'a>(
         if number > 0 {
             out.write_all(b",")?;
         }
-        serde_json::to_writer(&mut *out, &batch_value(&batch))?;
+        write_batch(out, &batch)?;
     }
     out.write_all(b"]")
 }
 
-/// One batch: its blocks, each with its padding and pieces.
-fn batch_value(batch: &Batch) -> Value {
-    let blocks: Vec<Value> = batch
-        .blocks()
-        .map(|block| {
-            let pieces: Vec<_> = block.pieces().collect();
-            json!({"padding": block.padding(), "pieces": pieces})
-        })
-        .collect();
-    json!({ "blocks": blocks })
+/// One batch: its blocks, each with its padding and pieces, written a piece at a time (a batch
+/// may hold every block of the epoch, `--blocks-per-batch` being the user's), as
+/// `{"blocks": [{"padding": P, "pieces": [...]}, ...]}` would be.
+fn write_batch(out: &mut impl Write, batch: &Batch) -> io::Result<()> {
+    out.write_all(b"{\"blocks\":[")?;
+    for (number, block) in batch.blocks().enumerate() {
+        if number > 0 {
+            out.write_all(b",")?;
+        }
+        write!(out, "{{\"padding\":{},\"pieces\":[", block.padding())?;
+        for (number, piece) in block.pieces().enumerate() {
+            if number > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, &json!(piece))?;
+        }
+        out.write_all(b"]}")?;
+    }
+    out.write_all(b"]}")
 }
 
 #[cfg(test)]

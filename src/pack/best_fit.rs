@@ -14,7 +14,7 @@
 use super::{
     best_fit_decreasing, improve, item_count, most_blocks_closed_when_full, LengthPool, Packing,
 };
-use crate::alloc::{try_vec, try_with_capacity};
+use crate::alloc::{try_push, try_vec, try_with_capacity};
 use crate::error::Result;
 
 /// Searches cost about (lengths below the room) x (room / 64) word operations; beyond this
@@ -28,6 +28,9 @@ const MAX_SEARCH_ROOM: u32 = 4096;
 /// stay reproducible. The bundled length sets need a small fraction of it.
 const SEARCH_WORK_PER_LENGTH: u64 = 64;
 const SEARCH_WORK_ALLOWANCE: u64 = 1 << 20;
+
+/// What the scratch of a block's lengths is called when there is no memory for it.
+const FILL: &str = "the lengths of a block";
 
 /// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have.
 pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Result<Packing> {
@@ -54,7 +57,7 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
         SEARCH_WORK_ALLOWANCE + SEARCH_WORK_PER_LENGTH * lengths,
     )?;
     // Scratch of one block at a time (its fill, a search's fill, the lengths in the block): a
-    // block's items, small next to the packing.
+    // block's items, small next to the packing, but as many as `t_max` (grown fallibly).
     let mut fill = Vec::new();
     let mut tail = Vec::new();
     let mut tally = Vec::new();
@@ -67,7 +70,7 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
         let mut left = room;
         while let Some(length) = pool.longest_at_most(left) {
             pool.take(length);
-            fill.push(length);
+            try_push(&mut fill, FILL, length)?;
             left -= length;
         }
         if left > 0 && room - left < subset_sum.ceiling[room as usize] && subset_sum.work_left > 0 {
@@ -81,10 +84,12 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
                 // The last search: the whole room, or as much of it as stays cheap to search.
                 let last = kept == 0 || open + fill[kept - 1] > MAX_SEARCH_ROOM;
                 if subset_sum.ceiling[open as usize] == open || last {
-                    let found = subset_sum.fullest_fill(&mut pool, open, &mut tail);
+                    let found = subset_sum.fullest_fill(&mut pool, open, &mut tail)?;
                     if found == open || last {
                         fill.truncate(kept);
-                        fill.extend_from_slice(&tail);
+                        for &length in &tail {
+                            try_push(&mut fill, FILL, length)?;
+                        }
                         break;
                     }
                     for &length in &tail {
@@ -104,7 +109,7 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
         // Emit those copies at once instead of searching again.
         if fill.iter().sum::<u32>() == room {
             let block_start = packing.lengths.len() - fill.len() - 1;
-            let repeats = repeats_available(&pool, &packing.lengths[block_start..], &mut tally);
+            let repeats = repeats_available(&pool, &packing.lengths[block_start..], &mut tally)?;
             for _ in 0..repeats {
                 packing
                     .lengths
@@ -122,19 +127,19 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
 
 /// How many more copies of `block` the pool can give; `tally` is left holding each length of the
 /// block with its number of copies in it.
-fn repeats_available(pool: &LengthPool, block: &[u32], tally: &mut Vec<(u32, u32)>) -> u32 {
+fn repeats_available(pool: &LengthPool, block: &[u32], tally: &mut Vec<(u32, u32)>) -> Result<u32> {
     tally.clear();
     for &length in block {
         match tally.iter_mut().find(|(seen, _)| *seen == length) {
             Some((_, copies)) => *copies += 1,
-            None => tally.push((length, 1)),
+            None => try_push(tally, "the lengths of a block", (length, 1))?,
         }
     }
-    tally
+    Ok(tally
         .iter()
         .map(|&(length, copies)| pool.count(length) / copies)
         .min()
-        .unwrap_or(0)
+        .unwrap_or(0))
 }
 
 /// Scratch space of the bounded subset-sum, kept across blocks.
@@ -168,7 +173,12 @@ impl SubsetSum {
     /// Takes from `pool` the multiset of lengths with the largest sum at most `room`, writes it
     /// to `fill` and returns its sum. Lengths are tried longest first, and the search stops once
     /// `room` is reached.
-    fn fullest_fill(&mut self, pool: &mut LengthPool, room: u32, fill: &mut Vec<u32>) -> u32 {
+    fn fullest_fill(
+        &mut self,
+        pool: &mut LengthPool,
+        room: u32,
+        fill: &mut Vec<u32>,
+    ) -> Result<u32> {
         let top = room as usize;
         let reachable = &mut self.reachable[..top / 64 + 1];
         reachable.fill(0);
@@ -204,10 +214,10 @@ impl SubsetSum {
         while sum > 0 {
             let length = self.last_length[sum];
             pool.take(length);
-            fill.push(length);
+            try_push(fill, FILL, length)?;
             sum -= length as usize;
         }
-        best as u32
+        Ok(best as u32)
     }
 }
 
@@ -261,7 +271,7 @@ mod tests {
         let mut pool = LengthPool::new(&counts_of(&[6, 5, 5], 10)).unwrap();
         let mut search = SubsetSum::new(10, u64::MAX).unwrap();
         let mut fill = Vec::new();
-        search.fullest_fill(&mut pool, 10, &mut fill);
+        search.fullest_fill(&mut pool, 10, &mut fill).unwrap();
         fill.sort_unstable();
         assert_eq!(fill, vec![5, 5]);
         assert_eq!(pool.count(6), 1);
@@ -274,11 +284,11 @@ mod tests {
         let mut pool = LengthPool::new(&counts_of(&[4, 4, 4, 9], 13)).unwrap();
         let mut search = SubsetSum::new(13, u64::MAX).unwrap();
         let mut fill = Vec::new();
-        search.fullest_fill(&mut pool, 13, &mut fill);
+        search.fullest_fill(&mut pool, 13, &mut fill).unwrap();
         assert_eq!(fill.iter().sum::<u32>(), 13);
         // Room 13 from {4, 4}: 8 is the best; the ceiling remembers it.
         let mut pool = LengthPool::new(&counts_of(&[4, 4], 13)).unwrap();
-        search.fullest_fill(&mut pool, 13, &mut fill);
+        search.fullest_fill(&mut pool, 13, &mut fill).unwrap();
         assert_eq!(fill, vec![4, 4]);
         assert_eq!(search.ceiling[13], 8);
     }

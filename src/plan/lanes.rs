@@ -11,23 +11,17 @@
 //! exactly the block the sharding gives row `lane % B` of rank `lane / B` in batch `k`. A window
 //! boundary cuts a sequence into pieces, recorded as split pieces; a piece that continues its
 //! sequence always opens its block, and the model carries its state into it.
+//!
+//! Which lane runs which sequences, in which order, is the deal (`deal/`); this file cuts the
+//! lanes into windows, writing the blocks in their order.
 
+use super::deal::{length_of, prefetch, sequence_of};
 use super::shard::Span;
 use super::split::SplitPiece;
 use super::{EpochPlan, Planner};
-use crate::alloc::{try_vec, try_with_capacity};
+use crate::alloc::{try_reserve, try_with_capacity};
 use crate::error::{Error, Result};
-use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, PlanStats};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-/// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`.
-struct Deal {
-    order: Vec<u32>,
-    starts: Vec<usize>,
-    steps: Vec<u64>,
-}
 
 impl Planner {
     /// The `lanes` plan of `epoch` (see the module's comment).
@@ -35,63 +29,50 @@ impl Planner {
         let options = &self.options;
         let lanes = options.blocks_per_global_batch() as usize;
         let t_max = u64::from(options.t_max);
-        let deal = self.deal(epoch, lanes)?;
+        // The most pieces a deal can give, which the deal leaves room for: a sequence each, and
+        // one more for each window boundary that cuts one. The heaviest lane took its last
+        // sequence when it was the lightest, so it holds at most its share and that sequence.
+        let heaviest = self.steps / lanes as u64 + u64::from(self.longest);
+        let most_blocks = heaviest.div_ceil(t_max).max(1).saturating_mul(lanes as u64);
+        let room = self
+            .lengths
+            .len()
+            .saturating_add(most_blocks.min(u64::from(u32::MAX)) as usize);
+        let deal = super::deal::deal(&self.lengths, options.seed, epoch, lanes, room)?;
         let longest_lane = deal.steps.iter().copied().max().unwrap_or(0);
         let windows = longest_lane.div_ceil(t_max).max(1);
         let blocks = windows * lanes as u64;
         if blocks > u64::from(u32::MAX) {
             return Err(too_many_blocks(blocks, options.t_max));
         }
-        let mut spans = try_vec(
-            "the plan's blocks",
-            blocks as usize,
-            Span { start: 0, end: 0 },
-        )?;
-        // Each window boundary cuts at most one sequence: at most one piece per block more.
+        // Each window boundary cuts at most one sequence: at most one piece per block more (which
+        // the deal left room for), and at most two pieces of split sequences per block (the cut
+        // one's first and next).
         let most_pieces = self.lengths.len() + blocks as usize;
-        let mut piece_sequences = try_with_capacity("the plan's pieces", most_pieces)?;
-        let mut split_pieces = Vec::new();
-        let (mut split_sequences, mut pieces_of_split) = (0u64, 0u64);
-        for lane in 0..lanes {
-            let (mut window, mut used, mut start) = (0usize, 0u64, piece_sequences.len());
-            for &sequence in &deal.order[deal.starts[lane]..deal.starts[lane + 1]] {
-                let length = u64::from(self.lengths[sequence as usize]);
-                let whole = used + length <= t_max;
-                if !whole {
-                    split_sequences += 1;
-                }
-                let mut offset = 0;
-                while offset < length {
-                    let take = (t_max - used).min(length - offset);
-                    let position = piece_position(piece_sequences.len())?;
-                    if !whole {
-                        pieces_of_split += 1;
-                        split_pieces.push(SplitPiece {
-                            position,
-                            offset: offset as u32,
-                            length: take as u32,
-                        });
-                    }
-                    piece_sequences.push(sequence);
-                    (offset, used) = (offset + take, used + take);
-                    if used == t_max {
-                        let end = piece_position(piece_sequences.len())?;
-                        spans[window * lanes + lane] = Span {
-                            start: start as u32,
-                            end,
-                        };
-                        (window, used, start) = (window + 1, 0, end as usize);
-                    }
-                }
-            }
-            if used > 0 {
-                let end = piece_position(piece_sequences.len())?;
-                spans[window * lanes + lane] = Span {
-                    start: start as u32,
-                    end,
-                };
-            }
-        }
+        let mut written = Windows {
+            t_max,
+            piece_sequences: deal.spare,
+            split_pieces: try_with_capacity(
+                "the pieces of split sequences",
+                most_pieces.min(2 * blocks as usize),
+            )?,
+            spans: try_with_capacity("the plan's blocks", blocks as usize)?,
+            split_sequences: 0,
+        };
+        try_reserve(
+            &mut written.piece_sequences,
+            "the plan's pieces",
+            most_pieces,
+        )?;
+        written.all(&deal.order, &deal.starts, windows as usize)?;
+        let Windows {
+            piece_sequences,
+            split_pieces,
+            spans,
+            split_sequences,
+            ..
+        } = written;
+        let pieces_of_split = split_pieces.len() as u64;
         let padding = blocks * t_max - self.steps;
         let stats = PlanStats {
             sequences: self.lengths.len() as u64,
@@ -108,7 +89,6 @@ impl Planner {
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
         };
-        // split_pieces were pushed in position order: each lane's pieces follow the last lane's.
         Ok(EpochPlan {
             epoch,
             options: options.clone(),
@@ -120,57 +100,117 @@ impl Planner {
             origin: super::resume::Origin::own(options.world_size),
         })
     }
+}
 
-    /// Deals the sequences to `lanes` lanes, longest first, each to the lane with the fewest
-    /// steps so far (ties to the lowest lane), which leaves the lanes within one sequence of each
-    /// other. Randomness decides among sequences of equal length (the order is shuffled before a
-    /// stable sort), which lane number each dealt lane gets, and the order inside each lane.
-    fn deal(&self, epoch: u64, lanes: usize) -> Result<Deal> {
-        let lengths = &self.lengths;
-        let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Lanes);
-        let mut order: Vec<u32> = try_with_capacity("the order of the sequences", lengths.len())?;
-        order.extend(0..lengths.len() as u32);
-        rng.shuffle(&mut order);
-        order.sort_by_key(|&sequence| Reverse(lengths[sequence as usize]));
+/// A lanes plan as it is written, in block order: window 0 of every lane, then window 1, and so
+/// on (so that every array is written in order; a block's pieces lie anywhere, and the plan reads
+/// them through its span).
+struct Windows {
+    t_max: u64,
+    piece_sequences: Vec<u32>,
+    /// In position order.
+    split_pieces: Vec<SplitPiece>,
+    spans: Vec<Span>,
+    split_sequences: u64,
+}
 
-        let mut lane_numbers: Vec<u32> = (0..lanes as u32).collect();
-        rng.shuffle(&mut lane_numbers);
-        let mut lane_of = try_with_capacity("the lane of every sequence", order.len())?;
-        let mut steps = try_vec("the steps of every lane", lanes, 0u64)?;
-        let mut counts = try_vec("the sequences of every lane", lanes, 0usize)?;
-        let mut lightest: BinaryHeap<Reverse<(u64, usize)>> =
-            (0..lanes).map(|dealt| Reverse((0, dealt))).collect();
-        for &sequence in &order {
-            // The heap holds every lane: it is never empty.
-            let Some(Reverse((load, dealt))) = lightest.pop() else {
-                break;
-            };
-            let lane = lane_numbers[dealt] as usize;
-            let load = load + u64::from(lengths[sequence as usize]);
-            lane_of.push(lane as u32);
-            steps[lane] = load;
-            counts[lane] += 1;
-            lightest.push(Reverse((load, dealt)));
-        }
+/// Where a lane stands as its windows are written: its next sequence in the deal's order, the
+/// end of its sequences, and what is left of a sequence cut at its last window's end.
+#[derive(Clone, Copy)]
+struct Lane {
+    at: usize,
+    end: usize,
+    cut: Option<Cut>,
+}
 
-        let mut starts = try_vec("the start of every lane", lanes + 1, 0usize)?;
-        for lane in 0..lanes {
-            starts[lane + 1] = starts[lane] + counts[lane];
+/// The rest of a sequence cut at a window's end: its steps from `offset` to `length`.
+#[derive(Clone, Copy)]
+struct Cut {
+    sequence: u32,
+    offset: u64,
+    length: u64,
+}
+
+impl Windows {
+    /// The `windows` windows of every lane, lane `l` being `order[starts[l]..starts[l + 1]]` end
+    /// to end. Piece positions are checked where a window ends: those in it are smaller.
+    fn all(&mut self, order: &[u64], starts: &[usize], windows: usize) -> Result<()> {
+        let count = starts.len() - 1;
+        let mut lanes = try_with_capacity("where every lane stands", count)?;
+        lanes.extend(starts.windows(2).map(|lane| Lane {
+            at: lane[0],
+            end: lane[1],
+            cut: None,
+        }));
+        for _ in 0..windows {
+            for lane in &mut lanes {
+                let start = self.piece_sequences.len();
+                self.window(lane, order)?;
+                let end = piece_position(self.piece_sequences.len())?;
+                // Past the end of its lane, a block of padding: no pieces, as in any plan.
+                let span = if end as usize == start {
+                    Span { start: 0, end: 0 }
+                } else {
+                    Span {
+                        start: start as u32,
+                        end,
+                    }
+                };
+                debug_assert!(self.spans.len() < self.spans.capacity());
+                self.spans.push(span);
+            }
         }
-        let mut next = starts.clone();
-        let mut dealt = try_vec("the sequences by lane", order.len(), 0u32)?;
-        for (&sequence, &lane) in order.iter().zip(&lane_of) {
-            dealt[next[lane as usize]] = sequence;
-            next[lane as usize] += 1;
+        Ok(())
+    }
+
+    /// The next window of `lane`: the rest of a cut sequence (as much as fits), whole sequences
+    /// as long as they fit, then the first piece of the next one if it runs past the window's end.
+    fn window(&mut self, lane: &mut Lane, order: &[u64]) -> Result<()> {
+        let t_max = self.t_max;
+        let mut used = 0;
+        if let Some(cut) = &mut lane.cut {
+            used = t_max.min(cut.length - cut.offset);
+            let (sequence, offset) = (cut.sequence, cut.offset);
+            cut.offset += used;
+            if cut.offset == cut.length {
+                lane.cut = None;
+            }
+            self.split_piece(sequence, offset, used)?;
         }
-        for lane in 0..lanes {
-            rng.shuffle(&mut dealt[starts[lane]..starts[lane + 1]]);
+        // The lanes are read side by side, more streams than the processor follows on its own.
+        prefetch(order, lane.at + 16);
+        let first = lane.at;
+        while lane.at < lane.end && used + u64::from(length_of(order[lane.at])) <= t_max {
+            used += u64::from(length_of(order[lane.at]));
+            lane.at += 1;
         }
-        Ok(Deal {
-            order: dealt,
-            starts,
-            steps,
-        })
+        let whole = order[first..lane.at].iter().map(|&pair| sequence_of(pair));
+        self.piece_sequences.extend(whole);
+        if used < t_max && lane.at < lane.end {
+            let (sequence, length) = (sequence_of(order[lane.at]), length_of(order[lane.at]));
+            lane.at += 1;
+            self.split_sequences += 1;
+            let take = t_max - used;
+            self.split_piece(sequence, 0, take)?;
+            lane.cut = Some(Cut {
+                sequence,
+                offset: take,
+                length: u64::from(length),
+            });
+        }
+        Ok(())
+    }
+
+    /// A piece of a cut sequence: `length` steps from `offset`.
+    fn split_piece(&mut self, sequence: u32, offset: u64, length: u64) -> Result<()> {
+        debug_assert!(self.split_pieces.len() < self.split_pieces.capacity());
+        self.split_pieces.push(SplitPiece {
+            position: piece_position(self.piece_sequences.len())?,
+            offset: offset as u32,
+            length: length as u32,
+        });
+        self.piece_sequences.push(sequence);
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@
 //! (`resume.rs`).
 
 mod block;
+mod deal;
 mod hash;
 mod identities;
 mod lanes;
@@ -61,6 +62,8 @@ pub struct Planner {
     /// Pieces the oversized sequences are cut into: their full chunks and their tails.
     split_pieces: u64,
     steps: u64,
+    /// The longest sequence's steps.
+    longest: u32,
     pieces: u64,
     lower_bound: LowerBound,
 }
@@ -83,6 +86,7 @@ impl Planner {
             split_pieces: gathered.split_pieces,
             packing_bound: gathered.packing_bound,
             steps: gathered.steps,
+            longest: gathered.longest,
             pieces: gathered.pieces,
             lower_bound: gathered.lower_bound,
         })

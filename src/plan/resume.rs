@@ -14,7 +14,7 @@
 
 use super::shard::Span;
 use super::{EpochPlan, Planner};
-use crate::alloc::try_copy;
+use crate::alloc::{try_copy, try_reserve};
 use crate::error::{Error, Result};
 use crate::stats;
 
@@ -152,14 +152,14 @@ impl Planner {
         }
         if at.world_size == self.options.world_size {
             return Ok(Resumed {
-                plan: self.remainder(planned, at.first_block),
+                plan: self.remainder(planned, at.first_block)?,
                 batches: at.batches as usize,
             });
         }
         // Past the planned blocks lie only the empty blocks that padded the last global batch.
         let served = (at.first_block + at.batches * per_global_batch).min(blocks);
         Ok(Resumed {
-            plan: self.remainder(planned, served),
+            plan: self.remainder(planned, served)?,
             batches: 0,
         })
     }
@@ -226,18 +226,20 @@ impl Planner {
     }
 
     /// The blocks of `planned` from `first_block` on, dealt to this planner's ranks.
-    fn remainder(&self, mut planned: EpochPlan, first_block: u64) -> EpochPlan {
+    fn remainder(&self, mut planned: EpochPlan, first_block: u64) -> Result<EpochPlan> {
         let origin = Origin {
             planned_world_size: planned.options.world_size,
             first_block,
         };
         if origin == Origin::own(self.options.world_size) {
-            return planned;
+            return Ok(planned);
         }
         planned.spans.drain(..first_block as usize);
         let kept = planned.spans.len() as u64;
         let blocks = stats::round_up(kept, self.options.blocks_per_global_batch());
         let added = blocks - kept;
+        // More ranks may need more blocks than the plan had room for.
+        try_reserve(&mut planned.spans, "the plan's blocks", added as usize)?;
         planned
             .spans
             .resize(blocks as usize, Span { start: 0, end: 0 });
@@ -251,7 +253,7 @@ impl Planner {
         stats.efficiency = stats::efficiency(stats.steps, stats.deleted, stats.padding);
         planned.options = self.options.clone();
         planned.origin = origin;
-        planned
+        Ok(planned)
     }
 }
 

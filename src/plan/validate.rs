@@ -22,6 +22,7 @@ pub(super) struct Gathered {
     pub(super) packing_bound: u64,
     pub(super) split_pieces: u64,
     pub(super) steps: u64,
+    pub(super) longest: u32,
     pub(super) pieces: u64,
     pub(super) lower_bound: LowerBound,
 }
@@ -127,6 +128,7 @@ pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
         split_pieces: full_chunks + tails,
         packing_bound,
         steps,
+        longest,
         pieces,
         lower_bound,
     })
@@ -148,6 +150,7 @@ fn lanes_gathered(sequences: u64, steps: u64, longest: u32, options: &Options) -
         packing_bound: 0,
         split_pieces: 0,
         steps,
+        longest,
         pieces: sequences,
         lower_bound: LowerBound {
             blocks_unrounded: blocks,
