@@ -43,6 +43,16 @@ impl Policy {
         }
     }
 
+    /// Every policy's name, as messages list them: "best_fit, random_fill, pad_to_max or lanes".
+    pub fn names() -> String {
+        let names: Vec<&str> = Policy::ALL.iter().map(|policy| policy.name()).collect();
+        match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
     /// Whether a model carries its state from one batch to the next (each row is a lane).
     pub fn carries_state(self) -> bool {
         self == Policy::Lanes
@@ -61,13 +71,7 @@ impl FromStr for Policy {
         Policy::ALL
             .into_iter()
             .find(|policy| policy.name() == text)
-            .ok_or_else(|| {
-                Error::invalid(
-                    "policy",
-                    format!("{text:?}"),
-                    "best_fit, random_fill, pad_to_max or lanes",
-                )
-            })
+            .ok_or_else(|| Error::invalid("policy", format!("{text:?}"), Policy::names()))
     }
 }
 
@@ -220,6 +224,8 @@ mod tests {
         for policy in Policy::ALL {
             assert_eq!(policy.name().parse::<Policy>().unwrap(), policy);
         }
-        assert_eq!("bfd".parse::<Policy>().unwrap_err().argument, "policy");
+        let err = "bfd".parse::<Policy>().unwrap_err();
+        assert_eq!(err.argument, "policy");
+        assert_eq!(err.expected, "best_fit, random_fill, pad_to_max or lanes");
     }
 }
