@@ -9,6 +9,7 @@
 //! error instead. Values from C++ arrive as torch's signed 64-bit ints and are checked here.
 
 mod guard;
+mod lengths;
 mod state;
 mod store;
 mod tables;
@@ -16,6 +17,7 @@ pub mod types;
 
 use bload::Error;
 use guard::{guarded, infallible, sized, BridgeError};
+use lengths::{detect_lengths_format, read_lengths_file};
 use state::ReadState;
 use store::open_sequence_store;
 use tables::{
@@ -239,25 +241,6 @@ fn parse_policy(name: &str) -> Result<Policy, BridgeError> {
 fn policy_name(policy: Policy) -> Result<String, BridgeError> {
     guarded("policy_name", || {
         Ok(bload::Policy::try_from(policy)?.name().to_string())
-    })
-}
-
-fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>, BridgeError> {
-    guarded("read_lengths_file", || {
-        let format = match format {
-            "" => None,
-            name => Some(name.parse()?),
-        };
-        let lengths = bload::read_lengths_as(std::path::Path::new(path), format)?;
-        let mut wide = sized("the lengths as 64-bit integers", lengths.len())?;
-        wide.extend(lengths.into_iter().map(i64::from));
-        Ok(wide)
-    })
-}
-
-fn detect_lengths_format(path: &str) -> Result<String, BridgeError> {
-    guarded("detect_lengths_format", || {
-        Ok(bload::detect_format(std::path::Path::new(path))?.to_string())
     })
 }
 

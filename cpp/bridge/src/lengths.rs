@@ -1,0 +1,24 @@
+//! Lengths files across the bridge: the core's readers of every format it reads (text, `.npy`,
+//! Megatron `.idx`), widened to the int64 C++ and Python hold lengths in, and the format a file
+//! has, by its first bytes and extension.
+
+use crate::guard::{guarded, sized, BridgeError};
+
+pub(crate) fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>, BridgeError> {
+    guarded("read_lengths_file", || {
+        let format = match format {
+            "" => None,
+            name => Some(name.parse()?),
+        };
+        let lengths = bload::read_lengths_as(std::path::Path::new(path), format)?;
+        let mut wide = sized("the lengths as 64-bit integers", lengths.len())?;
+        wide.extend(lengths.into_iter().map(i64::from));
+        Ok(wide)
+    })
+}
+
+pub(crate) fn detect_lengths_format(path: &str) -> Result<String, BridgeError> {
+    guarded("detect_lengths_format", || {
+        Ok(bload::detect_format(std::path::Path::new(path))?.to_string())
+    })
+}
