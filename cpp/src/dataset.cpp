@@ -37,9 +37,13 @@ at::Tensor packed_output(const BatchRequest& request, const at::Tensor& like, bo
   return buffers ? buffers->take(shape, options) : at::empty(shape, options);
 }
 
+// `sequences` packed, or padding alone for a table of no row; `option` names the padding in
+// errors (the kernel's own check would call it padding_value, which a dataset user never set).
 at::Tensor pack_or_pad(const BatchRequest& request, const std::vector<at::Tensor>& sequences,
-                       double padding, bool pin_memory, PackBuffers* buffers) {
+                       double padding, const char* option, bool pin_memory,
+                       PackBuffers* buffers) {
   TORCH_CHECK(!sequences.empty(), "pack_batch: expected at least one example");
+  ops::check_padding(padding, sequences[0].scalar_type(), option);
   auto out = packed_output(request, sequences[0], pin_memory, buffers);
   if (request.table.size(0) == 0) {
     out.fill_(padding);
@@ -99,9 +103,10 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
                        PackBuffers* buffers) {
   const auto& table = request.table;
   PackedBatch batch;
-  batch.data = pack_or_pad(request, data, options.data_padding(), options.pin_memory(), buffers);
-  batch.target =
-      pack_or_pad(request, target, options.target_padding(), options.pin_memory(), buffers);
+  batch.data = pack_or_pad(request, data, options.data_padding(), "data_padding",
+                           options.pin_memory(), buffers);
+  batch.target = pack_or_pad(request, target, options.target_padding(), "target_padding",
+                             options.pin_memory(), buffers);
   batch.table = table;
   // Every other field, from one call, each to its name in the core's order.
   static const auto names = table_field_names();

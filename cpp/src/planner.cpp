@@ -47,6 +47,7 @@ struct Planner::Impl {
 struct EpochPlan::Impl {
   rust::Box<ffi::EpochPlan> plan;
   Options options;
+  int64_t sequences;  // the planner's, for each BatchRequest (a dataset checks its size with it)
 };
 
 Planner::Planner(c10::ArrayRef<int64_t> lengths, const Options& options) {
@@ -68,13 +69,13 @@ Planner::Planner(c10::ArrayRef<int32_t> lengths, const Options& options) {
 EpochPlan Planner::plan(int64_t epoch) const {
   auto plan = rethrowing([&] { return impl_->planner->plan_epoch(epoch); });
   return EpochPlan(std::make_shared<const EpochPlan::Impl>(
-      EpochPlan::Impl{std::move(plan), impl_->options}));
+      EpochPlan::Impl{std::move(plan), impl_->options, num_sequences()}));
 }
 
 Resumed Planner::resume(const EpochPosition& at) const {
   auto resumed = rethrowing([&] { return impl_->planner->resume_epoch(at); });
   auto plan = std::make_shared<const EpochPlan::Impl>(
-      EpochPlan::Impl{std::move(resumed.plan), impl_->options});
+      EpochPlan::Impl{std::move(resumed.plan), impl_->options, num_sequences()});
   return Resumed{EpochPlan(std::move(plan)), resumed.batches};
 }
 
@@ -145,7 +146,7 @@ ResumedState Planner::resume_state(const SamplerState& state, const std::string&
   if (read->started()) {
     auto plan = rethrowing([&] { return read->take_plan(); });
     resumed.resumed = Resumed{EpochPlan(std::make_shared<const EpochPlan::Impl>(
-                                  EpochPlan::Impl{std::move(plan), impl_->options})),
+                                  EpochPlan::Impl{std::move(plan), impl_->options, num_sequences()})),
                               read->batches()};
   }
   return resumed;
@@ -165,8 +166,9 @@ BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
   const auto& options = impl_->options;
-  return BatchRequest{table, options.blocks_per_batch(), options.t_max(), carries_state(),
-                      rank * options.blocks_per_batch()};
+  return BatchRequest{table,           options.blocks_per_batch(),
+                      options.t_max(),  carries_state(),
+                      rank * options.blocks_per_batch(), impl_->sequences};
 }
 
 PlanStats EpochPlan::stats() const { return impl_->plan->stats(); }

@@ -23,6 +23,7 @@
 
 #include "bload/agreement.h"
 #include "bload/planner.h"
+#include "ops/checks.h"
 
 namespace bload {
 namespace {
@@ -36,6 +37,7 @@ Planner planner_of(const at::Tensor& lengths, const Options& options) {
                   lengths.scalar_type() != at::kBool,
               "lengths: expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
+  ops::check_has_values(lengths, "lengths");
   if (lengths.scalar_type() == at::kInt) {
     auto host = lengths.to(at::kCPU).contiguous();
     return Planner(c10::ArrayRef<int32_t>(host.const_data_ptr<int32_t>(), host.numel()), options);
@@ -120,6 +122,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
       : planner_(planner_of(lengths, options)) {}
 
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
+  int64_t num_sequences() const { return planner_.num_sequences(); }
 
   at::Tensor batch(int64_t epoch, int64_t rank, int64_t index) {
     return cached(epoch).batch(rank, index).table;
@@ -231,6 +234,7 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
             torch::arg("policy") = "best_fit", torch::arg("split_oversized") = false})
       .def("batches_per_rank", &ScriptPlanner::batches_per_rank,
            "Batches every rank runs in `epoch`")
+      .def("num_sequences", &ScriptPlanner::num_sequences, "Sequences in the lengths planned")
       .def("batch", &ScriptPlanner::batch,
            "The block table of batch `index` of `rank` in `epoch`: int64 [pieces, 6] with "
            "columns block, block_offset, length, sequence, offset, sequence_length")

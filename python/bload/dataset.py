@@ -75,6 +75,11 @@ class BlockDataset(torch.utils.data.Dataset):
                 f"t_max = {self.t_max}: the sampler plans blocks of t_max = {batch.t_max}; expected "
                 "the same t_max for both"
             )
+        if batch.sequences and len(self.dataset) != batch.sequences:
+            raise ValueError(
+                f"dataset has {len(self.dataset)} sequences: expected {batch.sequences}, the lengths "
+                "the sampler plans with"
+            )
         return self.pack(batch.table, batch.blocks, carry=batch.carry, first_lane=batch.first_lane)
 
     @staticmethod
@@ -125,22 +130,32 @@ class BlockDataset(torch.utils.data.Dataset):
         per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
         return PackedBatch(
-            _packed([item[0] for item in per_row], *shape, self.data_padding, self._buffers),
-            _packed([item[1] for item in per_row], *shape, self.target_padding, self._buffers),
+            _packed([item[0] for item in per_row], *shape, self.data_padding, "data_padding", self._buffers),
+            _packed([item[1] for item in per_row], *shape, self.target_padding, "target_padding", self._buffers),
             table, blocks, self.t_max, carries_state=carry, first_lane=first_lane,
         )  # fmt: skip
 
 
-def _packed(steps, table, blocks, t_max, padding, buffers):
+def _packed(steps, table, blocks, t_max, padding, option, buffers):
     """`steps` packed: row i's whole sequence [T, ...] or its piece (or a dict of them) for each
-    table row, or, for a table of no row, one item that gives the padding its shape and dtype."""
+    table row, or, for a table of no row, one item that gives the padding its shape and dtype.
+    `option` names the padding in errors."""
     first = steps[0]
     if isinstance(first, dict):
-        return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding, buffers) for key in first}
+        return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding, option, buffers)
+                for key in first}  # fmt: skip
     # In a worker, the batch goes to the main process through shared memory: packed there
     # directly, sending it moves no byte (an ordinary tensor would be copied there).
     shared = torch.utils.data.get_worker_info() is not None
     out = buffers.take([blocks, t_max, *first.shape[1:]], first.dtype, shared)
     if len(table) == 0:
         return out.fill_(padding)
-    return ops.pack(steps, table, blocks, t_max, padding, out=out)
+    try:
+        return ops.pack(steps, table, blocks, t_max, padding, out=out)
+    except RuntimeError as error:
+        # The kernel's check of the padding (the one rule) names its argument, padding_value,
+        # which the dataset's user never set: name their option instead.
+        message = str(error).split("\n")[0]
+        if not message.startswith("padding_value = "):
+            raise
+        raise ValueError(option + message.removeprefix("padding_value")) from None

@@ -66,6 +66,9 @@ class BlockBatch:
     carry: bool = False
     #: The lane of row 0, rank * blocks: row j is lane first_lane + j.
     first_lane: int = 0
+    #: Sequences in the lengths planned (0: not known): BlockDataset refuses a dataset of
+    #: another size, naming both, before reading out of its range.
+    sequences: int = 0
 
     def __iter__(self):  # a DataLoader iterates a batch only for a dataset without __getitems__
         raise TypeError(
@@ -239,7 +242,8 @@ class BlockSampler(torch.utils.data.Sampler):
         while self.position < self.plan.batches_per_rank():
             table = self.plan.batch(self.rank, self.position)
             batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position,
-                               carry=self.plan.carries_state(), first_lane=self.rank * self.blocks_per_batch)
+                               carry=self.plan.carries_state(), first_lane=self.rank * self.blocks_per_batch,
+                               sequences=self.planner.num_sequences())
             self.position += 1
             yield batch
 

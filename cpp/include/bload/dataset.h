@@ -9,7 +9,10 @@
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
 
+#include <c10/util/Exception.h>
+
 #include <concepts>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -110,6 +113,10 @@ class BlockDataset
       : inner_(std::move(inner)), options_(std::move(options)) {}
 
   PackedBatch get_batch(BatchRequest request) override {
+    const auto size = inner_.size();
+    TORCH_CHECK(request.sequences == 0 || !size || static_cast<int64_t>(*size) == request.sequences,
+                "dataset has ", size.value_or(0), " sequences: expected ", request.sequences,
+                ", the lengths the sampler plans with");
     const int64_t rows = request.table.size(0);
     std::vector<at::Tensor> data, target;
     data.reserve(std::max<int64_t>(rows, 1));
@@ -123,17 +130,19 @@ class BlockDataset
     for (int64_t row = 0; row < rows; ++row) {
       const auto piece = cells[row];
       const auto index = static_cast<size_t>(piece[kSequence]);
-      if constexpr (ReadsRanges<Inner>) {
-        add(inner_.get_range(index, piece[kOffset], piece[kLength]));
-      } else if (auto [at, first] = read_at.try_emplace(piece[kSequence], data.size()); first) {
-        add(inner_.get(index));
-      } else {  // another piece of a sequence read for this batch
-        data.push_back(data[at->second]);
-        target.push_back(target[at->second]);
-      }
+      reading(index, [&] {
+        if constexpr (ReadsRanges<Inner>) {
+          add(inner_.get_range(index, piece[kOffset], piece[kLength]));
+        } else if (auto [at, first] = read_at.try_emplace(piece[kSequence], data.size()); first) {
+          add(inner_.get(index));
+        } else {  // another piece of a sequence read for this batch
+          data.push_back(data[at->second]);
+          target.push_back(target[at->second]);
+        }
+      });
     }
     // A table with no row still loads one example, for the output's trailing shape and dtype.
-    if (rows == 0) add(inner_.get(0));
+    if (rows == 0) reading(0, [&] { add(inner_.get(0)); });
     return pack_batch(request, data, target, options_, &buffers_);
   }
 
@@ -143,6 +152,21 @@ class BlockDataset
   const Options& options() const { return options_; }
 
  private:
+  // Runs `read` (a call of the inner dataset for sequence `index`), turning what it throws that
+  // is not a std::exception into a c10::Error that says so: torch's DataLoader worker passes on
+  // a std::exception's message, and nothing at all of anything else.
+  template <typename Read>
+  static void reading(size_t index, Read&& read) {
+    try {
+      read();
+    } catch (const std::exception&) {
+      throw;
+    } catch (...) {
+      TORCH_CHECK(false, "the dataset threw something that is not a std::exception while "
+                  "reading sequence ", index, " (throw a std::exception to give a message)");
+    }
+  }
+
   Inner inner_;
   Options options_;
   PackBuffers buffers_;

@@ -103,6 +103,9 @@ struct BatchRequest {
   // lane first_lane + j (first_lane = rank * blocks).
   bool carry = false;
   int64_t first_lane = 0;
+  // Sequences in the lengths planned (0: not known, for a request made by hand): a dataset whose
+  // size differs is refused by BlockDataset, naming both, before it is read out of its range.
+  int64_t sequences = 0;
 
   // Blocks in the batch: torch's DataLoader compares a request's size() with its batch_size
   // (for drop_last) and requires it to be positive.

@@ -107,6 +107,7 @@ std::vector<Tensor> batch_tables(const Tensor& table, int64_t blocks, int64_t t_
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("bload::batch_tables", "")
                        .typed<std::vector<Tensor>(const Tensor&, int64_t, int64_t, bool, int64_t)>();
+  ops::check_defined(table, "table");
   return op.call(table, blocks, t_max, carry, first_lane);
 }
 

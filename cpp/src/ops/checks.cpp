@@ -3,11 +3,99 @@
 
 #include "checks.h"
 
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
 #include "../rust_bridge.h"
 
 namespace bload::ops {
+namespace {
+
+// The values of an integer dtype, [lowest, highest]; none for the dtypes bload does not bound
+// (the unsigned ones wider than a byte, which torch hardly supports).
+std::optional<std::pair<int64_t, int64_t>> integer_range(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+      return AT_DISPATCH_INTEGRAL_TYPES(dtype, "bload padding range", [] {
+        using limits = std::numeric_limits<scalar_t>;
+        return std::pair<int64_t, int64_t>(limits::lowest(), limits::max());
+      });
+    default:
+      return std::nullopt;
+  }
+}
+
+// The largest finite value of a floating dtype; none where every double fits (or for the 8-bit
+// formats, whose conversions saturate).
+std::optional<double> largest_finite(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf:
+      return static_cast<double>(std::numeric_limits<at::Half>::max());
+    case at::kBFloat16:
+      return static_cast<double>(std::numeric_limits<at::BFloat16>::max());
+    case at::kFloat:
+      return static_cast<double>(std::numeric_limits<float>::max());
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void check_defined(const at::Tensor& tensor, const char* name) {
+  TORCH_CHECK(tensor.defined(), name, ": expected a tensor, got an undefined at::Tensor");
+}
+
+void check_has_values(const at::Tensor& tensor, const char* name) {
+  TORCH_CHECK(!tensor.is_meta(), name, ": a meta tensor has no values: expected ", name,
+              " on the CPU or another device with data");
+}
+
+void check_padding(const at::Scalar& padding, at::ScalarType dtype, const char* name) {
+  if (padding.isSymbolic() || at::isComplexType(dtype)) return;  // symbolic: checked when run
+  TORCH_CHECK(!padding.isComplex(), name, " = ", padding, ": expected a real value for ", dtype,
+              " data, got a complex one");
+  if (dtype == at::kBool) {
+    const bool holds = padding.isBoolean() || padding.toDouble() == 0 || padding.toDouble() == 1;
+    TORCH_CHECK(holds, name, " = ", padding, ": expected 0 or 1 (false or true) for bool data");
+    return;
+  }
+  if (padding.isBoolean()) return;  // false and true are 0 and 1 in every dtype
+  if (const auto range = integer_range(dtype)) {
+    const auto [lowest, highest] = *range;
+    bool holds;
+    if (padding.isIntegral(false)) {
+      const auto value = padding.toLong();
+      holds = lowest <= value && value <= highest;
+    } else {
+      // highest + 1 as a double is exact for every dtype here (int64's is 2^63), so the bound
+      // is exclusive; the value must also be a whole number, which a cast would round away.
+      const auto value = padding.toDouble();
+      holds = std::isfinite(value) && value == std::trunc(value) &&
+              static_cast<double>(lowest) <= value &&
+              value < static_cast<double>(highest) + 1.0;
+    }
+    TORCH_CHECK(holds, name, " = ", padding, ": expected an integer in [", lowest, ", ", highest,
+                "], what ", dtype, " data holds exactly");
+    return;
+  }
+  if (const auto largest = largest_finite(dtype); largest && !padding.isIntegral(false)) {
+    const auto value = padding.toDouble();
+    TORCH_CHECK(!std::isfinite(value) || std::abs(value) <= *largest, name, " = ", padding,
+                ": expected a value within [-", *largest, ", ", *largest,
+                "] (or an infinity or NaN), what ", dtype, " data holds");
+  }
+}
+
 
 void check_table_layout(const at::Tensor& table) {
+  check_defined(table, "table");
   TORCH_CHECK(table.scalar_type() == at::kLong, "table: expected an int64 tensor, got ",
               table.scalar_type());
   TORCH_CHECK(table.dim() == 2 && table.size(1) == kTableColumns,
@@ -21,6 +109,7 @@ void check_batch_shape(int64_t blocks, int64_t t_max) {
 
 at::Tensor host_table(const at::Tensor& table) {
   check_table_layout(table);
+  check_has_values(table, "table");
   return table.to(at::kCPU).contiguous();
 }
 
@@ -36,9 +125,13 @@ void check_sequences(at::TensorList sequences, const c10::SymInt& rows) {
               "come from the first)");
   TORCH_CHECK(rows == static_cast<int64_t>(sequences.size()), "sequences: expected ", rows,
               " tensors, one per table row, got ", sequences.size());
+  TORCH_CHECK(sequences[0].defined(),
+              "sequences[0]: expected a tensor [steps, ...], got an undefined at::Tensor");
   const auto& first = sequences[0];
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& sequence = sequences[i];
+    TORCH_CHECK(sequence.defined(), "sequences[", i,
+                "]: expected a tensor [steps, ...], got an undefined at::Tensor");
     TORCH_CHECK(sequence.dim() >= 1, "sequences[", i, "]: expected a tensor [steps, ...], got a ",
                 sequence.dim(), "-d tensor");
     TORCH_CHECK(sequence.sym_sizes().slice(1) == first.sym_sizes().slice(1), "sequences[", i,
@@ -69,16 +162,19 @@ void check_pack_into(const at::Tensor& out, const at::Tensor& first) {
 }
 
 at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table, int64_t blocks,
-                               int64_t t_max) {
+                               int64_t t_max, const at::Scalar& padding_value) {
   auto host = checked_host_table(table, blocks, t_max);
   check_sequences(sequences, host.size(0));
+  check_padding(padding_value, sequences[0].scalar_type(), "padding_value");
   return host;
 }
 
 at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
-                                    const at::Tensor& table) {
+                                    const at::Tensor& table, const at::Scalar& padding_value) {
+  check_table_layout(table);
   check_sequences(sequences, table.size(0));
   check_pack_into(out, sequences[0]);
+  check_padding(padding_value, out.scalar_type(), "padding_value");
   return checked_host_table(table, out.size(0), out.size(1));
 }
 

@@ -12,8 +12,19 @@
 
 namespace bload::ops {
 
+// `tensor`, an argument called `name`, is defined (a C++ caller can pass an undefined one, which
+// has no dtype or shape to report).
+void check_defined(const at::Tensor& tensor, const char* name);
+// `tensor`'s values can be read: a meta tensor has none (its shape and dtype alone are checked
+// where a kernel needs no value).
+void check_has_values(const at::Tensor& tensor, const char* name);
 // The table's dtype and shape: int64 [pieces, kTableColumns].
 void check_table_layout(const at::Tensor& table);
+// The padding written into a tensor of `dtype` is held exactly by it: an integer in its range
+// for an integer dtype, 0 or 1 for bool, a value within the finite range (or an infinity or NaN)
+// for a floating dtype. Otherwise an error naming `name` (the option or argument) and the value:
+// torch's own conversion would round 1.5 to 1 in silence, or report an overflow without a name.
+void check_padding(const at::Scalar& padding, at::ScalarType dtype, const char* name);
 // blocks and t_max of a batch (the core's check: at least 1 each, their product within int32).
 void check_batch_shape(int64_t blocks, int64_t t_max);
 // A contiguous host copy of `table` (the tensor itself when it is one), layout checked.
@@ -69,10 +80,11 @@ void check_pack_into(const at::Tensor& out, const at::Tensor& first);
 // The checks of pack's and pack_into's kernels, whatever the device: `sequences` against the
 // table, the table (brought to the host) against the batch shape, which is `out`'s for pack_into.
 // The checked host table.
+// The padding is checked against the sequences' dtype (check_padding, named padding_value).
 at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table, int64_t blocks,
-                               int64_t t_max);
+                               int64_t t_max, const at::Scalar& padding_value);
 at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
-                                    const at::Tensor& table);
+                                    const at::Tensor& table, const at::Scalar& padding_value);
 
 // batch_tables' kernel on a host table (layout checked), without the dispatcher: what bload's own
 // dataset calls for every batch (its tables are CPU tensors, made where it packs).

@@ -172,7 +172,7 @@ void pack_on_cpu(Tensor& out, at::TensorList sequences, const Tensor& host,
 
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
             const at::Scalar& padding_value) {
-  auto host = checked_pack_inputs(sequences, table, blocks, t_max);
+  auto host = checked_pack_inputs(sequences, table, blocks, t_max, padding_value);
   const auto shape = packed_shape(sequences[0], blocks, t_max);
   auto out = OutputCache::instance().empty(C10_AS_INTARRAYREF_SLOW(shape), sequences[0].options());
   pack_on_cpu(out, sequences, host, padding_value);
@@ -181,7 +181,8 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
 
 void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
                const at::Scalar& padding_value) {
-  pack_on_cpu(out, sequences, checked_pack_into_inputs(out, sequences, table), padding_value);
+  const auto host = checked_pack_into_inputs(out, sequences, table, padding_value);
+  pack_on_cpu(out, sequences, host, padding_value);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ using at::Tensor;
 
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,
             const at::Scalar& padding_value) {
-  auto host = checked_pack_inputs(sequences, table, blocks, t_max);
+  auto host = checked_pack_inputs(sequences, table, blocks, t_max, padding_value);
   auto out = at::empty_symint(packed_shape(sequences[0], blocks, t_max), sequences[0].options());
   pack_by_gather(out, sequences, host, padding_value);
   return out;
@@ -51,7 +51,8 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
 
 void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
                const at::Scalar& padding_value) {
-  pack_by_gather(out, sequences, checked_pack_into_inputs(out, sequences, table), padding_value);
+  const auto host = checked_pack_into_inputs(out, sequences, table, padding_value);
+  pack_by_gather(out, sequences, host, padding_value);
 }
 
 std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {

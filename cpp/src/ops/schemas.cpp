@@ -69,11 +69,14 @@ Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t b
             int64_t t_max, const at::Scalar& padding_value) {
   static auto op = typed_op<Tensor(at::TensorList, const Tensor&, int64_t, int64_t,
                                    const at::Scalar&)>("bload::pack");
+  ops::check_defined(table, "table");
   return op.call(sequences, table, blocks, t_max, padding_value);
 }
 
 std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
   static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&)>("bload::unpack");
+  ops::check_defined(packed, "packed");
+  ops::check_defined(table, "table");
   return op.call(packed, table);
 }
 
@@ -88,6 +91,8 @@ void pack_into(Tensor& out, const std::vector<Tensor>& sequences, const Tensor& 
                const at::Scalar& padding_value) {
   static auto op = typed_op<void(Tensor&, at::TensorList, const Tensor&, const at::Scalar&)>(
       "bload::pack_into");
+  ops::check_defined(out, "out");
+  ops::check_defined(table, "table");
   op.call(out, sequences, table, padding_value);
 }
 

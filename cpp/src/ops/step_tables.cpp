@@ -98,22 +98,26 @@ auto typed_op(const char* name) {
 
 Tensor reset_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool carry) {
   static auto op = typed_op<Tensor(const Tensor&, int64_t, int64_t, bool)>("bload::reset_mask");
+  ops::check_defined(table, "table");
   return op.call(table, blocks, t_max, carry);
 }
 
 Tensor carry_mask(const Tensor& table, int64_t blocks, int64_t t_max) {
   static auto op = typed_op<Tensor(const Tensor&, int64_t, int64_t)>("bload::carry_mask");
+  ops::check_defined(table, "table");
   return op.call(table, blocks, t_max);
 }
 
 Tensor cu_seqlens(const Tensor& table) {
   static auto op = typed_op<Tensor(const Tensor&)>("bload::cu_seqlens");
+  ops::check_defined(table, "table");
   return op.call(table);
 }
 
 #define BLOAD_ENTRY_POINT(name, dtype, T, write)                                         \
   Tensor name(const Tensor& table, int64_t blocks, int64_t t_max) {                      \
     static auto op = typed_op<Tensor(const Tensor&, int64_t, int64_t)>("bload::" #name); \
+    ops::check_defined(table, "table");                                                  \
     return op.call(table, blocks, t_max);                                                \
   }
 BLOAD_STEP_TABLES(BLOAD_ENTRY_POINT)
