@@ -1,8 +1,11 @@
 //! Pins plan hashes, so a change to plans (packing, shuffling, sharding, the generator) is never
 //! accidental. If a change is meant, update the hashes in the same commit and say why.
 
-use bload::{read_lengths, Options, Oversize, Planner, Policy};
-use std::path::PathBuf;
+#[path = "common/data.rs"]
+mod data;
+
+use bload::{Options, Oversize, Planner, Policy};
+use data::data;
 
 fn hash_of(lengths: Vec<u32>, options: Options, epoch: u64) -> String {
     format!(
@@ -42,9 +45,7 @@ fn small_input_plan_hashes_are_pinned() {
 
 #[test]
 fn action_genome_plan_hashes_are_pinned() {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/action_genome_like.lengths");
-    let lengths = read_lengths(&path).unwrap();
+    let lengths = data("action_genome_like.lengths");
     let mut options = Options::new(94);
     options.world_size = 8;
     assert_eq!(
@@ -68,14 +69,6 @@ fn lanes_plan_hashes_are_pinned() {
         options.seed = seed;
         options.policy = Policy::Lanes;
         options
-    };
-    let data = |file: &str| {
-        read_lengths(
-            &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("examples/data")
-                .join(file),
-        )
-        .unwrap()
     };
     let mut giant = vec![10_000_000];
     giant.extend((0..20_000u32).map(|i| 1 + i * 7 % 300));
