@@ -45,12 +45,10 @@ $(abspath $(BUILD))/gtest/usr/include/gtest/gtest.h:
 		&& dpkg -x libgtest-dev_*.deb .
 	touch $@
 
-# CMake drives cargo for the Rust side; the build shares cargo's target/ with `make build`.
+# CMakePresets.json's `dev` preset holds the configuration (cmake --preset dev); CMake drives cargo
+# for the Rust side, sharing cargo's target/ with `make build`.
 $(BUILD)/build.ninja: $(VENV)/installed $(GLOO_INCLUDE)/gloo/context.h $(GTEST_ROOT)/include/gtest/gtest.h
-	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
-		-DPython3_EXECUTABLE=$(abspath $(VPY)) -DBLOAD_CARGO_TARGET_DIR=$(abspath target) \
-		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL)) -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) \
-		-DGTest_ROOT=$(GTEST_ROOT) -DBLOAD_REQUIRE_NCCL=ON
+	$(CMAKE) --preset dev -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) -DGTest_ROOT=$(GTEST_ROOT)
 
 # libbload.so, the C++ tests, and the installed package under build/install.
 plugin: $(BUILD)/build.ninja
@@ -110,7 +108,7 @@ test-downstream: plugin
 	$(CMAKE) -S tests/downstream -B $(BUILD)/downstream -G Ninja \
 		-DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
 	$(CMAKE) --build $(BUILD)/downstream
-	$(BUILD)/downstream/packed_loader $(AG) 2
+	$(BUILD)/downstream/readme_loop
 
 # As on a machine with libtorch but no Rust toolchain (the GPU machine): the library built from
 # the Rust bridge of $(BUILD)/rust, with cargo out of reach, then the Python tests against it.
