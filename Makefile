@@ -12,7 +12,7 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin python demo test lint test-rust test-cpp test-python test-downstream \
+.PHONY: all build plugin python demo test lint format test-rust test-cpp test-python test-downstream \
 	test-prebuilt test-tch bench bench-ddp clean
 
 all: build plugin python
@@ -80,9 +80,19 @@ demo: build plugin python $(MODEL)
 	@echo
 	$(VPY) examples/ddp_trainer.py --world-size 2 --model $(MODEL)
 
-lint:
+PYTHON_SOURCES := python tests examples benches
+
+lint: $(VENV)/installed
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check $(PYTHON_SOURCES)
+	$(VENV)/bin/ruff format --check $(PYTHON_SOURCES)
+
+# Rewrites the Python to ruff's format and applies its safe fixes.
+format: $(VENV)/installed
+	$(CARGO) fmt --all
+	$(VENV)/bin/ruff check --fix $(PYTHON_SOURCES)
+	$(VENV)/bin/ruff format $(PYTHON_SOURCES)
 
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
