@@ -62,11 +62,13 @@ python: $(VENV)/installed
 	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
 		-C cmake.define.BLOAD_CARGO_TARGET_DIR=$(abspath target) .
 
-# The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it: the C++
-# trainer on 2 ranks (gloo on CPU; NCCL where CUDA is present and the trainer was built with it),
-# with the C++ model and with the TorchScript one, then the Python trainer.
-TRAINER := $(BUILD)/examples/cpp/ddp_trainer
+# The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it with the
+# short trainers of examples/, each on 2 ranks under torchrun (gloo on CPU): the C++ one with the
+# C++ model and with the TorchScript one, then the Python one.
 MODEL := $(BUILD)/packed_gru.pt
+TORCHRUN := env OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --nproc-per-node 2
+# The DDP trainer the tests and `make bench-ddp` drive (tests/harness/).
+TRAINER := $(BUILD)/tests/harness/cpp/ddp_trainer
 
 $(MODEL): examples/packed_gru.py python
 	$(VPY) examples/packed_gru.py $@
@@ -74,11 +76,11 @@ $(MODEL): examples/packed_gru.py python
 demo: build plugin python $(MODEL)
 	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
 	@echo
-	$(TRAINER) --world-size 2 --model cpp
+	$(TORCHRUN) --no-python $(BUILD)/examples/cpp/train --epochs 2
 	@echo
-	$(TRAINER) --world-size 2 --model $(MODEL)
+	$(TORCHRUN) --no-python $(BUILD)/examples/cpp/train --epochs 2 --model $(MODEL)
 	@echo
-	$(VPY) examples/ddp_trainer.py --world-size 2 --model $(MODEL)
+	$(TORCHRUN) examples/train.py --epochs 2 --model $(MODEL)
 
 PYTHON_SOURCES := python tests examples benches
 

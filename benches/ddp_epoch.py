@@ -4,7 +4,7 @@ best_fit and against a loader that pads each batch to its longest sequence, each
 optimizer steps per epoch (so the same sequences per step, on average). Prints Markdown tables for
 BENCHMARKS.md (median of --repeats runs each). Run through `make bench-ddp`, or:
 
-    .venv/bin/python benches/ddp_epoch.py --trainer build/examples/cpp/ddp_trainer --model build/packed_gru.pt
+    .venv/bin/python benches/ddp_epoch.py --trainer build/tests/harness/cpp/ddp_trainer --model build/packed_gru.pt
 
 With --figure FILE.svg it also draws the C++ module's padding and epoch time per policy (the
 README's figure, docs/padding_and_epoch_time.svg).
