@@ -280,7 +280,9 @@ def train(rank, world_size, device, args):
             if args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
                 lanes_saved = lane_state.state_dict() if lanes else None  # every rank: a collective
                 if rank == 0:
-                    save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity, lanes_saved)
+                    # The batches trained: with workers the sampler has handed out more.
+                    state = sampler.state_dict(position=index + 1)
+                    save_checkpoint(args.checkpoint, module, optimizer, state, identity, lanes_saved)
             steps = int(batch.valid.sum())
             frames, padding = frames + steps, padding + batch.valid.numel() - steps
             losses.append(loss.item())
