@@ -164,12 +164,18 @@ class BlockSampler(torch.utils.data.Sampler):
         )  # fmt: skip
         self._start(0)
 
-    # The epoch: the plan being served, `position` batches of it handed out so far.
+    # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
+    # loaded by load_state_dict and not iterated since, so an epoch loaded at its end is not
+    # served again by the next iteration (as StatefulDataLoader's restore iterates it).
     def _start(self, epoch):
-        self.epoch, self.plan, self.position = epoch, self.planner.plan(epoch), 0
+        self.epoch, self.plan, self.position, self._resumed = epoch, self.planner.plan(epoch), 0, False
 
     def _served(self):
         return self.position == self.plan.batches_per_rank()
+
+    def _restart(self):
+        """Whether the next iteration starts the epoch again: served to its end, not just loaded."""
+        return self._served() and not self._resumed
 
     def set_epoch(self, epoch):
         """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
@@ -182,13 +188,14 @@ class BlockSampler(torch.utils.data.Sampler):
     def __len__(self):
         """This rank's batches in the next iteration: the rest of the epoch, or all of it once
         served. Equal on every rank."""
-        if self._served():
+        if self._restart():
             return self.plan.batches_per_rank()
         return self.plan.batches_per_rank() - self.position
 
     def __iter__(self):
-        if self._served():  # an epoch served to its end is served again, from its start
+        if self._restart():  # an epoch served to its end is served again, from its start
             self._start(self.epoch)
+        self._resumed = False
         return self._batches()  # a loop left part-way goes on after the batches handed out
 
     def _batches(self):
@@ -244,7 +251,9 @@ class BlockSampler(torch.utils.data.Sampler):
     def load_state_dict(self, state):
         """Goes on from `state`, saved by state_dict() (or the C++ sampler) with the same lengths
         and options and any world size: the next iteration serves the batches after its position;
-        on another world size, the blocks not yet served, dealt to these ranks. A lanes sampler
+        on another world size, the blocks not yet served, dealt to these ranks. A state saved
+        after the last batch of its epoch leaves nothing of it to serve: the next iteration is
+        empty (set_epoch starts an epoch, that one again too). A lanes sampler
         goes on with the same lanes, so it needs the lane count saved (world_size *
         blocks_per_batch), in any factors; other policies need the saved blocks_per_batch.
 
@@ -260,7 +269,7 @@ class BlockSampler(torch.utils.data.Sampler):
         if plan is None:  # saved (by C++) before its first epoch: that epoch from its start
             self._start(next_epoch)
             return
-        self.epoch, self.plan, self.position = plan.epoch(), plan, served
+        self.epoch, self.plan, self.position, self._resumed = plan.epoch(), plan, served, True
 
     def _load_unchecked(self, state):
         """A state of bload 0.1: the position alone."""
@@ -284,7 +293,7 @@ class BlockSampler(torch.utils.data.Sampler):
             "first_block": value.get("first_block", 0),
         }
         plan, served = self.planner.resume(position)
-        self.epoch, self.plan, self.position = value["epoch"], plan, served
+        self.epoch, self.plan, self.position, self._resumed = value["epoch"], plan, served, True
 
     # Pickled as plain values: the planner's lengths (their bytes) and options (the core's JSON),
     # and the sampler's state (identity and checksum included). Never as torch's ScriptObject:
@@ -308,5 +317,7 @@ class BlockSampler(torch.utils.data.Sampler):
             lengths, options["t_max"], blocks_per_batch=options["blocks_per_batch"], world_size=options["world_size"],
             seed=options["seed"], policy=options["policy"], split_oversized=options["oversize"] == "split",
         )  # fmt: skip
+        resumed = self._resumed
         self._start(0)
         self.load_state_dict(saved)  # sets the plan and the place in it, checked against the planner
+        self._resumed = resumed

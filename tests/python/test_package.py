@@ -217,3 +217,17 @@ def test_a_position_past_the_batches_handed_out_is_refused_naming_it():
     with pytest.raises(TypeError, match=r"position = 1.0: expected an int"):
         sampler.state_dict(position=1.0)
     assert sampler.state_dict(position=1)["position"] == 1 and sampler.state_dict()["position"] == 2
+
+
+def test_a_state_saved_at_the_end_of_an_epoch_leaves_nothing_of_it_until_set_epoch():
+    lengths = lengths_of(100, seed=2)
+    sampler = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
+    sampler.set_epoch(2)
+    whole = [batch.table for batch in sampler]
+    resumed = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
+    resumed.load_state_dict(sampler.state_dict())
+    assert len(resumed) == 0 and list(resumed) == []
+    # Iterated since, the epoch served is served again (a loop without set_epoch); set_epoch too.
+    assert all(map(torch.equal, [batch.table for batch in resumed], whole))
+    resumed.set_epoch(2)
+    assert len(resumed) == len(whole)
