@@ -130,8 +130,8 @@ class BlockSampler(torch.utils.data.Sampler):
 
     Every rank gets len(sampler) batches; together they hold every step of every sequence once.
 
-    The position in the epoch (what state_dict() saves, where __iter__ goes on from after a loop
-    left part-way) is the sampler's own count of the batches it has handed out. Without workers
+    The position in the epoch (what state_dict() saves) is the sampler's own count of the
+    batches it has handed out in the current iteration. Without workers
     (num_workers=0) a DataLoader asks for a batch only when the loop asks for one, so that is the
     batches the loop has had. With workers, the DataLoader hands batches to its workers ahead of
     the loop (up to num_workers * prefetch_factor of them): the count runs ahead of the loop by
@@ -165,40 +165,44 @@ class BlockSampler(torch.utils.data.Sampler):
         self._start(0)
 
     # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
-    # loaded by load_state_dict and not iterated since, so an epoch loaded at its end is not
-    # served again by the next iteration (as StatefulDataLoader's restore iterates it).
+    # set by load_state_dict until the next iteration, which then goes on from the position
+    # loaded; any other iteration serves the epoch from its start.
     def _start(self, epoch):
         self.epoch, self.plan, self.position, self._resumed = epoch, self.planner.plan(epoch), 0, False
 
     def _served(self):
         return self.position == self.plan.batches_per_rank()
 
-    def _restart(self):
-        """Whether the next iteration starts the epoch again: served to its end, not just loaded."""
-        return self._served() and not self._resumed
-
     def set_epoch(self, epoch):
-        """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
-        load_state_dict), from where it is. Call it before each epoch, as with
-        DistributedSampler: the order changes with the epoch."""
+        """Serves `epoch` next: from its start, or, for the epoch a state was loaded part-way into
+        (load_state_dict), from where the state stands. Call it before each epoch, as with
+        DistributedSampler: the order changes with the epoch. The epoch being served, set
+        again, is left as it is: an iteration under way (a framework may start its loader's
+        iterator first) goes on, and the next one starts it over."""
         epoch = integer("epoch", epoch, *BOUNDS["epoch"])
         if epoch != self.epoch or self._served():
             self._start(epoch)
 
     def __len__(self):
-        """This rank's batches in the next iteration: the rest of the epoch, or all of it once
-        served. Equal on every rank."""
-        if self._restart():
-            return self.plan.batches_per_rank()
-        return self.plan.batches_per_rank() - self.position
+        """This rank's batches in the next iteration: the rest of the epoch after a state loaded
+        part-way into it, else all of it. Equal on every rank."""
+        if self._resumed:
+            return self.plan.batches_per_rank() - self.position
+        return self.plan.batches_per_rank()
 
     def __iter__(self):
-        if self._restart():  # an epoch served to its end is served again, from its start
-            self._start(self.epoch)
-        self._resumed = False
-        return self._batches()  # a loop left part-way goes on after the batches handed out
+        """The epoch's batches from its start, or, the first time after load_state_dict, from the
+        state's position on. An iteration left part-way (a loop's break, or a loader that
+        fetched ahead and was dropped) is not gone on from: the next serves the epoch whole;
+        load_state_dict(state_dict(position=...)) goes on from a place."""
+        return self._batches()
 
     def _batches(self):
+        # Decided at the first batch asked for, not at iter(): a DataLoader with workers calls
+        # iter() on its batch sampler twice and iterates the second.
+        if not self._resumed and self.position:
+            self._start(self.epoch)
+        self._resumed = False
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             self.check_agreement()
         while self.position < self.plan.batches_per_rank():
@@ -253,7 +257,8 @@ class BlockSampler(torch.utils.data.Sampler):
         and options and any world size: the next iteration serves the batches after its position;
         on another world size, the blocks not yet served, dealt to these ranks. A state saved
         after the last batch of its epoch leaves nothing of it to serve: the next iteration is
-        empty (set_epoch starts an epoch, that one again too). A lanes sampler
+        empty (set_epoch starts an epoch, that one again too). The next iteration after a load goes
+        on from the state; later ones serve their epoch whole. A lanes sampler
         goes on with the same lanes, so it needs the lane count saved (world_size *
         blocks_per_batch), in any factors; other policies need the saved blocks_per_batch.
 
@@ -317,7 +322,7 @@ class BlockSampler(torch.utils.data.Sampler):
             lengths, options["t_max"], blocks_per_batch=options["blocks_per_batch"], world_size=options["world_size"],
             seed=options["seed"], policy=options["policy"], split_oversized=options["oversize"] == "split",
         )  # fmt: skip
-        resumed = self._resumed
         self._start(0)
-        self.load_state_dict(saved)  # sets the plan and the place in it, checked against the planner
-        self._resumed = resumed
+        # Sets the plan and the place in it, checked against the planner: the copy's next
+        # iteration goes on from there, as after any load_state_dict.
+        self.load_state_dict(saved)

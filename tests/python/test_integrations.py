@@ -1,0 +1,103 @@
+"""bload.integrations with accelerate, the HF Trainer and Lightning: two gloo ranks (torchrun, CPU)
+train two epochs each and every rank's model gets exactly its plan's batches, epoch by epoch;
+and what each integration refuses. (torchdata: test_integration_torchdata.py.)"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT
+from ddp_support import HARD_TIMEOUT, TORCHRUN, free_port
+from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
+
+import bload
+
+HERE = ROOT / "tests" / "python"
+
+
+def run_two_ranks(framework, tmp_path):
+    command = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+               "--master-port", str(free_port()), str(HERE / "integration_ranks.py"), framework, str(tmp_path)]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.parametrize("framework", ["accelerate", "transformers", "lightning"])
+def test_two_ranks_train_on_exactly_their_plans_batches(framework, tmp_path):
+    from integration_ranks import EPOCHS, LENGTHS
+
+    reports = run_two_ranks(framework, tmp_path)
+    for rank, report in enumerate(reports):
+        assert (report["world_size"], report["rank"]) == (2, rank)
+        assert sorted(report["epochs"]) == [str(epoch) for epoch in range(EPOCHS)]
+        for epoch, tables in report["epochs"].items():
+            expected = plan_tables(LENGTHS, 2, rank, int(epoch))
+            assert tables == [table.tolist() for table in expected], f"rank {rank}, epoch {epoch}"
+    if framework == "accelerate":  # accelerator.prepare's own sharding of a bload loader: refused
+        assert all("shards this rank's batches a second time" in report["refused"] for report in reports)
+
+
+def test_accelerate_refuses_a_sampler_planned_for_other_processes_and_a_loader_without_one():
+    from accelerate import Accelerator
+    from accelerate.data_loader import BatchSamplerShard
+
+    from bload.integrations.accelerate import prepare_loader
+
+    accelerator = Accelerator(cpu=True)
+    lengths = lengths_of(30)
+    dataset = bload.BlockDataset(Numbered(lengths), T_MAX)
+    two = bload.BlockSampler(lengths, T_MAX, BLOCKS, world_size=2, rank=0)
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=two, collate_fn=bload.collate)
+    with pytest.raises(ValueError, match="plans for world_size 2, rank 0: expected the accelerator's processes, num_processes 1"):
+        prepare_loader(accelerator, loader)
+    sharded = torch.utils.data.DataLoader(dataset, batch_sampler=BatchSamplerShard(two, 2, 0), collate_fn=bload.collate)
+    with pytest.raises(ValueError, match="BatchSamplerShard over a bload.BlockSampler of world_size 2: it shards"):
+        prepare_loader(accelerator, sharded)
+    with pytest.raises(TypeError, match="expected a DataLoader with batch_sampler=bload.BlockSampler"):
+        prepare_loader(accelerator, torch.utils.data.DataLoader(Numbered(lengths), batch_size=2))
+    one = bload.BlockSampler(lengths, T_MAX, BLOCKS, seed=SEED)
+    prepared = prepare_loader(accelerator, torch.utils.data.DataLoader(dataset, batch_sampler=one, collate_fn=bload.collate))
+    assert prepared.batch_sampler is one and accelerator.prepare(prepared) is prepared
+    assert [batch.table.tolist() for batch in prepared] == [table.tolist() for table in plan_tables(lengths, 1, 0, 0)]
+
+
+def test_lightning_refuses_use_distributed_sampler_by_name():
+    import lightning.pytorch as pl
+
+    from bload.integrations.lightning import BlockDataModule
+
+    lengths = lengths_of(30)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    data = BlockDataModule(Numbered(lengths), lengths, T_MAX, BLOCKS)
+    data.trainer = trainer
+    with pytest.raises(ValueError, match=r"Trainer\(use_distributed_sampler=True\): .* expected Trainer\(use_distributed_sampler=False\)"):
+        data.setup("fit")
+    with pytest.raises(TypeError, match="batch_size = 4: expected it unset"):
+        BlockDataModule(Numbered(lengths), lengths, T_MAX, batch_size=4)
+
+
+def test_model_inputs_name_the_batch_fields_and_refuse_others():
+    from bload.integrations.transformers import ModelInputs
+
+    lengths = lengths_of(30)
+    batch = bload.BlockDataset(Numbered(lengths), T_MAX).__getitems__(next(iter(bload.BlockSampler(lengths, T_MAX, BLOCKS))))
+    inputs = ModelInputs({**ModelInputs.DEFAULT, "steps": lambda packed: packed.valid.sum()})(batch)
+    assert sorted(inputs) == ["input_ids", "labels", "position_ids", "steps"]
+    assert inputs["input_ids"] is batch.data and torch.equal(inputs["position_ids"], batch.position_ids)
+    assert int(inputs["steps"]) == sum(row[2] for row in batch.table.tolist())
+    with pytest.raises(ValueError, match=r"fields\['mask'\] = 'mask': expected one of the batch's fields \(data, target"):
+        ModelInputs({"mask": "mask"})
+
+
+def test_importing_bload_imports_no_framework():
+    code = ("import sys, bload, bload.integrations; frameworks = ['accelerate', 'transformers', 'lightning', 'torchdata'];"
+            "print([name for name in frameworks if name in sys.modules])")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))  # fmt: skip
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
