@@ -131,9 +131,10 @@ class BlockSampler(torch.utils.data.Sampler):
     Every rank gets len(sampler) batches; together they hold every step of every sequence once.
 
     The position in the epoch (what state_dict() saves) is the sampler's own count of the
-    batches it has handed out in the current iteration. Without workers
-    (num_workers=0) a DataLoader asks for a batch only when the loop asks for one, so that is the
-    batches the loop has had. With workers, the DataLoader hands batches to its workers ahead of
+    batches it has handed out in the current iteration; nothing of the DataLoader is read. Each
+    iteration serves the epoch from its start, but the first after load_state_dict, which goes
+    on from the state. Without workers (num_workers=0) a DataLoader asks for a batch only when
+    the loop asks for one, so the position is the batches the loop has had. With workers, the DataLoader hands batches to its workers ahead of
     the loop (up to num_workers * prefetch_factor of them): the count runs ahead of the loop by
     the batches in flight, and a state saved from it would skip them on resume. To resume exactly
     with workers, either say what the loop has had, `state_dict(position=batches_trained)` (the
