@@ -134,14 +134,15 @@ class BlockSampler(torch.utils.data.Sampler):
     batches it has handed out in the current iteration; nothing of the DataLoader is read. Each
     iteration serves the epoch from its start, but the first after load_state_dict, which goes
     on from the state. Without workers (num_workers=0) a DataLoader asks for a batch only when
-    the loop asks for one, so the position is the batches the loop has had. With workers, the DataLoader hands batches to its workers ahead of
-    the loop (up to num_workers * prefetch_factor of them): the count runs ahead of the loop by
-    the batches in flight, and a state saved from it would skip them on resume. To resume exactly
-    with workers, either say what the loop has had, `state_dict(position=batches_trained)` (the
-    epoch's batches, counting those before a resume), or let the loader report it: torchdata's
-    StatefulDataLoader asks the sampler for its state as it hands each batch to a worker and
-    keeps the state of the last batch the loop received, so `loader.state_dict()` resumes
-    exactly (see bload.integrations.torchdata).
+    the loop asks for one, so the position is the batches the loop has had. With workers, the
+    DataLoader hands batches to its workers ahead of the loop (up to num_workers *
+    prefetch_factor of them): the count runs ahead of the loop by the batches in flight, and a
+    state saved from it would skip them on resume. To resume exactly with workers, either say
+    what the loop has had, `state_dict(position=batches_trained)` (the epoch's batches, counting
+    those before a resume), or let the loader report it: torchdata's StatefulDataLoader asks the
+    sampler for its state as it hands each batch to a worker and keeps the state of the last
+    batch the loop received, so `loader.state_dict()` resumes exactly (see
+    bload.integrations.torchdata).
     """
 
     def __init__(self, lengths, t_max, blocks_per_batch=1, *, world_size=None, rank=None, seed=0,

@@ -1,7 +1,8 @@
-"""One rank of a framework's training run over bload's sampler, started by torchrun (gloo, CPU):
-`integration_ranks.py FRAMEWORK OUT` trains one or two epochs with the framework and writes
-OUT/rank<r>.json: {"world_size", "rank", "epochs": {epoch: [the block tables the model got]}}.
-The test compares them with the plan. FRAMEWORK: accelerate, transformers, lightning."""
+"""One rank of the frameworks' training runs over bload's sampler, started by torchrun (gloo, CPU):
+`integration_ranks.py FRAMEWORKS OUT` trains two epochs with each framework of FRAMEWORKS
+(accelerate,transformers,lightning) in turn and writes OUT/<framework>-rank<r>.json:
+{"world_size", "rank", "epochs": {epoch: [the block tables the model got]}}, which the test
+compares with the plan."""
 
 import json
 import os
@@ -61,7 +62,7 @@ def accelerate_run(model):
 
 
 def transformers_run(model, out):
-    from transformers import TrainingArguments
+    from transformers import TrainerCallback, TrainingArguments
 
     from bload.integrations.transformers import BlockTrainer, ModelInputs
 
@@ -74,7 +75,7 @@ def transformers_run(model, out):
             assert input_ids.shape == labels.shape[:2] + (1,) == position_ids.shape + (1,)
             return {"loss": self.recorder.loss(input_ids, table)}
 
-    class Epochs(__import__("transformers").TrainerCallback):
+    class Epochs(TrainerCallback):
         def on_epoch_begin(self, args, state, control, **kwargs):
             model.epoch = round(state.epoch)
 
@@ -117,14 +118,18 @@ def lightning_run(model):
     return {}
 
 
-def main(framework, out):
+def main(frameworks, out):
+    """Runs each framework of `frameworks` (comma-separated) in turn, in this rank's process: one
+    start of the processes (and of torch) for all of them."""
     out = pathlib.Path(out)
-    model = Recorder()
-    extra = {"accelerate": lambda: accelerate_run(model), "transformers": lambda: transformers_run(model, out),
-             "lightning": lambda: lightning_run(model)}[framework]()  # fmt: skip
-    rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    report = {"world_size": world_size, "rank": rank, "epochs": {str(e): t for e, t in model.seen.items()}, **extra}
-    (out / f"rank{rank}.json").write_text(json.dumps(report))
+    for framework in frameworks.split(","):
+        model = Recorder()
+        run = {"accelerate": lambda: accelerate_run(model), "transformers": lambda: transformers_run(model, out),
+               "lightning": lambda: lightning_run(model)}[framework]  # fmt: skip
+        extra = run()
+        rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        report = {"world_size": world_size, "rank": rank, "epochs": {str(e): t for e, t in model.seen.items()}, **extra}
+        (out / f"{framework}-rank{rank}.json").write_text(json.dumps(report))
 
 
 if __name__ == "__main__":

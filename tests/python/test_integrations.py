@@ -18,20 +18,33 @@ import bload
 HERE = ROOT / "tests" / "python"
 
 
-def run_two_ranks(framework, tmp_path):
+FRAMEWORKS = ("accelerate", "transformers", "lightning")
+
+
+@pytest.fixture(scope="module")
+def two_rank_reports(tmp_path_factory):
+    """Every framework's run on two ranks, in one torchrun launch (the frameworks' imports are
+    most of the time): {framework: [rank 0's report, rank 1's]}."""
+    out = tmp_path_factory.mktemp("ranks")
     command = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-               "--master-port", str(free_port()), str(HERE / "integration_ranks.py"), framework, str(tmp_path)]  # fmt: skip
+               "--master-port", str(free_port()), str(HERE / "integration_ranks.py"), ",".join(FRAMEWORKS),
+               str(out)]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=out)
+    reports = {}
+    for framework in FRAMEWORKS:
+        paths = [out / f"{framework}-rank{rank}.json" for rank in range(2)]
+        reports[framework] = [json.loads(path.read_text()) for path in paths] if all(map(os.path.exists, paths)) else None
+    reports["failure"] = None if result.returncode == 0 else result.stdout[-2000:] + result.stderr[-4000:]
+    return reports
 
 
-@pytest.mark.parametrize("framework", ["accelerate", "transformers", "lightning"])
-def test_two_ranks_train_on_exactly_their_plans_batches(framework, tmp_path):
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_ranks_train_on_exactly_their_plans_batches(framework, two_rank_reports):
     from integration_ranks import EPOCHS, LENGTHS
 
-    reports = run_two_ranks(framework, tmp_path)
+    reports = two_rank_reports[framework]
+    assert reports is not None, f"{framework} wrote no report: {two_rank_reports['failure']}"
     for rank, report in enumerate(reports):
         assert (report["world_size"], report["rank"]) == (2, rank)
         assert sorted(report["epochs"]) == [str(epoch) for epoch in range(EPOCHS)]
@@ -40,6 +53,10 @@ def test_two_ranks_train_on_exactly_their_plans_batches(framework, tmp_path):
             assert tables == [table.tolist() for table in expected], f"rank {rank}, epoch {epoch}"
     if framework == "accelerate":  # accelerator.prepare's own sharding of a bload loader: refused
         assert all("shards this rank's batches a second time" in report["refused"] for report in reports)
+
+
+def test_the_two_rank_run_ends_cleanly(two_rank_reports):
+    assert two_rank_reports["failure"] is None, two_rank_reports["failure"]
 
 
 def test_accelerate_refuses_a_sampler_planned_for_other_processes_and_a_loader_without_one():
@@ -53,15 +70,18 @@ def test_accelerate_refuses_a_sampler_planned_for_other_processes_and_a_loader_w
     dataset = bload.BlockDataset(Numbered(lengths), T_MAX)
     two = bload.BlockSampler(lengths, T_MAX, BLOCKS, world_size=2, rank=0)
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=two, collate_fn=bload.collate)
-    with pytest.raises(ValueError, match="plans for world_size 2, rank 0: expected the accelerator's processes, num_processes 1"):
+    expected = "plans for world_size 2, rank 0: expected the accelerator's processes, num_processes 1"
+    with pytest.raises(ValueError, match=expected):
         prepare_loader(accelerator, loader)
-    sharded = torch.utils.data.DataLoader(dataset, batch_sampler=BatchSamplerShard(two, 2, 0), collate_fn=bload.collate)
+    sharded = torch.utils.data.DataLoader(dataset, batch_sampler=BatchSamplerShard(two, 2, 0),
+                                          collate_fn=bload.collate)  # fmt: skip
     with pytest.raises(ValueError, match="BatchSamplerShard over a bload.BlockSampler of world_size 2: it shards"):
         prepare_loader(accelerator, sharded)
     with pytest.raises(TypeError, match="expected a DataLoader with batch_sampler=bload.BlockSampler"):
         prepare_loader(accelerator, torch.utils.data.DataLoader(Numbered(lengths), batch_size=2))
     one = bload.BlockSampler(lengths, T_MAX, BLOCKS, seed=SEED)
-    prepared = prepare_loader(accelerator, torch.utils.data.DataLoader(dataset, batch_sampler=one, collate_fn=bload.collate))
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=one, collate_fn=bload.collate)
+    prepared = prepare_loader(accelerator, loader)
     assert prepared.batch_sampler is one and accelerator.prepare(prepared) is prepared
     assert [batch.table.tolist() for batch in prepared] == [table.tolist() for table in plan_tables(lengths, 1, 0, 0)]
 
@@ -76,7 +96,8 @@ def test_lightning_refuses_use_distributed_sampler_by_name():
                          enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
     data = BlockDataModule(Numbered(lengths), lengths, T_MAX, BLOCKS)
     data.trainer = trainer
-    with pytest.raises(ValueError, match=r"Trainer\(use_distributed_sampler=True\): .* expected Trainer\(use_distributed_sampler=False\)"):
+    expected = r"Trainer\(use_distributed_sampler=True\): .* expected Trainer\(use_distributed_sampler=False\)"
+    with pytest.raises(ValueError, match=expected):
         data.setup("fit")
     with pytest.raises(TypeError, match="batch_size = 4: expected it unset"):
         BlockDataModule(Numbered(lengths), lengths, T_MAX, batch_size=4)
@@ -86,17 +107,19 @@ def test_model_inputs_name_the_batch_fields_and_refuse_others():
     from bload.integrations.transformers import ModelInputs
 
     lengths = lengths_of(30)
-    batch = bload.BlockDataset(Numbered(lengths), T_MAX).__getitems__(next(iter(bload.BlockSampler(lengths, T_MAX, BLOCKS))))
+    first = next(iter(bload.BlockSampler(lengths, T_MAX, BLOCKS)))
+    batch = bload.BlockDataset(Numbered(lengths), T_MAX).__getitems__(first)
     inputs = ModelInputs({**ModelInputs.DEFAULT, "steps": lambda packed: packed.valid.sum()})(batch)
     assert sorted(inputs) == ["input_ids", "labels", "position_ids", "steps"]
     assert inputs["input_ids"] is batch.data and torch.equal(inputs["position_ids"], batch.position_ids)
     assert int(inputs["steps"]) == sum(row[2] for row in batch.table.tolist())
-    with pytest.raises(ValueError, match=r"fields\['mask'\] = 'mask': expected one of the batch's fields \(data, target"):
+    with pytest.raises(ValueError, match=r"fields\['mask'\] = 'mask': expected one of the batch's fields \(data, "):
         ModelInputs({"mask": "mask"})
 
 
 def test_importing_bload_imports_no_framework():
-    code = ("import sys, bload, bload.integrations; frameworks = ['accelerate', 'transformers', 'lightning', 'torchdata'];"
+    code = ("import sys, bload, bload.integrations\n"
+            "frameworks = ['accelerate', 'transformers', 'lightning', 'torchdata']\n"
             "print([name for name in frameworks if name in sys.modules])")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))  # fmt: skip

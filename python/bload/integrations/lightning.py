@@ -35,8 +35,10 @@ class BlockDataModule(pl.LightningDataModule):
         super().__init__()
         for name in ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "collate_fn"):
             if name in loader_options:
-                raise TypeError(f"BlockDataModule: {name} = {loader_options[name]!r}: expected it unset: bload's sampler "
-                                "makes the batches, packed")  # fmt: skip
+                raise TypeError(
+                    f"BlockDataModule: {name} = {loader_options[name]!r}: expected it unset: bload's sampler "
+                    "makes the batches, packed"
+                )
         self.dataset = dataset if isinstance(dataset, BlockDataset) else BlockDataset(dataset, t_max)
         self.options = {"lengths": lengths, "t_max": t_max, "blocks_per_batch": blocks_per_batch, "seed": seed,
                         "policy": policy, "split": split}  # fmt: skip
