@@ -103,6 +103,47 @@ def test_lightning_refuses_use_distributed_sampler_by_name():
         BlockDataModule(Numbered(lengths), lengths, T_MAX, batch_size=4)
 
 
+def test_lightning_with_a_stateful_loader_resumes_a_mid_epoch_checkpoint_exactly(tmp_path):
+    import lightning.pytorch as pl
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from bload.integrations.lightning import BlockDataModule
+
+    lengths, seen = lengths_of(60, seed=5), []
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, index):
+            seen.append(batch.table.tolist())
+            return (self.weight - 1).pow(2).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    class SaveAtStep5(pl.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == 5:
+                trainer.save_checkpoint(tmp_path / "step5.ckpt")
+
+    def fit(callbacks=(), checkpoint=None):
+        data = BlockDataModule(Numbered(lengths), lengths, T_MAX, BLOCKS, seed=SEED, num_workers=2,
+                               loader_class=StatefulDataLoader)  # fmt: skip
+        trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=2, use_distributed_sampler=False, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                             callbacks=list(callbacks))  # fmt: skip
+        trainer.fit(Module(), datamodule=data, ckpt_path=checkpoint)
+
+    fit([SaveAtStep5()])
+    whole = [table.tolist() for epoch in range(2) for table in plan_tables(lengths, 1, 0, epoch)]
+    assert seen == whole
+    seen.clear()
+    fit(checkpoint=tmp_path / "step5.ckpt")  # the workers had fetched past batch 5
+    assert seen == whole[5:]
+
+
 def test_model_inputs_name_the_batch_fields_and_refuse_others():
     from bload.integrations.transformers import ModelInputs
 
