@@ -9,10 +9,9 @@ import os
 import pathlib
 import sys
 
+import bload
 import torch
 from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of
-
-import bload
 
 LENGTHS = lengths_of(60, seed=5)
 EPOCHS = 2
@@ -33,13 +32,16 @@ class Recorder(torch.nn.Module):
 
 def accelerate_run(model):
     from accelerate import Accelerator
-
     from bload.integrations.accelerate import prepare_loader
 
     accelerator = Accelerator(cpu=True)
     sampler = bload.BlockSampler(LENGTHS, T_MAX, BLOCKS, seed=SEED)  # ranks from torch.distributed
-    loader = torch.utils.data.DataLoader(bload.BlockDataset(Numbered(LENGTHS), T_MAX), batch_sampler=sampler,
-                                         collate_fn=bload.collate, num_workers=1)  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        bload.BlockDataset(Numbered(LENGTHS), T_MAX),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=1,
+    )
     loader = prepare_loader(accelerator, loader)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     ddp, optimizer, again = accelerator.prepare(model, optimizer, loader)
@@ -52,8 +54,13 @@ def accelerate_run(model):
             accelerator.backward(model.loss(batch.data, batch.table))
             optimizer.step()
     # What accelerator.prepare does to a bload loader on its own: sharded again, refused.
-    sharded = accelerator.prepare(torch.utils.data.DataLoader(
-        bload.BlockDataset(Numbered(LENGTHS), T_MAX), batch_sampler=sampler, collate_fn=bload.collate))  # fmt: skip
+    sharded = accelerator.prepare(
+        torch.utils.data.DataLoader(
+            bload.BlockDataset(Numbered(LENGTHS), T_MAX),
+            batch_sampler=sampler,
+            collate_fn=bload.collate,
+        )
+    )
     try:
         prepare_loader(accelerator, sharded)
     except ValueError as error:
@@ -62,9 +69,8 @@ def accelerate_run(model):
 
 
 def transformers_run(model, out):
-    from transformers import TrainerCallback, TrainingArguments
-
     from bload.integrations.transformers import BlockTrainer, ModelInputs
+    from transformers import TrainerCallback, TrainingArguments
 
     class Forward(torch.nn.Module):
         def __init__(self, recorder):
@@ -79,20 +85,35 @@ def transformers_run(model, out):
         def on_epoch_begin(self, args, state, control, **kwargs):
             model.epoch = round(state.epoch)
 
-    args = TrainingArguments(output_dir=str(out / "trainer"), use_cpu=True, ddp_backend="gloo", num_train_epochs=EPOCHS,
-                             report_to=[], save_strategy="no", logging_strategy="no", learning_rate=0.1,
-                             dataloader_num_workers=1, disable_tqdm=True, seed=SEED)  # fmt: skip
+    args = TrainingArguments(
+        output_dir=str(out / "trainer"),
+        use_cpu=True,
+        ddp_backend="gloo",
+        num_train_epochs=EPOCHS,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        learning_rate=0.1,
+        dataloader_num_workers=1,
+        disable_tqdm=True,
+        seed=SEED,
+    )
     sampler = bload.BlockSampler(LENGTHS, T_MAX, BLOCKS, seed=SEED)
     inputs = ModelInputs({**ModelInputs.DEFAULT, "table": "table"})
-    trainer = BlockTrainer(model=Forward(model), args=args, train_dataset=Numbered(LENGTHS), train_sampler=sampler,
-                           model_inputs=inputs, callbacks=[Epochs()])  # fmt: skip
+    trainer = BlockTrainer(
+        model=Forward(model),
+        args=args,
+        train_dataset=Numbered(LENGTHS),
+        train_sampler=sampler,
+        model_inputs=inputs,
+        callbacks=[Epochs()],
+    )
     trainer.train()
     return {}
 
 
 def lightning_run(model):
     import lightning.pytorch as pl
-
     from bload.integrations.lightning import BlockDataModule
 
     class Module(pl.LightningModule):
@@ -111,9 +132,17 @@ def lightning_run(model):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     data = BlockDataModule(Numbered(LENGTHS), LENGTHS, T_MAX, BLOCKS, seed=SEED, num_workers=1)
-    trainer = pl.Trainer(accelerator="cpu", devices=int(os.environ["WORLD_SIZE"]), strategy="ddp", max_epochs=EPOCHS,
-                         use_distributed_sampler=False, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=int(os.environ["WORLD_SIZE"]),
+        strategy="ddp",
+        max_epochs=EPOCHS,
+        use_distributed_sampler=False,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(Module(), datamodule=data)
     return {}
 
@@ -124,11 +153,19 @@ def main(frameworks, out):
     out = pathlib.Path(out)
     for framework in frameworks.split(","):
         model = Recorder()
-        run = {"accelerate": lambda: accelerate_run(model), "transformers": lambda: transformers_run(model, out),
-               "lightning": lambda: lightning_run(model)}[framework]  # fmt: skip
-        extra = run()
+        if framework == "accelerate":
+            extra = accelerate_run(model)
+        elif framework == "transformers":
+            extra = transformers_run(model, out)
+        else:
+            extra = lightning_run(model)
         rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        report = {"world_size": world_size, "rank": rank, "epochs": {str(e): t for e, t in model.seen.items()}, **extra}
+        report = {
+            "world_size": world_size,
+            "rank": rank,
+            "epochs": {str(e): t for e, t in model.seen.items()},
+            **extra,
+        }
         (out / f"{framework}-rank{rank}.json").write_text(json.dumps(report))
 
 

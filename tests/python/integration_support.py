@@ -2,9 +2,8 @@
 (sequence * 1000 + step), so a batch shows which steps it packed, and the plan's tables to
 compare a framework's batches with."""
 
+import bload  # noqa: F401  (loads the library: torch.classes.bload)
 import torch
-
-import bload
 
 T_MAX, BLOCKS, SEED = 40, 2, 7
 
@@ -30,6 +29,7 @@ class Numbered(torch.utils.data.Dataset):
 
 def plan_tables(lengths, world_size, rank, epoch):
     """The block tables of `rank`'s batches of `epoch`, from the core's planner directly."""
-    planner = torch.classes.bload.Planner(torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS,
-                                          world_size=world_size, seed=SEED)  # fmt: skip
+    planner = torch.classes.bload.Planner(
+        torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=world_size, seed=SEED
+    )
     return [planner.batch(epoch, rank, index) for index in range(planner.batches_per_rank(epoch))]

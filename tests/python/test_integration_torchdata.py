@@ -3,16 +3,17 @@ exactly through its own state_dict, workers on."""
 
 import pickle
 
+import bload
 import pytest
 import torch
-from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
-
-import bload
 from bload.integrations import torchdata as bload_torchdata
+from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
 
 
 def loader_of(lengths, workers, world_size=2, rank=1):
-    sampler = bload.BlockSampler(lengths, T_MAX, BLOCKS, world_size=world_size, rank=rank, seed=SEED)
+    sampler = bload.BlockSampler(
+        lengths, T_MAX, BLOCKS, world_size=world_size, rank=rank, seed=SEED
+    )
     return sampler, bload_torchdata.stateful_loader(Numbered(lengths), sampler, num_workers=workers)
 
 
@@ -53,7 +54,9 @@ def test_a_state_saved_at_the_last_batch_leaves_nothing_of_the_epoch_and_the_nex
     sampler.set_epoch(0)
     assert [batch for batch in loader] == []
     sampler.set_epoch(1)
-    assert all(map(torch.equal, [batch.table for batch in loader], plan_tables(lengths, 2, 1, epoch=1)))
+    assert all(
+        map(torch.equal, [batch.table for batch in loader], plan_tables(lengths, 2, 1, epoch=1))
+    )
 
 
 @pytest.mark.parametrize(

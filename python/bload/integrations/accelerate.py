@@ -34,7 +34,9 @@ def prepare_loader(accelerator, loader, *, device_placement=None):
     registered with the accelerator. The sampler must plan for the accelerator's processes: its
     world_size and rank are accelerator.num_processes and accelerator.process_index."""
     if not isinstance(accelerator, accelerate.Accelerator):
-        raise TypeError(f"accelerator: expected an accelerate.Accelerator, got {type(accelerator).__name__}")
+        raise TypeError(
+            f"accelerator: expected an accelerate.Accelerator, got {type(accelerator).__name__}"
+        )
     sampler = block_sampler_of(loader, "prepare_loader(accelerator, loader)")
     if (sampler.world_size, sampler.rank) != (accelerator.num_processes, accelerator.process_index):
         raise ValueError(
@@ -57,10 +59,15 @@ def prepare_loader(accelerator, loader, *, device_placement=None):
         device_placement = accelerator.device_placement
     # One process as far as accelerate's sharding goes: the batch sampler stays bload's.
     prepared = prepare_data_loader(
-        loader, accelerator.device, num_processes=1, process_index=0, put_on_device=device_placement,
-        rng_types=None, non_blocking=accelerator.non_blocking,
+        loader,
+        accelerator.device,
+        num_processes=1,
+        process_index=0,
+        put_on_device=device_placement,
+        rng_types=None,
+        non_blocking=accelerator.non_blocking,
         use_stateful_dataloader=config.use_stateful_dataloader,
-    )  # fmt: skip
+    )
     # accelerate's own mark of a prepared loader: accelerator.prepare() returns it as it is.
     prepared._is_accelerate_prepared = True
     return accelerator.prepare_data_loader(prepared)

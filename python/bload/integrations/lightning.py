@@ -30,18 +30,44 @@ class BlockDataModule(pl.LightningDataModule):
     plans for the Trainer's ranks. `loader_options` go to the loader (num_workers, pin_memory,
     ...), made by `loader_class` (torch's DataLoader by default)."""
 
-    def __init__(self, dataset, lengths, t_max, blocks_per_batch=1, *, seed=0, policy="best_fit", split=False,
-                 loader_class=torch.utils.data.DataLoader, **loader_options):  # fmt: skip
+    def __init__(
+        self,
+        dataset,
+        lengths,
+        t_max,
+        blocks_per_batch=1,
+        *,
+        seed=0,
+        policy="best_fit",
+        split=False,
+        loader_class=torch.utils.data.DataLoader,
+        **loader_options,
+    ):
         super().__init__()
-        for name in ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "collate_fn"):
+        for name in (
+            "batch_size",
+            "shuffle",
+            "sampler",
+            "batch_sampler",
+            "drop_last",
+            "collate_fn",
+        ):
             if name in loader_options:
                 raise TypeError(
                     f"BlockDataModule: {name} = {loader_options[name]!r}: expected it unset: bload's sampler "
                     "makes the batches, packed"
                 )
-        self.dataset = dataset if isinstance(dataset, BlockDataset) else BlockDataset(dataset, t_max)
-        self.options = {"lengths": lengths, "t_max": t_max, "blocks_per_batch": blocks_per_batch, "seed": seed,
-                        "policy": policy, "split": split}  # fmt: skip
+        self.dataset = (
+            dataset if isinstance(dataset, BlockDataset) else BlockDataset(dataset, t_max)
+        )
+        self.options = {
+            "lengths": lengths,
+            "t_max": t_max,
+            "blocks_per_batch": blocks_per_batch,
+            "seed": seed,
+            "policy": policy,
+            "split": split,
+        }
         self.loader_class, self.loader_options = loader_class, loader_options
         self.sampler = None
 
@@ -49,23 +75,35 @@ class BlockDataModule(pl.LightningDataModule):
         if self.sampler is not None:
             return
         trainer = self.trainer
-        world_size, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (None, None)
+        world_size, rank = (
+            (trainer.world_size, trainer.global_rank) if trainer is not None else (None, None)
+        )
         if trainer is not None and _replaces_samplers(trainer):
             raise ValueError(
                 "Trainer(use_distributed_sampler=True): Lightning replaces a loader's sampler with a "
                 "DistributedSampler when it runs on several devices: expected Trainer(use_distributed_sampler=False): "
                 "bload's BlockSampler shards the batches among the ranks itself"
             )
-        if trainer is not None and not any(isinstance(c, _SamplerEpoch) and c.data is self for c in trainer.callbacks):
+        if trainer is not None and not any(
+            isinstance(c, _SamplerEpoch) and c.data is self for c in trainer.callbacks
+        ):
             trainer.callbacks.append(_SamplerEpoch(self))
         options = dict(self.options)
-        self.sampler = BlockSampler(options.pop("lengths"), options.pop("t_max"), options.pop("blocks_per_batch"),
-                                    world_size=world_size, rank=rank, **options)  # fmt: skip
+        self.sampler = BlockSampler(
+            options.pop("lengths"),
+            options.pop("t_max"),
+            options.pop("blocks_per_batch"),
+            world_size=world_size,
+            rank=rank,
+            **options,
+        )
 
     def train_dataloader(self):
         if self.sampler is None:
             self.setup("fit")
-        return self.loader_class(self.dataset, batch_sampler=self.sampler, collate_fn=collate, **self.loader_options)
+        return self.loader_class(
+            self.dataset, batch_sampler=self.sampler, collate_fn=collate, **self.loader_options
+        )
 
 
 class _SamplerEpoch(pl.Callback):

@@ -47,7 +47,9 @@ def stateful_loader(dataset, sampler, **options):
         raise TypeError(f"sampler: expected a bload.BlockSampler, got {type(sampler).__name__}")
     for name, why in _REFUSED.items():
         if name in options:
-            raise TypeError(f"stateful_loader: {name} = {options[name]!r}: expected it unset: {why}")
+            raise TypeError(
+                f"stateful_loader: {name} = {options[name]!r}: expected it unset: {why}"
+            )
     if options.get("in_order", True) is not True:
         raise ValueError(
             f"in_order = {options['in_order']!r}: expected True: the loader's state is the last batch the loop "

@@ -41,7 +41,9 @@ class ModelInputs:
         fields = dict(self.DEFAULT if fields is None else fields)
         for argument, field in fields.items():
             if not isinstance(argument, str):
-                raise TypeError(f"fields: argument {argument!r}: expected a keyword argument's name")
+                raise TypeError(
+                    f"fields: argument {argument!r}: expected a keyword argument's name"
+                )
             if not callable(field) and field not in BATCH_FIELDS:
                 raise ValueError(
                     f"fields[{argument!r}] = {field!r}: expected one of the batch's fields "
@@ -51,8 +53,10 @@ class ModelInputs:
 
     def __call__(self, batch):
         batch = collate(batch)
-        return {argument: field(batch) if callable(field) else getattr(batch, field)
-                for argument, field in self.fields.items()}  # fmt: skip
+        return {
+            argument: field(batch) if callable(field) else getattr(batch, field)
+            for argument, field in self.fields.items()
+        }
 
 
 class BlockTrainer(transformers.Trainer):
@@ -62,22 +66,29 @@ class BlockTrainer(transformers.Trainer):
 
     def __init__(self, *args, train_sampler, model_inputs=None, **kwargs):
         if not isinstance(train_sampler, BlockSampler):
-            raise TypeError(f"train_sampler: expected a bload.BlockSampler, got {type(train_sampler).__name__}")
+            raise TypeError(
+                f"train_sampler: expected a bload.BlockSampler, got {type(train_sampler).__name__}"
+            )
         self.train_sampler = train_sampler
         self.model_inputs = model_inputs if model_inputs is not None else ModelInputs()
         super().__init__(*args, **kwargs)
 
     def get_train_dataloader(self):
         if self.train_dataset is None:
-            raise ValueError("BlockTrainer: train_dataset = None: expected the dataset the sampler's lengths describe")
+            raise ValueError(
+                "BlockTrainer: train_dataset = None: expected the dataset the sampler's lengths describe"
+            )
         dataset = self.train_dataset
         if not isinstance(dataset, BlockDataset):
             dataset = BlockDataset(dataset, self.train_sampler.t_max)
         workers = self.args.dataloader_num_workers
         loader = torch.utils.data.DataLoader(
-            dataset, batch_sampler=self.train_sampler, collate_fn=self.model_inputs, num_workers=workers,
+            dataset,
+            batch_sampler=self.train_sampler,
+            collate_fn=self.model_inputs,
+            num_workers=workers,
             pin_memory=self.args.dataloader_pin_memory,
             persistent_workers=self.args.dataloader_persistent_workers and workers > 0,
             prefetch_factor=self.args.dataloader_prefetch_factor if workers > 0 else None,
-        )  # fmt: skip
+        )
         return prepare_loader(self.accelerator, loader)
