@@ -4,7 +4,7 @@
 //! sequence exactly once; a piece continues its sequence only at the start of a row, right after
 //! the same lane's previous batch ended in it. Then efficiency on the bundled data sets.
 
-use bload::{EpochPlan, Options, Planner, Policy};
+use bload::{Column, EpochPlan, Options, Planner, Policy};
 use proptest::prelude::*;
 
 #[path = "common/data.rs"]
@@ -100,6 +100,42 @@ fn check_lanes(plan: &EpochPlan, lengths: &[u32]) {
     assert_eq!(s.pieces, pieces as u64);
 }
 
+/// A recurrence run symbolically through every rank's batches by `state_in` and `state_out`
+/// alone: a piece's state is (sequence, steps run), a lane keeps the final state of the piece
+/// `state_out` names, and every piece must start from its own sequence at its own offset (the
+/// lane's state where `state_in` names its row, else zeros, a fresh start).
+fn check_carried_states(plan: &EpochPlan) {
+    let o = plan.options();
+    let rows = o.blocks_per_batch as usize;
+    for rank in 0..o.world_size {
+        let mut lane_states: Vec<Option<(i64, i64)>> = vec![None; rows];
+        let mut carried_next = vec![false; rows];
+        for batch in 0..plan.batches_per_rank() {
+            let batch = plan.batch(rank, batch).unwrap();
+            let (table, tables) = (batch.table(), batch.tables());
+            assert_eq!(tables.state_in.len(), table.len());
+            assert_eq!(tables.carry, carried_next, "state_out says which rows carry next");
+            let mut finals = Vec::with_capacity(table.len());
+            for (row, &state_in) in table.iter().zip(&tables.state_in) {
+                let (sequence, offset) = (Column::Sequence.of(row), Column::Offset.of(row));
+                let length = Column::Length.of(row);
+                let initial = usize::try_from(state_in)
+                    .map(|lane| lane_states[lane])
+                    .unwrap_or(None);
+                let expected = (offset > 0).then_some((sequence, offset));
+                assert_eq!(initial, expected, "the initial state of {row:?}");
+                finals.push(Some((sequence, offset + length)));
+            }
+            for (lane, &state_out) in tables.state_out.iter().enumerate() {
+                carried_next[lane] = state_out >= 0;
+                if let Ok(piece) = usize::try_from(state_out) {
+                    lane_states[lane] = finals[piece];
+                }
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -123,6 +159,7 @@ proptest! {
             Ok(planner) => {
                 let plan = planner.plan(epoch).unwrap();
                 check_lanes(&plan, &lengths);
+                check_carried_states(&plan);
                 let again = Planner::new(lengths, options).unwrap().plan(epoch).unwrap();
                 prop_assert_eq!(plan.hash(), again.hash());
             }
@@ -155,6 +192,7 @@ fn a_sequence_many_times_t_max_runs_whole_through_one_lane() {
     assert_eq!(plan.stats().lower_bound.blocks, 200);
     assert_eq!(plan.stats().blocks, 200);
     check_lanes(&plan, &lengths);
+    check_carried_states(&plan);
     let lanes = lanes_of(&plan);
     let long_lane = lanes.iter().find(|lane| lane[0].0 == 0).unwrap();
     assert_eq!(long_lane.len(), 100);

@@ -24,6 +24,8 @@ pub enum BatchField {
     PositionIds,
     CuSeqlens,
     Indices,
+    StateIn,
+    StateOut,
 }
 
 /// A field's element type: the dataset's own for the data and targets, else a fixed one.
@@ -54,7 +56,7 @@ pub enum FieldShape {
 }
 
 impl BatchField {
-    pub const ALL: [BatchField; 12] = [
+    pub const ALL: [BatchField; 14] = [
         BatchField::Data,
         BatchField::Target,
         BatchField::Table,
@@ -67,11 +69,13 @@ impl BatchField {
         BatchField::PositionIds,
         BatchField::CuSeqlens,
         BatchField::Indices,
+        BatchField::StateIn,
+        BatchField::StateOut,
     ];
 
     /// The fields written from the block table, in the order `write_batch` and the
     /// `batch_tables` operator give them.
-    pub const FROM_TABLE: [BatchField; 9] = [
+    pub const FROM_TABLE: [BatchField; 11] = [
         BatchField::Reset,
         BatchField::Valid,
         BatchField::Ends,
@@ -81,6 +85,8 @@ impl BatchField {
         BatchField::PositionIds,
         BatchField::CuSeqlens,
         BatchField::Indices,
+        BatchField::StateIn,
+        BatchField::StateOut,
     ];
 
     /// The field's name, the same in C++, Python and Rust.
@@ -98,6 +104,8 @@ impl BatchField {
             BatchField::PositionIds => "position_ids",
             BatchField::CuSeqlens => "cu_seqlens",
             BatchField::Indices => "indices",
+            BatchField::StateIn => "state_in",
+            BatchField::StateOut => "state_out",
         }
     }
 
@@ -112,6 +120,7 @@ impl BatchField {
             | BatchField::Lanes
             | BatchField::PositionIds
             | BatchField::Indices => FieldDtype::Int64,
+            BatchField::StateIn | BatchField::StateOut => FieldDtype::Int64,
         }
     }
 
@@ -127,6 +136,8 @@ impl BatchField {
             BatchField::Carry | BatchField::Lanes => FieldShape::Blocks,
             BatchField::CuSeqlens => FieldShape::PiecesPlusOne,
             BatchField::Indices => FieldShape::Pieces,
+            BatchField::StateIn => FieldShape::Pieces,
+            BatchField::StateOut => FieldShape::Blocks,
         }
     }
 
@@ -162,6 +173,16 @@ impl BatchField {
             BatchField::PositionIds => "the step's index in its sequence, 0 on padding",
             BatchField::CuSeqlens => "prefix sums of the pieces' lengths: varlen offsets",
             BatchField::Indices => "the dataset index of every piece",
+            BatchField::StateIn => {
+                "for every piece, in cu_seqlens order, the row whose lane's saved state seeds it \
+                 (lanes: the piece continues its sequence from the previous batch), -1 where it \
+                 starts from zeros"
+            }
+            BatchField::StateOut => {
+                "for every row, the piece whose final state its lane keeps for the next batch \
+                 (lanes: the piece is cut at the row's end and its sequence goes on there), -1 \
+                 where the lane's saved state is not read again"
+            }
         }
     }
 }
@@ -229,10 +250,10 @@ pub const fn same_names(a: &[&str], b: &[&str]) -> bool {
 }
 
 /// The names of [`BatchField::ALL`], in order, usable in constants.
-pub const BATCH_FIELD_NAMES: [&str; 12] = {
-    let mut names = [""; 12];
+pub const BATCH_FIELD_NAMES: [&str; BatchField::ALL.len()] = {
+    let mut names = [""; BatchField::ALL.len()];
     let mut i = 0;
-    while i < 12 {
+    while i < BatchField::ALL.len() {
         names[i] = BatchField::ALL[i].name();
         i += 1;
     }

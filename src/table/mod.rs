@@ -224,3 +224,5 @@ pub use steps::{write_cu_seqlens, BatchTablesMut, StepTables};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod state_tests;

@@ -106,6 +106,14 @@ impl BlockTable<'_> {
     /// into a caller's buffer, from this one check of the table and one pass over its rows: what
     /// a loader calls per batch (the `batch_tables` operator), instead of a check and a pass per
     /// table. Row `j` is lane `first_lane + j`.
+    ///
+    /// `state_in` and `state_out` say the carried state per piece, for kernels that run over
+    /// `cu_seqlens` with one initial state per piece and return one final state per piece: a
+    /// piece that continues its sequence (carried state only) takes its row's lane state, and a
+    /// row's last piece, when it is cut at the row's end before its sequence's, gives the lane
+    /// its state for the next batch (where that sequence goes on in the same row). Every other
+    /// piece starts from zeros, and every other row's lane state is never read again (its next
+    /// piece starts a sequence), so it is left as it is.
     pub fn write_batch(&self, first_lane: i64, out: BatchTablesMut<'_>) -> Result<()> {
         let steps = self.blocks * self.t_max;
         let pieces = self.rows().len();
@@ -119,6 +127,8 @@ impl BlockTable<'_> {
             (BatchField::PositionIds, out.position_ids.len()),
             (BatchField::CuSeqlens, out.cu_seqlens.len()),
             (BatchField::Indices, out.indices.len()),
+            (BatchField::StateIn, out.state_in.len()),
+            (BatchField::StateOut, out.state_out.len()),
         ];
         for (field, len) in sizes {
             let expected: usize = field
@@ -153,6 +163,7 @@ impl BlockTable<'_> {
         out.carry.fill(false);
         out.segment_ids.fill(-1);
         out.position_ids.fill(0);
+        out.state_out.fill(-1);
         for (lane, row) in out.lanes.iter_mut().zip(first_lane..) {
             *lane = row;
         }
@@ -169,9 +180,8 @@ impl BlockTable<'_> {
             }
             out.valid[piece.clone()].fill(true);
             // Checked in new(): offset + length fits i64 and is at most the sequence's length.
-            if offset + Column::Length.of(row) == Column::SequenceLength.of(row) {
-                out.ends[piece.end - 1] = true;
-            }
+            let ends_sequence = offset + Column::Length.of(row) == Column::SequenceLength.of(row);
+            out.ends[piece.end - 1] = ends_sequence;
             segment = if Column::Block.of(row) == block {
                 segment + 1
             } else {
@@ -187,6 +197,12 @@ impl BlockTable<'_> {
             total += piece.len() as i32;
             out.cu_seqlens[index + 1] = total;
             out.indices[index] = Column::Sequence.of(row);
+            out.state_in[index] = if continues { block } else { -1 };
+            if self.carry && piece.end % self.t_max == 0 && !ends_sequence {
+                // Cut at its row's end: the next batch's same row goes on with its sequence.
+                // The row's last piece, so the index fits (pieces are at most blocks * t_max).
+                out.state_out[block as usize] = index as i64;
+            }
         }
         Ok(())
     }
@@ -207,6 +223,8 @@ impl BlockTable<'_> {
             position_ids: vec![0; steps],
             cu_seqlens: vec![0; pieces + 1],
             indices: vec![0; pieces],
+            state_in: vec![0; pieces],
+            state_out: vec![0; self.blocks],
         };
         // Buffers of the right size and a lane that fits: this cannot fail.
         let written = self.write_batch(i64::from(first_lane), tables.as_mut());
@@ -303,6 +321,12 @@ pub struct StepTables {
     pub cu_seqlens: Vec<i32>,
     /// Dataset index of every piece, in the same order.
     pub indices: Vec<i64>,
+    /// `[pieces]`: the row whose lane's saved state seeds every piece (in `cu_seqlens` order),
+    /// -1 where it starts from zeros. Only a table with carried state has any at least 0.
+    pub state_in: Vec<i64>,
+    /// `[blocks]`: the piece (an index into `state_in`'s order) whose final state the row's lane
+    /// keeps for the next batch, -1 where nothing reads the lane's state again.
+    pub state_out: Vec<i64>,
 }
 
 impl StepTables {
@@ -317,6 +341,8 @@ impl StepTables {
             position_ids: &mut self.position_ids,
             cu_seqlens: &mut self.cu_seqlens,
             indices: &mut self.indices,
+            state_in: &mut self.state_in,
+            state_out: &mut self.state_out,
         }
     }
 }
@@ -333,4 +359,6 @@ pub struct BatchTablesMut<'o> {
     pub position_ids: &'o mut [i64],
     pub cu_seqlens: &'o mut [i32],
     pub indices: &'o mut [i64],
+    pub state_in: &'o mut [i64],
+    pub state_out: &'o mut [i64],
 }

@@ -227,6 +227,8 @@ fn the_one_pass_names_a_buffer_of_the_wrong_size_and_a_bad_first_lane() {
         position_ids: &mut tables.position_ids,
         cu_seqlens: &mut tables.cu_seqlens,
         indices: &mut short,
+        state_in: &mut tables.state_in,
+        state_out: &mut tables.state_out,
     };
     assert_eq!(
         message(table.write_batch(0, out)),

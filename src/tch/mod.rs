@@ -121,6 +121,12 @@ packed_batch! {
     cu_seqlens,
     /// Int64 `[pieces]`: the dataset index of every piece.
     indices,
+    /// Int64 `[pieces]`: the row whose lane state seeds every piece (`cu_seqlens` order), -1
+    /// for zeros; all -1 for packed batches.
+    state_in,
+    /// Int64 `[blocks]`: the piece whose final state every row's lane keeps for the next batch,
+    /// -1 where the lane's state is not read again; all -1 for packed batches.
+    state_out,
 }
 
 // A field added to the core's batch, or renamed, fails this build until it is here too.
@@ -288,6 +294,8 @@ where
         position_ids: per_step(Tensor::from_slice(&tables.position_ids))?,
         cu_seqlens: Tensor::from_slice(&tables.cu_seqlens).f_to(options.device)?,
         indices: Tensor::from_slice(&tables.indices).f_to(options.device)?,
+        state_in: Tensor::from_slice(&tables.state_in).f_to(options.device)?,
+        state_out: Tensor::from_slice(&tables.state_out).f_to(options.device)?,
         // The table stays on the host, as in C++: the operators read it there.
         table: Tensor::from_slice(&cells).f_view([rows.len() as i64, Column::COUNT as i64])?,
     })

@@ -135,6 +135,8 @@ mod ffi {
             position_ids: &mut [i64],
             cu_seqlens: &mut [i32],
             indices: &mut [i64],
+            state_in: &mut [i64],
+            state_out: &mut [i64],
         ) -> Result<()>;
 
         /// The state a sampler saves (plan/state.rs): at `position` when `started`.

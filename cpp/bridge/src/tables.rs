@@ -46,6 +46,8 @@ pub(crate) fn write_batch_tables(
     position_ids: &mut [i64],
     cu_seqlens: &mut [i32],
     indices: &mut [i64],
+    state_in: &mut [i64],
+    state_out: &mut [i64],
 ) -> Result<(), BridgeError> {
     guarded("write_batch_tables", || {
         let out = BatchTablesMut {
@@ -58,6 +60,8 @@ pub(crate) fn write_batch_tables(
             position_ids,
             cu_seqlens,
             indices,
+            state_in,
+            state_out,
         };
         BlockTable::with_carry(table, blocks, t_max, carry)?.write_batch(first_lane, out)
     })

@@ -239,6 +239,7 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         ([false; 6], [false; 6], [false; 6], [false; 2]);
     let (mut lanes, mut segments, mut positions, mut cu, mut indices) =
         ([0; 2], [0; 6], [0; 6], [0; 2], [0; 1]);
+    let (mut state_in, mut state_out) = ([0; 1], [0; 2]);
     write_batch_tables(
         &table,
         2,
@@ -254,12 +255,15 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         &mut positions,
         &mut cu,
         &mut indices,
+        &mut state_in,
+        &mut state_out,
     )
     .unwrap();
     assert_eq!(valid, [true, true, false, false, false, false]);
     assert_eq!(lanes, [6, 7]);
     assert_eq!(cu, [0, 2]);
     assert_eq!(indices, [3]);
+    assert_eq!((state_in, state_out), ([-1], [-1, -1]));
     let names: Vec<_> = batch_fields()
         .into_iter()
         .filter(|f| f.from_table)
@@ -276,7 +280,9 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
             "segment_ids",
             "position_ids",
             "cu_seqlens",
-            "indices"
+            "indices",
+            "state_in",
+            "state_out"
         ]
     );
     let message = write_batch_tables(
@@ -294,6 +300,8 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         &mut positions,
         &mut [0; 3],
         &mut indices,
+        &mut state_in,
+        &mut state_out,
     )
     .unwrap_err()
     .to_string();

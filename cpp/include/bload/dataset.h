@@ -44,9 +44,13 @@ namespace bload {
 //   position_ids   int64: step index inside the sequence, 0 on padding
 //   cu_seqlens     int32 [pieces + 1]: varlen offsets
 //   indices        int64 [pieces]: dataset index of every piece
+//   state_in       int64 [pieces]: the row whose lane state seeds each piece (in cu_seqlens
+//                  order), -1 for zeros (docs/state_kernels.md)
+//   state_out      int64 [blocks]: the piece whose final state each row's lane keeps for the
+//                  next batch, -1 where the lane's state is not read again
 #define BLOAD_PACKED_BATCH_FIELDS(X) \
   X(data) X(target) X(table) X(reset) X(valid) X(ends) X(carry) X(lanes) X(segment_ids) \
-      X(position_ids) X(cu_seqlens) X(indices)
+      X(position_ids) X(cu_seqlens) X(indices) X(state_in) X(state_out)
 
 // One packed batch of one rank.
 struct BLOAD_API PackedBatch {

@@ -54,10 +54,10 @@ BLOAD_API void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequenc
 
 
 // Every table of a packed batch that its block table determines, from one check of the table:
-// reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices, in that
-// order (the core's batch declaration; see PackedBatch in bload/dataset.h), on the table's
-// device. `carry` as for reset_mask; row j of the batch is lane `first_lane + j`. What a loader
-// calls once per batch instead of one operator per table.
+// reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in,
+// state_out, in that order (the core's batch declaration; see PackedBatch in bload/dataset.h),
+// on the table's device. `carry` as for reset_mask; row j of the batch is lane `first_lane + j`.
+// What a loader calls once per batch instead of one operator per table.
 BLOAD_API std::vector<at::Tensor> batch_tables(const at::Tensor& table, int64_t blocks,
                                                int64_t t_max, bool carry = false,
                                                int64_t first_lane = 0);

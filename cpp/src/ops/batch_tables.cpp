@@ -1,6 +1,6 @@
 // torch.ops.bload.batch_tables: every table of a packed batch that its block table determines
 // (the core's BatchField::FROM_TABLE: reset, valid, ends, carry, lanes, segment_ids,
-// position_ids, cu_seqlens, indices), from one check of the table and one pass over its rows.
+// position_ids, cu_seqlens, indices, state_in, state_out), from one check of the table and one pass over its rows.
 // A loader makes a batch's tables with this one call; the per-table operators stay for
 // TorchScript models that want one table.
 //
@@ -28,7 +28,7 @@ struct Output {
   at::ScalarType dtype;
   Shape shape;
 };
-constexpr std::array<Output, 9> kOutputs{{
+constexpr std::array<Output, 11> kOutputs{{
     {at::kBool, Shape::Steps},           // reset
     {at::kBool, Shape::Steps},           // valid
     {at::kBool, Shape::Steps},           // ends
@@ -38,6 +38,8 @@ constexpr std::array<Output, 9> kOutputs{{
     {at::kLong, Shape::Steps},           // position_ids
     {at::kInt, Shape::PiecesPlusOne},    // cu_seqlens
     {at::kLong, Shape::Pieces},          // indices
+    {at::kLong, Shape::Pieces},          // state_in
+    {at::kLong, Shape::Blocks},          // state_out
 }};
 
 template <typename Int>
@@ -61,7 +63,9 @@ void write_tables(const Tensor& host, int64_t blocks, int64_t t_max, bool carry,
                             mutable_elements<bool>(out[2]), mutable_elements<bool>(out[3]),
                             mutable_elements<int64_t>(out[4]), mutable_elements<int32_t>(out[5]),
                             mutable_elements<int64_t>(out[6]), mutable_elements<int32_t>(out[7]),
-                            mutable_elements<int64_t>(out[8]));
+                            mutable_elements<int64_t>(out[8]),
+                            mutable_elements<int64_t>(out[9]),   // state_in
+                            mutable_elements<int64_t>(out[10]));  // state_out
   });
 }
 
