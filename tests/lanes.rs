@@ -114,7 +114,10 @@ fn check_carried_states(plan: &EpochPlan) {
             let batch = plan.batch(rank, batch).unwrap();
             let (table, tables) = (batch.table(), batch.tables());
             assert_eq!(tables.state_in.len(), table.len());
-            assert_eq!(tables.carry, carried_next, "state_out says which rows carry next");
+            assert_eq!(
+                tables.carry, carried_next,
+                "state_out says which rows carry next"
+            );
             let mut finals = Vec::with_capacity(table.len());
             for (row, &state_in) in table.iter().zip(&tables.state_in) {
                 let (sequence, offset) = (Column::Sequence.of(row), Column::Offset.of(row));

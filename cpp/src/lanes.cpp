@@ -43,6 +43,34 @@ void LaneState::update(const PackedBatch& batch, const at::Tensor& final_state, 
   state_ = detach ? final_state.detach() : final_state;
 }
 
+at::Tensor LaneState::initial_pieces(const PackedBatch& batch) const {
+  check(batch);
+  const auto state_in = batch.state_in.to(state_.device());
+  std::vector<int64_t> view{state_in.numel()};
+  view.insert(view.end(), shape_.size(), 1);
+  const auto seeded = state_in.ge(0).view(view);
+  return at::where(seeded, state_.index_select(0, state_in.clamp_min(0)),
+                   at::zeros({}, state_.options()));
+}
+
+void LaneState::update_pieces(const PackedBatch& batch, const at::Tensor& final_states,
+                              bool detach) {
+  check(batch);
+  std::vector<int64_t> expected{batch.table.size(0)};
+  expected.insert(expected.end(), shape_.begin(), shape_.end());
+  TORCH_CHECK(final_states.sizes() == c10::IntArrayRef(expected), "bload::LaneState::"
+              "update_pieces: final_states has shape ", final_states.sizes(), ": expected ",
+              c10::IntArrayRef(expected), ", a state per piece");
+  if (expected[0] == 0) return;  // a batch of padding only: no lane changes
+  const auto state_out = batch.state_out.to(final_states.device());
+  std::vector<int64_t> view{rows_};
+  view.insert(view.end(), shape_.size(), 1);
+  const auto kept = state_out.ge(0).view(view);
+  auto state = at::where(kept, final_states.index_select(0, state_out.clamp_min(0)),
+                         state_.to(final_states.device()));
+  state_ = detach ? state.detach() : state;
+}
+
 at::Tensor LaneState::gathered(
     const std::function<at::Tensor(const at::Tensor&)>& all_gather) const {
   const auto mine = state_.detach().contiguous();

@@ -4,9 +4,9 @@ bload::tch::PackedBatch are.
 
 A batch holds what a loader reads and plans: `data`, `target` and the block `table` (and the
 batch's shape, and for lanes whether its rows carry state and the lane of its first row). Every
-other field (reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices) is
-written from the table by one operator, torch.ops.bload.batch_tables, the first time one of them
-is read, on the device the batch was moved to. So a batch crosses from a DataLoader worker as
+other field (reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices,
+state_in, state_out) is written from the table by one operator, torch.ops.bload.batch_tables,
+the first time one of them is read, on the device the batch was moved to. So a batch crosses from a DataLoader worker as
 three tensors, and a CUDA user moves the small table's results, not seven [blocks, t_max]
 tensors made on the host.
 """

@@ -13,6 +13,10 @@ state.transpose(0, 1)):
         lanes.update(batch, final)            # detached: truncated back-propagation
     checkpoint = {"sampler": sampler.state_dict(), "lanes": lanes.state_dict()}  # every rank calls it
 
+A kernel that runs over cu_seqlens with one state per piece (docs/state_kernels.md) takes
+lanes.initial_pieces(batch) [pieces, *shape] and hands its final states back with
+lanes.update_pieces(batch, final_states), by the batch's state_in and state_out.
+
 state_dict() gathers every rank's lanes (a collective under torch.distributed), so a checkpoint
 holds all [lanes, *shape] of them; load_state_dict() takes this rank's rows back, on a run of the
 same lane count in any factors (2 ranks x 2 rows saved, 1 x 4 loaded), as the sampler resumes.
@@ -52,6 +56,32 @@ class LaneState:
         if tuple(final_state.shape) != expected:
             raise ValueError(f"final_state has shape {list(final_state.shape)}: expected {list(expected)}, a state per row")
         self.state = final_state.detach() if detach else final_state
+
+    def initial_pieces(self, batch):
+        """[pieces, *shape]: each piece's initial state, in cu_seqlens order, for a kernel that
+        runs over cu_seqlens with a state per piece: its row's lane state where `batch.state_in`
+        names the row (the piece goes on from the previous batch), zero elsewhere."""
+        self._check(batch)
+        state_in = batch.state_in.to(self.state.device)
+        seeded = (state_in >= 0).view(-1, *([1] * len(self.shape)))
+        zero = torch.zeros((), dtype=self.state.dtype, device=self.state.device)
+        return torch.where(seeded, self.state[state_in.clamp(min=0)], zero)
+
+    def update_pieces(self, batch, final_states, detach=True):
+        """Keeps the final state of the piece `batch.state_out` names for each row as its lane's,
+        from `final_states` [pieces, *shape] (cu_seqlens order); the other rows' lanes keep
+        theirs, which nothing reads again. Detached unless `detach` is False."""
+        self._check(batch)
+        pieces = len(batch.table)
+        expected = (pieces, *self.shape)
+        if tuple(final_states.shape) != expected:
+            raise ValueError(f"final_states has shape {list(final_states.shape)}: expected {list(expected)}, a state per piece")
+        if pieces == 0:  # a batch of padding only: no lane changes
+            return
+        state_out = batch.state_out.to(final_states.device)
+        kept = (state_out >= 0).view(-1, *([1] * len(self.shape)))
+        state = torch.where(kept, final_states[state_out.clamp(min=0)], self.state.to(final_states.device))
+        self.state = state.detach() if detach else state
 
     def state_dict(self):
         """{"lanes": count, "state": every lane's state [lanes, *shape] on the CPU}. Under

@@ -58,11 +58,11 @@ def read_lengths(path: Union[str, os.PathLike], format: Optional[str] = None) ->
 
 def batch_tables(table: Tensor, blocks: int, t_max: int, carry: bool = False, first_lane: int = 0) -> Dict[str, Tensor]:
     """Every field of a packed batch that its block table determines, by name (reset, valid, ends,
-    carry, lanes, segment_ids, position_ids, cu_seqlens, indices: the core's declaration, see
-    bload.PackedBatch), from one check of the table, on the table's device. `carry` as for
-    reset_mask; row j is lane `first_lane + j`. What bload.PackedBatch calls the first time one of
-    them is read; the operator itself (torch.ops.bload.batch_tables) returns them as a list in
-    that order."""
+    carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in, state_out: the core's
+    declaration, see bload.PackedBatch), from one check of the table, on the table's device.
+    `carry` as for reset_mask; row j is lane `first_lane + j`. What bload.PackedBatch calls the
+    first time one of them is read; the operator itself (torch.ops.bload.batch_tables) returns
+    them as a list in that order."""
     from bload.batch import TABLE_FIELDS
 
     return dict(zip(TABLE_FIELDS, torch.ops.bload.batch_tables(table, blocks, t_max, carry, first_lane)))

@@ -223,6 +223,6 @@ pub use fields::{same_names, BatchField, FieldDtype, FieldShape, BATCH_FIELD_NAM
 pub use steps::{write_cu_seqlens, BatchTablesMut, StepTables};
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod state_tests;
+#[cfg(test)]
+mod tests;

@@ -72,7 +72,10 @@ fn the_state_buffers_are_checked_like_the_others() {
     let mut out = tables.as_mut();
     out.state_in = &mut long;
     let error = table.write_batch(0, out).unwrap_err().to_string();
-    assert!(error.starts_with("state_in = 6 values: expected 5 values, [pieces]"), "{error}");
+    assert!(
+        error.starts_with("state_in = 6 values: expected 5 values, [pieces]"),
+        "{error}"
+    );
 }
 
 #[test]

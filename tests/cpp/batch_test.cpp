@@ -42,7 +42,7 @@ TEST(BatchTables, EqualThePerTableOperators) {
   const auto& table = request.table;
   for (bool carry : {false, true}) {
     const auto tables = bload::batch_tables(table, 2, 4, carry, 2);
-    ASSERT_EQ(tables.size(), 9u);
+    ASSERT_EQ(tables.size(), 11u);
     EXPECT_TRUE(torch::equal(tables[0], bload::reset_mask(table, 2, 4, carry)));
     EXPECT_TRUE(torch::equal(tables[1], bload::valid_mask(table, 2, 4)));
     EXPECT_TRUE(torch::equal(tables[2], bload::end_mask(table, 2, 4)));

@@ -14,7 +14,9 @@
 //   }
 //   auto every_lane = lanes.gathered(all_gather);   // a checkpoint holds [lanes, *shape]
 //
-// Python's bload.LaneState is the same, with the same checks.
+// A varlen kernel with one state per piece takes lanes.initial_pieces(batch) and hands its final
+// states to lanes.update_pieces(batch, final_states) instead. Python's bload.LaneState is the
+// same, with the same checks.
 
 #include <ATen/core/Tensor.h>
 
@@ -39,6 +41,16 @@ class BLOAD_API LaneState {
   // Keeps `final_state` [blocks, *shape], the rows' states at the end of `batch` (detached unless
   // `detach` is false).
   void update(const PackedBatch& batch, const at::Tensor& final_state, bool detach = true);
+
+  // For a kernel that runs over cu_seqlens with a state per piece (docs/state_kernels.md):
+  // [pieces, *shape], each piece's initial state in cu_seqlens order, its row's lane state where
+  // `batch.state_in` names the row, zero elsewhere.
+  at::Tensor initial_pieces(const PackedBatch& batch) const;
+  // Keeps, for each row, the final state of the piece `batch.state_out` names, from
+  // `final_states` [pieces, *shape]; the other rows' lanes keep theirs (detached unless `detach`
+  // is false).
+  void update_pieces(const PackedBatch& batch, const at::Tensor& final_states,
+                     bool detach = true);
 
   // Every lane's state [lanes, *shape] on the CPU. With more than one rank, `all_gather` takes
   // this rank's rows and returns every rank's, in rank order (a collective, e.g. through c10d);
