@@ -13,12 +13,13 @@ arguments.
 
 import os
 
+import bload
 import torch
 from torch.utils.data import DataLoader
 
-import bload
-
-LENGTHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "action_genome_like.lengths")
+LENGTHS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "action_genome_like.lengths"
+)
 FEATURES, HIDDEN, CHUNK = 4, 8, 16
 
 
@@ -32,7 +33,9 @@ class Clips(torch.utils.data.Dataset):
         return len(self.lengths)
 
     def __getitem__(self, i):
-        x = torch.randn(self.lengths[i], FEATURES, generator=torch.Generator().manual_seed(i), dtype=self.dtype)
+        x = torch.randn(
+            self.lengths[i], FEATURES, generator=torch.Generator().manual_seed(i), dtype=self.dtype
+        )
         return x, x[:, :1].cumsum(0) / torch.arange(1, len(x) + 1, dtype=self.dtype).unsqueeze(1)
 
 
@@ -70,7 +73,9 @@ class GatedRecurrence(torch.nn.Module):
         self.head = torch.nn.Linear(HIDDEN, 1, dtype=dtype)
 
     def forward(self, x, cu_seqlens, initial_states):  # x [tokens, FEATURES], pieces end to end
-        h, final_states = chunked_linear_recurrence(torch.sigmoid(self.gate(x)), self.input(x), cu_seqlens, initial_states)
+        h, final_states = chunked_linear_recurrence(
+            torch.sigmoid(self.gate(x)), self.input(x), cu_seqlens, initial_states
+        )
         return self.head(h), final_states
 
 
@@ -78,7 +83,9 @@ def main():
     lengths = bload.read_lengths(LENGTHS)[:400]  # 3 to 94 steps: many longer than t_max
     t_max = 32
     sampler = bload.BlockSampler(lengths, t_max, blocks_per_batch=8, policy="lanes", seed=0)
-    loader = DataLoader(bload.BlockDataset(Clips(lengths), t_max), batch_sampler=sampler, collate_fn=bload.collate)
+    loader = DataLoader(
+        bload.BlockDataset(Clips(lengths), t_max), batch_sampler=sampler, collate_fn=bload.collate
+    )
     torch.manual_seed(0)
     model = GatedRecurrence()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -99,7 +106,9 @@ def main():
             loss.backward()
             optimizer.step()
             total, steps = total + loss.item() * len(y), steps + len(y)
-        print(f"epoch {epoch}: {len(sampler)} batches of {sampler.blocks_per_batch} lanes, mean loss {total / steps:.4f}")
+        print(
+            f"epoch {epoch}: {len(sampler)} batches of {sampler.blocks_per_batch} lanes, mean loss {total / steps:.4f}"
+        )
 
 
 if __name__ == "__main__":
