@@ -24,6 +24,9 @@ pub enum BatchField {
     PositionIds,
     CuSeqlens,
     Indices,
+    DocumentIds,
+    CuSeqlensPadded,
+    MaxSeqlen,
 }
 
 /// A field's element type: the dataset's own for the data and targets, else a fixed one.
@@ -51,10 +54,16 @@ pub enum FieldShape {
     PiecesPlusOne,
     /// `[pieces, 6]`: the block table itself.
     TableRows,
+    /// `[2 * pieces + blocks + 1]`: offsets of the batch's segments (pieces and padding runs),
+    /// as many entries as a table of `pieces` rows can need.
+    Segments,
+    /// One integer on the host (a Python `int`, a C++ `int64_t`), not a tensor: computed from
+    /// the table when the batch is made and carried with it, so no kernel reads a device tensor.
+    HostInt,
 }
 
 impl BatchField {
-    pub const ALL: [BatchField; 12] = [
+    pub const ALL: [BatchField; 15] = [
         BatchField::Data,
         BatchField::Target,
         BatchField::Table,
@@ -67,11 +76,14 @@ impl BatchField {
         BatchField::PositionIds,
         BatchField::CuSeqlens,
         BatchField::Indices,
+        BatchField::DocumentIds,
+        BatchField::CuSeqlensPadded,
+        BatchField::MaxSeqlen,
     ];
 
     /// The fields written from the block table, in the order `write_batch` and the
-    /// `batch_tables` operator give them.
-    pub const FROM_TABLE: [BatchField; 9] = [
+    /// `batch_tables` operator give them (tensors; `max_seqlen`, a host integer, is not one).
+    pub const FROM_TABLE: [BatchField; 11] = [
         BatchField::Reset,
         BatchField::Valid,
         BatchField::Ends,
@@ -81,6 +93,8 @@ impl BatchField {
         BatchField::PositionIds,
         BatchField::CuSeqlens,
         BatchField::Indices,
+        BatchField::DocumentIds,
+        BatchField::CuSeqlensPadded,
     ];
 
     /// The field's name, the same in C++, Python and Rust.
@@ -98,6 +112,9 @@ impl BatchField {
             BatchField::PositionIds => "position_ids",
             BatchField::CuSeqlens => "cu_seqlens",
             BatchField::Indices => "indices",
+            BatchField::DocumentIds => "document_ids",
+            BatchField::CuSeqlensPadded => "cu_seqlens_padded",
+            BatchField::MaxSeqlen => "max_seqlen",
         }
     }
 
@@ -107,7 +124,11 @@ impl BatchField {
             BatchField::Reset | BatchField::Valid | BatchField::Ends | BatchField::Carry => {
                 FieldDtype::Bool
             }
-            BatchField::SegmentIds | BatchField::CuSeqlens => FieldDtype::Int32,
+            BatchField::SegmentIds
+            | BatchField::CuSeqlens
+            | BatchField::DocumentIds
+            | BatchField::CuSeqlensPadded => FieldDtype::Int32,
+            BatchField::MaxSeqlen => FieldDtype::Int64,
             BatchField::Table
             | BatchField::Lanes
             | BatchField::PositionIds
@@ -123,18 +144,22 @@ impl BatchField {
             | BatchField::Valid
             | BatchField::Ends
             | BatchField::SegmentIds
-            | BatchField::PositionIds => FieldShape::StepTable,
+            | BatchField::PositionIds
+            | BatchField::DocumentIds => FieldShape::StepTable,
             BatchField::Carry | BatchField::Lanes => FieldShape::Blocks,
             BatchField::CuSeqlens => FieldShape::PiecesPlusOne,
             BatchField::Indices => FieldShape::Pieces,
+            BatchField::CuSeqlensPadded => FieldShape::Segments,
+            BatchField::MaxSeqlen => FieldShape::HostInt,
         }
     }
 
-    /// Whether the field is written from the block table (else a loader reads or plans it).
+    /// Whether the field is a tensor written from the block table by `write_batch` (else a
+    /// loader reads or plans it, or it is a host integer: see [`FieldShape::HostInt`]).
     pub const fn from_table(self) -> bool {
         !matches!(
             self,
-            BatchField::Data | BatchField::Target | BatchField::Table
+            BatchField::Data | BatchField::Target | BatchField::Table | BatchField::MaxSeqlen
         )
     }
 
@@ -159,9 +184,23 @@ impl BatchField {
             }
             BatchField::Lanes => "the lane of every row: rank * blocks_per_batch + row",
             BatchField::SegmentIds => "the piece's index inside its block, -1 on padding",
-            BatchField::PositionIds => "the step's index in its sequence, 0 on padding",
+            BatchField::PositionIds => {
+                "the step's index in its sequence (positions \"sequence\", the default) or in its \
+                 piece (positions \"piece\"), 0 on padding"
+            }
             BatchField::CuSeqlens => "prefix sums of the pieces' lengths: varlen offsets",
             BatchField::Indices => "the dataset index of every piece",
+            BatchField::DocumentIds => {
+                "the step's document: pieces and padding runs numbered 0, 1, ... in order over \
+                 the flattened [blocks * t_max] layout (each piece, and each run of padding, an id \
+                 of its own; mamba's seq_idx for the padded layout)"
+            }
+            BatchField::CuSeqlensPadded => {
+                "offsets of the documents over the flattened [blocks * t_max] layout, padding runs \
+                 included (varlen kernels see blocks * t_max tokens); the entries after the last \
+                 document repeat blocks * t_max"
+            }
+            BatchField::MaxSeqlen => "the longest piece's steps, 0 for a table of no row",
         }
     }
 }
@@ -188,6 +227,8 @@ impl FieldShape {
             FieldShape::Pieces => "[pieces]",
             FieldShape::PiecesPlusOne => "[pieces + 1]",
             FieldShape::TableRows => "[pieces, 6]",
+            FieldShape::Segments => "[2 * pieces + blocks + 1]",
+            FieldShape::HostInt => "int",
         }
     }
 
@@ -200,6 +241,8 @@ impl FieldShape {
             FieldShape::Pieces => vec![pieces],
             FieldShape::PiecesPlusOne => vec![pieces + 1],
             FieldShape::TableRows => vec![pieces, super::Column::COUNT],
+            FieldShape::Segments => vec![super::padded_segments_bound(blocks, pieces)],
+            FieldShape::HostInt => vec![],
         }
     }
 }
@@ -229,10 +272,10 @@ pub const fn same_names(a: &[&str], b: &[&str]) -> bool {
 }
 
 /// The names of [`BatchField::ALL`], in order, usable in constants.
-pub const BATCH_FIELD_NAMES: [&str; 12] = {
-    let mut names = [""; 12];
+pub const BATCH_FIELD_NAMES: [&str; BatchField::ALL.len()] = {
+    let mut names = [""; BatchField::ALL.len()];
     let mut i = 0;
-    while i < 12 {
+    while i < names.len() {
         names[i] = BatchField::ALL[i].name();
         i += 1;
     }

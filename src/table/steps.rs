@@ -2,7 +2,9 @@
 //! operators hand their tensors' memory in through the bridge), and all of them at once as
 //! [`StepTables`] for the core's own batches.
 
-use super::{check_whole_rows, rows_of, BatchField, BlockTable, Column, TableRow, MAX_BATCH_STEPS};
+use super::{
+    check_whole_rows, rows_of, BatchField, BlockTable, Column, Positions, TableRow, MAX_BATCH_STEPS,
+};
 use crate::error::{Error, Result};
 
 impl BlockTable<'_> {
@@ -119,6 +121,8 @@ impl BlockTable<'_> {
             (BatchField::PositionIds, out.position_ids.len()),
             (BatchField::CuSeqlens, out.cu_seqlens.len()),
             (BatchField::Indices, out.indices.len()),
+            (BatchField::DocumentIds, out.document_ids.len()),
+            (BatchField::CuSeqlensPadded, out.cu_seqlens_padded.len()),
         ];
         for (field, len) in sizes {
             let expected: usize = field
@@ -179,7 +183,14 @@ impl BlockTable<'_> {
             };
             block = Column::Block.of(row);
             out.segment_ids[piece.clone()].fill(segment);
-            for (slot, position) in out.position_ids[piece.clone()].iter_mut().zip(offset..) {
+            let first_position = match self.positions {
+                Positions::Sequence => offset,
+                Positions::Piece => 0,
+            };
+            for (slot, position) in out.position_ids[piece.clone()]
+                .iter_mut()
+                .zip(first_position..)
+            {
                 *slot = position;
             }
             // Pieces do not overlap, so the total is at most blocks * t_max, which
@@ -188,6 +199,7 @@ impl BlockTable<'_> {
             out.cu_seqlens[index + 1] = total;
             out.indices[index] = Column::Sequence.of(row);
         }
+        self.write_documents(out.document_ids, out.cu_seqlens_padded);
         Ok(())
     }
 
@@ -207,6 +219,8 @@ impl BlockTable<'_> {
             position_ids: vec![0; steps],
             cu_seqlens: vec![0; pieces + 1],
             indices: vec![0; pieces],
+            document_ids: vec![0; steps],
+            cu_seqlens_padded: vec![0; super::padded_segments_bound(self.blocks, pieces)],
         };
         // Buffers of the right size and a lane that fits: this cannot fail.
         let written = self.write_batch(i64::from(first_lane), tables.as_mut());
@@ -303,6 +317,10 @@ pub struct StepTables {
     pub cu_seqlens: Vec<i32>,
     /// Dataset index of every piece, in the same order.
     pub indices: Vec<i64>,
+    /// The step's document (piece or padding run), numbered in flattened order.
+    pub document_ids: Vec<i32>,
+    /// The documents' offsets over the flattened layout, then `blocks * t_max` repeated.
+    pub cu_seqlens_padded: Vec<i32>,
 }
 
 impl StepTables {
@@ -317,6 +335,8 @@ impl StepTables {
             position_ids: &mut self.position_ids,
             cu_seqlens: &mut self.cu_seqlens,
             indices: &mut self.indices,
+            document_ids: &mut self.document_ids,
+            cu_seqlens_padded: &mut self.cu_seqlens_padded,
         }
     }
 }
@@ -333,4 +353,6 @@ pub struct BatchTablesMut<'o> {
     pub position_ids: &'o mut [i64],
     pub cu_seqlens: &'o mut [i32],
     pub indices: &'o mut [i64],
+    pub document_ids: &'o mut [i32],
+    pub cu_seqlens_padded: &'o mut [i32],
 }

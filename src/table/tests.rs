@@ -227,6 +227,8 @@ fn the_one_pass_names_a_buffer_of_the_wrong_size_and_a_bad_first_lane() {
         position_ids: &mut tables.position_ids,
         cu_seqlens: &mut tables.cu_seqlens,
         indices: &mut short,
+        document_ids: &mut tables.document_ids,
+        cu_seqlens_padded: &mut tables.cu_seqlens_padded,
     };
     assert_eq!(
         message(table.write_batch(0, out)),
