@@ -221,6 +221,7 @@ impl BlockTable<'_> {
             indices: vec![0; pieces],
             document_ids: vec![0; steps],
             cu_seqlens_padded: vec![0; super::padded_segments_bound(self.blocks, pieces)],
+            max_seqlen: self.max_seqlen(),
         };
         // Buffers of the right size and a lane that fits: this cannot fail.
         let written = self.write_batch(i64::from(first_lane), tables.as_mut());
@@ -321,6 +322,8 @@ pub struct StepTables {
     pub document_ids: Vec<i32>,
     /// The documents' offsets over the flattened layout, then `blocks * t_max` repeated.
     pub cu_seqlens_padded: Vec<i32>,
+    /// The longest piece's steps (a host integer, not written by `write_batch`).
+    pub max_seqlen: i64,
 }
 
 impl StepTables {
