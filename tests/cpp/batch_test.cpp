@@ -72,9 +72,9 @@ TEST(Attention, MasksFollowTheDocuments) {
   const auto request = lanes_request();
   const auto& table = request.table;
   const auto tables = bload::batch_tables(table, 2, 4, false, 2, "piece");
-  EXPECT_TRUE(torch::equal(tables[6], torch::tensor({0, 1, 0, 1, 0, 1, 0, 0}).view({2, 4})));
+  EXPECT_TRUE(torch::equal(tables[6], torch::tensor({0, 1, 0, 1, 0, 1, 2, 3}).view({2, 4})));
   const auto ids = tables[9];
-  EXPECT_TRUE(torch::equal(ids, torch::tensor({0, 0, 1, 1, 2, 2, 3, 3}, torch::kInt).view({2, 4})));
+  EXPECT_TRUE(torch::equal(ids, torch::tensor({0, 0, 1, 1, 2, 2, 2, 2}, torch::kInt).view({2, 4})));
   for (bool causal : {false, true}) {
     auto expected = ids.unsqueeze(2) == ids.unsqueeze(1);
     if (causal) expected = expected & torch::ones({4, 4}, torch::kBool).tril();
@@ -90,8 +90,8 @@ TEST(Attention, MasksFollowTheDocuments) {
   const auto batch = bload::BlockDataset(SyntheticSequences({5, 2, 9}),
                                          bload::Options(4).positions("piece"))
                          .get_batch(request);
-  EXPECT_EQ(batch.max_seqlen, 2);
-  EXPECT_EQ(bload::max_seqlen(table, 2, 4), 2);
+  EXPECT_EQ(batch.max_seqlen, 4);
+  EXPECT_EQ(bload::max_seqlen(table, 2, 4), 4);
   EXPECT_TRUE(torch::equal(batch.position_ids, tables[6]));
 }
 
