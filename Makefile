@@ -154,7 +154,7 @@ test-tch: plugin python $(MODEL)
 # pack_into and get_batch beside torch.cat and memcpy), Python's lengths ingestion beside the
 # Rust constructor, a DataLoader of bload's batches beside the padded loader, lengths read from a
 # Parquet list column beside a loop and datasets' map, and an epoch packed from the sequence store
-# beside .npy files and memory.
+# beside .npy files and memory, and flex_attention BlockMasks from bload beside create_block_mask.
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
 	$(BUILD)/pack_bench examples/data
@@ -162,6 +162,7 @@ bench: plugin python
 	$(VPY) benches/loader.py
 	$(VPY) benches/lengths_formats.py
 	$(VPY) benches/store_epoch.py
+	$(VPY) benches/block_mask.py
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
 bench-ddp: plugin python $(MODEL)

@@ -51,6 +51,7 @@ pub use store::{
     STORE_VERSION,
 };
 pub use table::{
-    check_batch_shape, same_names, write_cu_seqlens, BatchField, BatchTablesMut, BlockTable,
-    Column, FieldDtype, FieldShape, StepTables, TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,
+    check_batch_shape, padded_segments_bound, same_names, write_cu_seqlens, BatchField,
+    BatchTablesMut, BlockTable, Column, FieldDtype, FieldShape, KvBlocksMut, Positions, StepTables,
+    TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,
 };

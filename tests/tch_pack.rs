@@ -75,6 +75,7 @@ fn packed_batches_equal_the_plugins_bit_for_bit() {
         data_padding: -1.5,
         target_padding: -100.0,
         device: Device::Cpu,
+        ..PackOptions::default()
     };
     let mut batches = 0;
     for epoch in 0..2u64 {
@@ -222,6 +223,7 @@ fn a_batch_of_only_empty_blocks_is_all_padding() {
         data_padding: 7.0,
         target_padding: -1.0,
         device: Device::Cpu,
+        ..PackOptions::default()
     };
     let lengths = [4i64, 3, 5, 2, 6];
     let mut empty = 0;

@@ -82,6 +82,12 @@ std::vector<std::string> PackedBatch::field_names() {
 #undef BLOAD_FIELD_NAME
 }
 
+std::vector<std::string> PackedBatch::host_int_names() {
+#define BLOAD_HOST_INT_NAME(name) #name,
+  return {BLOAD_PACKED_BATCH_HOST_INTS(BLOAD_HOST_INT_NAME)};
+#undef BLOAD_HOST_INT_NAME
+}
+
 at::Tensor& PackedBatch::field(std::string_view name) {
 #define BLOAD_FIELD_OF(field_name) \
   if (name == #field_name) return field_name;
@@ -111,9 +117,12 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
   // Every other field, from one call, each to its name in the core's order.
   static const auto names = table_field_names();
   // The batch_tables operator's kernel, called without the dispatcher (the table is on the host).
-  const auto tables = ops::batch_tables_on_host(ops::host_table(table), request.blocks,
-                                                request.t_max, request.carry, request.first_lane);
+  const auto host = ops::host_table(table);
+  const auto tables = ops::batch_tables_on_host(host, request.blocks, request.t_max,
+                                                request.carry, request.first_lane,
+                                                options.positions());
   for (size_t i = 0; i < tables.size(); ++i) batch.field(names[i]) = tables[i];
+  batch.max_seqlen = max_seqlen(host, request.blocks, request.t_max);
   return batch;
 }
 

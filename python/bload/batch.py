@@ -4,11 +4,13 @@ bload::tch::PackedBatch are.
 
 A batch holds what a loader reads and plans: `data`, `target` and the block `table` (and the
 batch's shape, and for lanes whether its rows carry state and the lane of its first row). Every
-other field (reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices,
-state_in, state_out) is written from the table by one operator, torch.ops.bload.batch_tables,
-the first time one of them is read, on the device the batch was moved to. So a batch crosses from a DataLoader worker as
+other tensor field (reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices,
+state_in, state_out, document_ids, cu_seqlens_padded) is written from the table by one operator,
+torch.ops.bload.batch_tables, the first time one of them is read, on the device the batch was
+moved to. So a batch crosses from a DataLoader worker as
 three tensors, and a CUDA user moves the small table's results, not seven [blocks, t_max]
-tensors made on the host.
+tensors made on the host. max_seqlen, a Python int, is read from the host table when the batch is
+made and travels with it.
 """
 
 import torch
@@ -26,8 +28,12 @@ _names, _dtypes, _shapes, _from_table, _docs = torch.ops.bload.batch_fields()
 BATCH_FIELDS = {name: (dtype, shape, doc) for name, dtype, shape, doc in zip(_names, _dtypes, _shapes, _docs)}
 #: The fields written from the table, in torch.ops.bload.batch_tables' order.
 TABLE_FIELDS = tuple(name for name, made in zip(_names, _from_table) if made)
+#: The batch's host integers (shape "int"): computed from the table when the batch is made.
+HOST_INTS = tuple(name for name, shape in zip(_names, _shapes) if shape == "int")
+if HOST_INTS != ("max_seqlen",):
+    raise ImportError(f"bload: the core declares the batch's host integers {HOST_INTS}: this package knows max_seqlen")
 #: The fields a loader reads or plans.
-_LOADED = tuple(name for name, made in zip(_names, _from_table) if not made)
+_LOADED = tuple(name for name, made in zip(_names, _from_table) if not made and name not in HOST_INTS)
 if set(_LOADED) != {"data", "target", "table"}:
     raise ImportError(f"bload: the core declares the batch's loaded fields {_LOADED}: this package knows data, target and table")
 
@@ -41,7 +47,7 @@ def _map(value, function):
 def _doc():
     lines = ["One packed batch of one rank; per-step tensors are [blocks, t_max, ...].", ""]
     for name, (dtype, shape, doc) in BATCH_FIELDS.items():
-        kind = "the dataset's dtype" if dtype == "loaded" else dtype
+        kind = "the dataset's dtype" if dtype == "loaded" else "a Python int:" if shape == "int" else dtype
         lines.append(f"{name}: {kind} {shape}, {doc}.")
     lines += [
         "",
@@ -54,11 +60,17 @@ def _doc():
 
 class PackedBatch:
     __doc__ = _doc()
-    __slots__ = ("data", "target", "table", "blocks", "t_max", "carries_state", "first_lane", "device", "_tables")
+    __slots__ = ("data", "target", "table", "blocks", "t_max", "carries_state", "first_lane", "device", "positions",
+                 "max_seqlen", "_tables")  # fmt: skip
 
-    def __init__(self, data, target, table, blocks, t_max, *, carries_state=False, first_lane=0, device=None):
+    def __init__(self, data, target, table, blocks, t_max, *, carries_state=False, first_lane=0, device=None,
+                 positions="sequence", max_seqlen=None):  # fmt: skip
         self.data, self.target, self.table = data, target, table
         self.blocks, self.t_max = blocks, t_max
+        #: What position_ids count from: "sequence" or "piece" (see BlockDataset).
+        self.positions = positions
+        #: The longest piece's steps, a Python int from the (host) table: made with the batch.
+        self.max_seqlen = torch.ops.bload.max_seqlen(table, blocks, t_max) if max_seqlen is None else max_seqlen
         #: Whether each row carries its state from the previous batch (policy "lanes").
         self.carries_state, self.first_lane = carries_state, first_lane
         #: Where the fields made from the table go: None for the CPU.
@@ -69,11 +81,40 @@ class PackedBatch:
         """Every field written from the table, by name: made by one batch_tables call the first
         time (reading any of them calls this), then kept."""
         if self._tables is None:
-            made = torch.ops.bload.batch_tables(self.table, self.blocks, self.t_max, self.carries_state, self.first_lane)
+            made = torch.ops.bload.batch_tables(
+                self.table, self.blocks, self.t_max, self.carries_state, self.first_lane, self.positions
+            )
             if self.device is not None:
                 made = [tensor.to(self.device, non_blocking=True) for tensor in made]
             self._tables = dict(zip(TABLE_FIELDS, made))
         return self._tables
+
+    def _options(self):
+        return {"carries_state": self.carries_state, "first_lane": self.first_lane, "device": self.device,
+                "positions": self.positions, "max_seqlen": self.max_seqlen}  # fmt: skip
+
+    def block_mask(self, causal=True, block_size=128):
+        """flex_attention's BlockMask of the batch's documents (its pieces, and each run of padding
+        alone), made from kv-block tables the core writes from the table: no [t_max, t_max] mask,
+        nothing compiled; works in DataLoader workers and moves with .to(device). See
+        bload.attention.block_mask."""
+        from bload import attention
+
+        return attention.block_mask(self, causal, block_size)
+
+    def attention_mask(self, causal=True):
+        """bool [blocks, t_max, t_max], the same mask dense (SDPA: .unsqueeze(1)), on the batch's
+        device."""
+        mask = torch.ops.bload.attention_mask(self.table, self.blocks, self.t_max, causal)
+        return mask if self.device is None else mask.to(self.device)
+
+    def hf_kwargs(self, input_ids=None, labels=None, separator_id=-100):
+        """The keys and layout of transformers' DataCollatorWithFlattening for the batch's pieces
+        (position_ids from 0 at each piece, seq_idx, cu_seq_lens_q/k, max_length_q/k; with
+        input_ids, also input_ids and labels). See bload.attention.hf_kwargs."""
+        from bload import attention
+
+        return attention.hf_kwargs(self, input_ids, labels, separator_id)
 
     def to(self, device, non_blocking=False):
         """The batch with data and target on `device`, and the fields made from the table made
@@ -82,8 +123,7 @@ class PackedBatch:
         moved = PackedBatch(
             _map(self.data, lambda tensor: tensor.to(device, non_blocking=non_blocking)),
             _map(self.target, lambda tensor: tensor.to(device, non_blocking=non_blocking)),
-            self.table, self.blocks, self.t_max, carries_state=self.carries_state, first_lane=self.first_lane,
-            device=torch.device(device),
+            self.table, self.blocks, self.t_max, **{**self._options(), "device": torch.device(device)},
         )  # fmt: skip
         if self._tables is not None:
             moved._tables = {name: tensor.to(device, non_blocking=non_blocking) for name, tensor in self._tables.items()}
@@ -94,7 +134,7 @@ class PackedBatch:
         del device  # pinned for the current accelerator, as torch.Tensor.pin_memory() does
         pinned = PackedBatch(
             _map(self.data, Tensor.pin_memory), _map(self.target, Tensor.pin_memory), self.table, self.blocks,
-            self.t_max, carries_state=self.carries_state, first_lane=self.first_lane, device=self.device,
+            self.t_max, **self._options(),
         )  # fmt: skip
         if self._tables is not None:
             pinned._tables = {name: tensor.pin_memory() for name, tensor in self._tables.items()}
@@ -103,8 +143,7 @@ class PackedBatch:
     # Pickled (sent from a worker) as what a loader read and planned: the tables are made where
     # the batch is used.
     def __reduce__(self):
-        options = {"carries_state": self.carries_state, "first_lane": self.first_lane, "device": self.device}
-        return (_rebuild, (self.data, self.target, self.table, self.blocks, self.t_max, options))
+        return (_rebuild, (self.data, self.target, self.table, self.blocks, self.t_max, self._options()))
 
     def __getitem__(self, key):
         raise TypeError(

@@ -46,7 +46,7 @@ class BlockDataset(torch.utils.data.Dataset):
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
     """
 
-    def __init__(self, dataset, t_max, *, data_padding=0.0, target_padding=-100):
+    def __init__(self, dataset, t_max, *, data_padding=0.0, target_padding=-100, positions="sequence"):
         self.dataset = dataset
         self._reads_ranges = callable(getattr(dataset, "get_range", None))
         # Packed tensors reused once their batch is gone: the C++ dataset's cache, whose rule
@@ -54,6 +54,11 @@ class BlockDataset(torch.utils.data.Dataset):
         self._buffers = torch.classes.bload.PackBuffers()
         self.t_max = t_max
         self.data_padding, self.target_padding = data_padding, target_padding
+        # What position_ids count from: "sequence" or "piece" (a loader option, as C++'s
+        # Options::positions: the plan is the same either way).
+        if positions not in ("sequence", "piece"):
+            raise ValueError(f'positions = {positions!r}: expected "sequence" or "piece"')
+        self.positions = positions
 
     def __len__(self):
         return len(self.dataset)
@@ -132,7 +137,7 @@ class BlockDataset(torch.utils.data.Dataset):
         return PackedBatch(
             _packed([item[0] for item in per_row], *shape, self.data_padding, "data_padding", self._buffers),
             _packed([item[1] for item in per_row], *shape, self.target_padding, "target_padding", self._buffers),
-            table, blocks, self.t_max, carries_state=carry, first_lane=first_lane,
+            table, blocks, self.t_max, carries_state=carry, first_lane=first_lane, positions=self.positions,
         )  # fmt: skip
 
 

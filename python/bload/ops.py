@@ -19,10 +19,13 @@ _library.load()
 
 __all__ = [
     "COLUMN",
+    "attention_mask",
     "batch_tables",
     "carry_mask",
     "cu_seqlens",
     "end_mask",
+    "kv_blocks",
+    "max_seqlen",
     "pack",
     "pack_backward",
     "position_ids",
@@ -56,16 +59,42 @@ def read_lengths(path: Union[str, os.PathLike], format: Optional[str] = None) ->
     return torch.ops.bload.read_lengths(os.fspath(path), format)
 
 
-def batch_tables(table: Tensor, blocks: int, t_max: int, carry: bool = False, first_lane: int = 0) -> Dict[str, Tensor]:
+def batch_tables(
+    table: Tensor, blocks: int, t_max: int, carry: bool = False, first_lane: int = 0, positions: str = "sequence"
+) -> Dict[str, Tensor]:
     """Every field of a packed batch that its block table determines, by name (reset, valid, ends,
-    carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in, state_out: the core's
-    declaration, see bload.PackedBatch), from one check of the table, on the table's device.
-    `carry` as for reset_mask; row j is lane `first_lane + j`. What bload.PackedBatch calls the
-    first time one of them is read; the operator itself (torch.ops.bload.batch_tables) returns
-    them as a list in that order."""
+    carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in, state_out, document_ids,
+    cu_seqlens_padded: the core's declaration, see bload.PackedBatch), from one check of the table,
+    on the table's device. `carry` as for reset_mask; row j is lane `first_lane + j`; `positions`
+    "sequence" (position_ids count from the sequence's start) or "piece" (from 0 at every piece).
+    What bload.PackedBatch calls the first time one of them is read; the operator itself
+    (torch.ops.bload.batch_tables) returns them as a list in that order."""
     from bload.batch import TABLE_FIELDS
 
-    return dict(zip(TABLE_FIELDS, torch.ops.bload.batch_tables(table, blocks, t_max, carry, first_lane)))
+    made = torch.ops.bload.batch_tables(table, blocks, t_max, carry, first_lane, positions)
+    return dict(zip(TABLE_FIELDS, made))
+
+
+def max_seqlen(table: Tensor, blocks: int, t_max: int) -> int:
+    """The longest piece's steps (0 for a table of no row), a Python int read from the table where
+    it is (on the host, for a batch's table): varlen kernels' max_seqlen, with no device sync."""
+    return torch.ops.bload.max_seqlen(table, blocks, t_max)
+
+
+def attention_mask(table: Tensor, blocks: int, t_max: int, causal: bool = True) -> Tensor:
+    """bool [blocks, t_max, t_max]: true where query step q may attend to key step k, both in the
+    same document (a piece, or a run of padding: each its own document, so no row is all false);
+    with `causal`, also k <= q. SDPA's attn_mask after .unsqueeze(1); TorchScript models call the
+    operator."""
+    return torch.ops.bload.attention_mask(table, blocks, t_max, causal)
+
+
+def kv_blocks(table: Tensor, blocks: int, t_max: int, block_size: int = 128, causal: bool = True):
+    """flex_attention's kv-block tables of attention_mask's mask for tiles of `block_size` steps,
+    as BlockMask.from_kv_blocks takes them: (kv_num_blocks int32 [blocks, 1, tiles], kv_indices
+    int32 [blocks, 1, tiles, tiles], full_kv_num_blocks, full_kv_indices), made from the table
+    alone. bload.PackedBatch.block_mask() builds the BlockMask."""
+    return torch.ops.bload.kv_blocks(table, blocks, t_max, block_size, causal)
 
 
 def reset_mask(table: Tensor, blocks: int, t_max: int, carry: bool = False) -> Tensor:

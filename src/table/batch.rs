@@ -1,7 +1,7 @@
 //! A planned batch's block table, and its per-step tables written from it by [`BlockTable`]:
 //! the core's own batches go through the same implementation as tables that arrive from outside.
 
-use super::{BlockTable, Column, StepTables, TableRow};
+use super::{BlockTable, Column, Positions, StepTables, TableRow};
 use crate::plan::Batch;
 
 impl Batch<'_> {
@@ -26,6 +26,11 @@ impl Batch<'_> {
 
     /// The batch's tables, written from its block table by [`BlockTable::write_batch`].
     pub fn tables(&self) -> StepTables {
+        self.tables_with(Positions::Sequence)
+    }
+
+    /// [`Batch::tables`], with `position_ids` as `positions` says.
+    pub fn tables_with(&self, positions: Positions) -> StepTables {
         let cells = self.table().concat();
         let blocks = self.blocks().len();
         BlockTable {
@@ -33,6 +38,7 @@ impl Batch<'_> {
             blocks,
             t_max: self.t_max() as usize,
             carry: self.carries_state(),
+            positions,
         }
         .step_tables(self.lanes().next().unwrap_or(0))
     }

@@ -26,6 +26,9 @@ pub enum BatchField {
     Indices,
     StateIn,
     StateOut,
+    DocumentIds,
+    CuSeqlensPadded,
+    MaxSeqlen,
 }
 
 /// A field's element type: the dataset's own for the data and targets, else a fixed one.
@@ -53,10 +56,16 @@ pub enum FieldShape {
     PiecesPlusOne,
     /// `[pieces, 6]`: the block table itself.
     TableRows,
+    /// `[2 * pieces + blocks + 1]`: offsets of the batch's segments (pieces and padding runs),
+    /// as many entries as a table of `pieces` rows can need.
+    Segments,
+    /// One integer on the host (a Python `int`, a C++ `int64_t`), not a tensor: computed from
+    /// the table when the batch is made and carried with it, so no kernel reads a device tensor.
+    HostInt,
 }
 
 impl BatchField {
-    pub const ALL: [BatchField; 14] = [
+    pub const ALL: [BatchField; 17] = [
         BatchField::Data,
         BatchField::Target,
         BatchField::Table,
@@ -71,11 +80,14 @@ impl BatchField {
         BatchField::Indices,
         BatchField::StateIn,
         BatchField::StateOut,
+        BatchField::DocumentIds,
+        BatchField::CuSeqlensPadded,
+        BatchField::MaxSeqlen,
     ];
 
     /// The fields written from the block table, in the order `write_batch` and the
-    /// `batch_tables` operator give them.
-    pub const FROM_TABLE: [BatchField; 11] = [
+    /// `batch_tables` operator give them (tensors; `max_seqlen`, a host integer, is not one).
+    pub const FROM_TABLE: [BatchField; 13] = [
         BatchField::Reset,
         BatchField::Valid,
         BatchField::Ends,
@@ -87,6 +99,8 @@ impl BatchField {
         BatchField::Indices,
         BatchField::StateIn,
         BatchField::StateOut,
+        BatchField::DocumentIds,
+        BatchField::CuSeqlensPadded,
     ];
 
     /// The field's name, the same in C++, Python and Rust.
@@ -106,6 +120,9 @@ impl BatchField {
             BatchField::Indices => "indices",
             BatchField::StateIn => "state_in",
             BatchField::StateOut => "state_out",
+            BatchField::DocumentIds => "document_ids",
+            BatchField::CuSeqlensPadded => "cu_seqlens_padded",
+            BatchField::MaxSeqlen => "max_seqlen",
         }
     }
 
@@ -115,7 +132,11 @@ impl BatchField {
             BatchField::Reset | BatchField::Valid | BatchField::Ends | BatchField::Carry => {
                 FieldDtype::Bool
             }
-            BatchField::SegmentIds | BatchField::CuSeqlens => FieldDtype::Int32,
+            BatchField::SegmentIds
+            | BatchField::CuSeqlens
+            | BatchField::DocumentIds
+            | BatchField::CuSeqlensPadded => FieldDtype::Int32,
+            BatchField::MaxSeqlen => FieldDtype::Int64,
             BatchField::Table
             | BatchField::Lanes
             | BatchField::PositionIds
@@ -132,20 +153,24 @@ impl BatchField {
             | BatchField::Valid
             | BatchField::Ends
             | BatchField::SegmentIds
-            | BatchField::PositionIds => FieldShape::StepTable,
+            | BatchField::PositionIds
+            | BatchField::DocumentIds => FieldShape::StepTable,
             BatchField::Carry | BatchField::Lanes => FieldShape::Blocks,
             BatchField::CuSeqlens => FieldShape::PiecesPlusOne,
             BatchField::Indices => FieldShape::Pieces,
             BatchField::StateIn => FieldShape::Pieces,
             BatchField::StateOut => FieldShape::Blocks,
+            BatchField::CuSeqlensPadded => FieldShape::Segments,
+            BatchField::MaxSeqlen => FieldShape::HostInt,
         }
     }
 
-    /// Whether the field is written from the block table (else a loader reads or plans it).
+    /// Whether the field is a tensor written from the block table by `write_batch` (else a
+    /// loader reads or plans it, or it is a host integer: see [`FieldShape::HostInt`]).
     pub const fn from_table(self) -> bool {
         !matches!(
             self,
-            BatchField::Data | BatchField::Target | BatchField::Table
+            BatchField::Data | BatchField::Target | BatchField::Table | BatchField::MaxSeqlen
         )
     }
 
@@ -170,7 +195,10 @@ impl BatchField {
             }
             BatchField::Lanes => "the lane of every row: rank * blocks_per_batch + row",
             BatchField::SegmentIds => "the piece's index inside its block, -1 on padding",
-            BatchField::PositionIds => "the step's index in its sequence, 0 on padding",
+            BatchField::PositionIds => {
+                "the step's index in its sequence (positions \"sequence\", the default) or in its \
+                 piece (positions \"piece\"), 0 on padding"
+            }
             BatchField::CuSeqlens => "prefix sums of the pieces' lengths: varlen offsets",
             BatchField::Indices => "the dataset index of every piece",
             BatchField::StateIn => {
@@ -183,6 +211,17 @@ impl BatchField {
                  (lanes: the piece is cut at the row's end and its sequence goes on there), -1 \
                  where the lane's saved state is not read again"
             }
+            BatchField::DocumentIds => {
+                "the step's document: pieces and padding runs numbered 0, 1, ... in order over \
+                 the flattened [blocks * t_max] layout (each piece, and each run of padding, an id \
+                 of its own; mamba's seq_idx for the padded layout)"
+            }
+            BatchField::CuSeqlensPadded => {
+                "offsets of the documents over the flattened [blocks * t_max] layout, padding runs \
+                 included (varlen kernels see blocks * t_max tokens); the entries after the last \
+                 document repeat blocks * t_max"
+            }
+            BatchField::MaxSeqlen => "the longest piece's steps, 0 for a table of no row",
         }
     }
 }
@@ -209,6 +248,8 @@ impl FieldShape {
             FieldShape::Pieces => "[pieces]",
             FieldShape::PiecesPlusOne => "[pieces + 1]",
             FieldShape::TableRows => "[pieces, 6]",
+            FieldShape::Segments => "[2 * pieces + blocks + 1]",
+            FieldShape::HostInt => "int",
         }
     }
 
@@ -221,6 +262,8 @@ impl FieldShape {
             FieldShape::Pieces => vec![pieces],
             FieldShape::PiecesPlusOne => vec![pieces + 1],
             FieldShape::TableRows => vec![pieces, super::Column::COUNT],
+            FieldShape::Segments => vec![super::padded_segments_bound(blocks, pieces)],
+            FieldShape::HostInt => vec![],
         }
     }
 }
@@ -253,7 +296,7 @@ pub const fn same_names(a: &[&str], b: &[&str]) -> bool {
 pub const BATCH_FIELD_NAMES: [&str; BatchField::ALL.len()] = {
     let mut names = [""; BatchField::ALL.len()];
     let mut i = 0;
-    while i < BatchField::ALL.len() {
+    while i < names.len() {
         names[i] = BatchField::ALL[i].name();
         i += 1;
     }

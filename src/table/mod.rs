@@ -75,6 +75,8 @@ pub struct BlockTable<'a> {
     /// `lanes` policy): a piece that continues its sequence at the start of its block goes on
     /// from that state instead of resetting.
     carry: bool,
+    /// What `position_ids` count from (see [`Positions`]).
+    positions: Positions,
 }
 
 impl<'a> BlockTable<'a> {
@@ -159,7 +161,13 @@ impl<'a> BlockTable<'a> {
             blocks: blocks as usize,
             t_max: t_max as usize,
             carry,
+            positions: Positions::Sequence,
         })
+    }
+
+    /// The table, writing `position_ids` as `positions` says.
+    pub fn with_positions(self, positions: Positions) -> Self {
+        BlockTable { positions, ..self }
     }
 
     /// The table's rows, in order.
@@ -215,10 +223,12 @@ fn rows_of(cells: &[i64]) -> impl ExactSizeIterator<Item = &TableRow> + '_ {
         .map(|row| <&TableRow>::try_from(row).unwrap_or(&[0; Column::COUNT]))
 }
 
+mod attention;
 mod batch;
 mod fields;
 mod steps;
 
+pub use attention::{padded_segments_bound, KvBlocksMut, Positions};
 pub use fields::{same_names, BatchField, FieldDtype, FieldShape, BATCH_FIELD_NAMES};
 pub use steps::{write_cu_seqlens, BatchTablesMut, StepTables};
 

@@ -2,7 +2,9 @@
 //! operators hand their tensors' memory in through the bridge), and all of them at once as
 //! [`StepTables`] for the core's own batches.
 
-use super::{check_whole_rows, rows_of, BatchField, BlockTable, Column, TableRow, MAX_BATCH_STEPS};
+use super::{
+    check_whole_rows, rows_of, BatchField, BlockTable, Column, Positions, TableRow, MAX_BATCH_STEPS,
+};
 use crate::error::{Error, Result};
 
 impl BlockTable<'_> {
@@ -129,6 +131,8 @@ impl BlockTable<'_> {
             (BatchField::Indices, out.indices.len()),
             (BatchField::StateIn, out.state_in.len()),
             (BatchField::StateOut, out.state_out.len()),
+            (BatchField::DocumentIds, out.document_ids.len()),
+            (BatchField::CuSeqlensPadded, out.cu_seqlens_padded.len()),
         ];
         for (field, len) in sizes {
             let expected: usize = field
@@ -189,7 +193,14 @@ impl BlockTable<'_> {
             };
             block = Column::Block.of(row);
             out.segment_ids[piece.clone()].fill(segment);
-            for (slot, position) in out.position_ids[piece.clone()].iter_mut().zip(offset..) {
+            let first_position = match self.positions {
+                Positions::Sequence => offset,
+                Positions::Piece => 0,
+            };
+            for (slot, position) in out.position_ids[piece.clone()]
+                .iter_mut()
+                .zip(first_position..)
+            {
                 *slot = position;
             }
             // Pieces do not overlap, so the total is at most blocks * t_max, which
@@ -204,6 +215,7 @@ impl BlockTable<'_> {
                 out.state_out[block as usize] = index as i64;
             }
         }
+        self.write_documents(out.document_ids, out.cu_seqlens_padded);
         Ok(())
     }
 
@@ -225,6 +237,9 @@ impl BlockTable<'_> {
             indices: vec![0; pieces],
             state_in: vec![0; pieces],
             state_out: vec![0; self.blocks],
+            document_ids: vec![0; steps],
+            cu_seqlens_padded: vec![0; super::padded_segments_bound(self.blocks, pieces)],
+            max_seqlen: self.max_seqlen(),
         };
         // Buffers of the right size and a lane that fits: this cannot fail.
         let written = self.write_batch(i64::from(first_lane), tables.as_mut());
@@ -327,6 +342,12 @@ pub struct StepTables {
     /// `[blocks]`: the piece (an index into `state_in`'s order) whose final state the row's lane
     /// keeps for the next batch, -1 where nothing reads the lane's state again.
     pub state_out: Vec<i64>,
+    /// The step's document (piece or padding run), numbered in flattened order.
+    pub document_ids: Vec<i32>,
+    /// The documents' offsets over the flattened layout, then `blocks * t_max` repeated.
+    pub cu_seqlens_padded: Vec<i32>,
+    /// The longest piece's steps (a host integer, not written by `write_batch`).
+    pub max_seqlen: i64,
 }
 
 impl StepTables {
@@ -343,6 +364,8 @@ impl StepTables {
             indices: &mut self.indices,
             state_in: &mut self.state_in,
             state_out: &mut self.state_out,
+            document_ids: &mut self.document_ids,
+            cu_seqlens_padded: &mut self.cu_seqlens_padded,
         }
     }
 }
@@ -361,4 +384,6 @@ pub struct BatchTablesMut<'o> {
     pub indices: &'o mut [i64],
     pub state_in: &'o mut [i64],
     pub state_out: &'o mut [i64],
+    pub document_ids: &'o mut [i32],
+    pub cu_seqlens_padded: &'o mut [i32],
 }

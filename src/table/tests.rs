@@ -229,6 +229,8 @@ fn the_one_pass_names_a_buffer_of_the_wrong_size_and_a_bad_first_lane() {
         indices: &mut short,
         state_in: &mut tables.state_in,
         state_out: &mut tables.state_out,
+        document_ids: &mut tables.document_ids,
+        cu_seqlens_padded: &mut tables.cu_seqlens_padded,
     };
     assert_eq!(
         message(table.write_batch(0, out)),

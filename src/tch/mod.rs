@@ -78,13 +78,13 @@ pub use plugin::{load_plugin, Plugin};
 /// Declares [`PackedBatch`] and the list of its fields' names from one list, which must be the
 /// core's declaration of the batch ([`crate::BatchField`]): checked when this crate compiles.
 macro_rules! packed_batch {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
+    ($($(#[$doc:meta])* $name:ident: $kind:ty,)*) => {
         /// One packed batch of one rank, as `bload::PackedBatch` in C++ and `bload.PackedBatch`
         /// in Python: the core's fields ([`crate::BatchField`]), in its order. Per-step tensors
         /// are `[blocks, t_max, ...]`.
         #[derive(Debug)]
         pub struct PackedBatch {
-            $($(#[$doc])* pub $name: Tensor,)*
+            $($(#[$doc])* pub $name: $kind,)*
         }
 
         impl PackedBatch {
@@ -96,37 +96,45 @@ macro_rules! packed_batch {
 
 packed_batch! {
     /// Padding steps hold [`PackOptions::data_padding`].
-    data,
+    data: Tensor,
     /// Padding steps hold [`PackOptions::target_padding`].
-    target,
+    target: Tensor,
     /// Int64 `[pieces, 6]`: the block table (columns [`crate::Column`]), on the host.
-    table,
+    table: Tensor,
     /// Bool: the first step of every piece, where recurrent state resets (with the lanes
     /// policy, only where a sequence starts).
-    reset,
+    reset: Tensor,
     /// Bool: real steps.
-    valid,
+    valid: Tensor,
     /// Bool: the last step of every sequence.
-    ends,
+    ends: Tensor,
     /// Bool `[blocks]`: the row goes on from the state it carried from the previous batch
     /// (lanes); all false for packed batches.
-    carry,
+    carry: Tensor,
     /// Int64 `[blocks]`: the lane of every row (`rank * blocks_per_batch + row`).
-    lanes,
+    lanes: Tensor,
     /// Int32: the piece's index inside its block, -1 on padding.
-    segment_ids,
-    /// Int64: the step's index inside its sequence, 0 on padding.
-    position_ids,
+    segment_ids: Tensor,
+    /// Int64: the step's index inside its sequence (or its piece, with
+    /// [`PackOptions::positions`] [`Positions::Piece`](crate::Positions::Piece)), 0 on padding.
+    position_ids: Tensor,
     /// Int32 `[pieces + 1]`: flash-attention's varlen offsets over the valid steps.
-    cu_seqlens,
+    cu_seqlens: Tensor,
     /// Int64 `[pieces]`: the dataset index of every piece.
-    indices,
+    indices: Tensor,
     /// Int64 `[pieces]`: the row whose lane state seeds every piece (`cu_seqlens` order), -1
     /// for zeros; all -1 for packed batches.
-    state_in,
+    state_in: Tensor,
     /// Int64 `[blocks]`: the piece whose final state every row's lane keeps for the next batch,
     /// -1 where the lane's state is not read again; all -1 for packed batches.
-    state_out,
+    state_out: Tensor,
+    /// Int32: the step's document, pieces and padding runs numbered in flattened order.
+    document_ids: Tensor,
+    /// Int32 `[2 * pieces + blocks + 1]`: the documents' offsets over the flattened layout,
+    /// padding runs included, then `blocks * t_max` repeated.
+    cu_seqlens_padded: Tensor,
+    /// The longest piece's steps, on the host: varlen kernels' `max_seqlen`.
+    max_seqlen: i64,
 }
 
 // A field added to the core's batch, or renamed, fails this build until it is here too.
@@ -142,6 +150,8 @@ pub struct PackOptions {
     pub target_padding: f64,
     /// Device of every tensor of the batch.
     pub device: Device,
+    /// What `position_ids` count from, as C++'s `Options::positions`.
+    pub positions: crate::Positions,
 }
 
 impl Default for PackOptions {
@@ -150,6 +160,7 @@ impl Default for PackOptions {
             data_padding: 0.0,
             target_padding: 0.0,
             device: Device::Cpu,
+            positions: crate::Positions::Sequence,
         }
     }
 }
@@ -225,7 +236,7 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let rows = batch.table();
-    let tables = batch.tables();
+    let tables = batch.tables_with(options.positions);
     let mut loaded = |sequence: usize, offset: i64, length: i64| {
         load(sequence, offset, length).map_err(|source| Error::Load {
             sequence,
@@ -296,6 +307,9 @@ where
         indices: Tensor::from_slice(&tables.indices).f_to(options.device)?,
         state_in: Tensor::from_slice(&tables.state_in).f_to(options.device)?,
         state_out: Tensor::from_slice(&tables.state_out).f_to(options.device)?,
+        document_ids: per_step(Tensor::from_slice(&tables.document_ids))?,
+        cu_seqlens_padded: Tensor::from_slice(&tables.cu_seqlens_padded).f_to(options.device)?,
+        max_seqlen: tables.max_seqlen,
         // The table stays on the host, as in C++: the operators read it there.
         table: Tensor::from_slice(&cells).f_view([rows.len() as i64, Column::COUNT as i64])?,
     })

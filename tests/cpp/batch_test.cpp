@@ -29,9 +29,16 @@ TEST(PackedBatch, HasTheCoresFields) {
   const auto& op = c10::Dispatcher::singleton().findSchemaOrThrow("bload::batch_fields", "");
   torch::jit::Stack stack;
   op.callBoxed(&stack);
-  std::vector<std::string> names;
-  for (const auto& name : stack[0].toListRef()) names.push_back(name.toStringRef());
-  EXPECT_EQ(bload::PackedBatch::field_names(), names);
+  // Tensors and host integers (shape "int") are declared in lists of their own, each in the
+  // core's order.
+  std::vector<std::string> tensors, host_ints;
+  const auto names = stack[0].toListRef();
+  const auto shapes = stack[2].toListRef();
+  for (size_t i = 0; i < names.size(); ++i) {
+    (shapes[i].toStringRef() == "int" ? host_ints : tensors).push_back(names[i].toStringRef());
+  }
+  EXPECT_EQ(bload::PackedBatch::field_names(), tensors);
+  EXPECT_EQ(bload::PackedBatch::host_int_names(), host_ints);
   bload::PackedBatch batch;
   EXPECT_TRUE(contains(error_of([&] { batch.field("masks"); }),
                        "bload::PackedBatch has no field 'masks'"));
@@ -56,6 +63,36 @@ TEST(BatchTables, EqualThePerTableOperators) {
   }
   EXPECT_TRUE(contains(error_of([&] { bload::batch_tables(table, 2, 4, false, -1); }),
                        "first_lane = -1: expected from 0 to"));
+}
+
+// The attention views of a batch follow its documents: position_ids from 0 at each piece when
+// asked, the dense mask equal to the one document_ids define, kv-block tiles of its shape, and
+// max_seqlen on the packed batch.
+TEST(Attention, MasksFollowTheDocuments) {
+  const auto request = lanes_request();
+  const auto& table = request.table;
+  const auto tables = bload::batch_tables(table, 2, 4, false, 2, "piece");
+  EXPECT_TRUE(torch::equal(tables[6], torch::tensor({0, 1, 0, 1, 0, 1, 2, 3}).view({2, 4})));
+  const auto ids = tables[9];
+  EXPECT_TRUE(torch::equal(ids, torch::tensor({0, 0, 1, 1, 2, 2, 2, 2}, torch::kInt).view({2, 4})));
+  for (bool causal : {false, true}) {
+    auto expected = ids.unsqueeze(2) == ids.unsqueeze(1);
+    if (causal) expected = expected & torch::ones({4, 4}, torch::kBool).tril();
+    EXPECT_TRUE(torch::equal(bload::attention_mask(table, 2, 4, causal), expected));
+  }
+  const auto tiles = bload::kv_blocks(table, 2, 4, 3, true);
+  ASSERT_EQ(tiles.size(), 4u);
+  EXPECT_EQ(tiles[1].sizes(), (std::vector<int64_t>{2, 1, 2, 2}));
+  EXPECT_TRUE(contains(error_of([&] { bload::kv_blocks(table, 2, 4, 0, true); }),
+                       "block_size = 0: expected at least 1 step"));
+  EXPECT_TRUE(contains(error_of([&] { bload::batch_tables(table, 2, 4, false, 0, "token"); }),
+                       "positions = \"token\": expected"));
+  const auto batch = bload::BlockDataset(SyntheticSequences({5, 2, 9}),
+                                         bload::Options(4).positions("piece"))
+                         .get_batch(request);
+  EXPECT_EQ(batch.max_seqlen, 4);
+  EXPECT_EQ(bload::max_seqlen(table, 2, 4), 4);
+  EXPECT_TRUE(torch::equal(batch.position_ids, tables[6]));
 }
 
 TEST(LaneState, CarriesEachLanesStateAndResumesInOtherFactors) {

@@ -21,9 +21,9 @@ use lengths::{detect_lengths_format, read_lengths_file};
 use state::ReadState;
 use store::open_sequence_store;
 use tables::{
-    batch_fields, check_block_table, policy_names, table_column_names, write_batch_tables,
-    write_carry_mask, write_cu_seqlens, write_end_mask, write_position_ids, write_reset_mask,
-    write_segment_ids, write_valid_mask,
+    batch_fields, check_block_table, max_seqlen, policy_names, table_column_names,
+    write_attention_mask, write_batch_tables, write_carry_mask, write_cu_seqlens, write_end_mask,
+    write_kv_blocks, write_position_ids, write_reset_mask, write_segment_ids, write_valid_mask,
 };
 use types::ffi::{EpochPosition, PlanOptions, PlanStats, Policy};
 use types::option_bounds;
@@ -126,6 +126,7 @@ mod ffi {
             t_max: i64,
             carry: bool,
             first_lane: i64,
+            positions: &str,
             reset: &mut [bool],
             valid: &mut [bool],
             ends: &mut [bool],
@@ -137,6 +138,32 @@ mod ffi {
             indices: &mut [i64],
             state_in: &mut [i64],
             state_out: &mut [i64],
+            document_ids: &mut [i32],
+            cu_seqlens_padded: &mut [i32],
+        ) -> Result<()>;
+        /// The longest piece of a batch's table (checked as a batch `[blocks, t_max]`'s).
+        fn max_seqlen(table: &[i64], blocks: i64, t_max: i64) -> Result<i64>;
+        /// flex_attention's kv-block tables of the batch's document mask (causal: also k <= q)
+        /// for tiles of `block_size` steps, `[blocks, tiles]` and `[blocks, tiles, tiles]`.
+        #[allow(clippy::too_many_arguments)]
+        fn write_kv_blocks(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            block_size: i64,
+            causal: bool,
+            kv_num_blocks: &mut [i32],
+            kv_indices: &mut [i32],
+            full_kv_num_blocks: &mut [i32],
+            full_kv_indices: &mut [i32],
+        ) -> Result<()>;
+        /// The batch's document mask, bool `[blocks, t_max, t_max]` (causal: also k <= q).
+        fn write_attention_mask(
+            table: &[i64],
+            blocks: i64,
+            t_max: i64,
+            causal: bool,
+            out: &mut [bool],
         ) -> Result<()>;
 
         /// The state a sampler saves (plan/state.rs): at `position` when `started`.

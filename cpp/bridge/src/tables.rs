@@ -6,7 +6,7 @@
 
 use super::ffi::BatchFieldInfo;
 use super::guard::{guarded, BridgeError};
-use bload::{BatchField, BatchTablesMut, BlockTable, Column, Policy};
+use bload::{BatchField, BatchTablesMut, BlockTable, Column, KvBlocksMut, Policy, Positions};
 
 pub(crate) fn batch_fields() -> Vec<BatchFieldInfo> {
     BatchField::ALL
@@ -37,6 +37,7 @@ pub(crate) fn write_batch_tables(
     t_max: i64,
     carry: bool,
     first_lane: i64,
+    positions: &str,
     reset: &mut [bool],
     valid: &mut [bool],
     ends: &mut [bool],
@@ -48,8 +49,11 @@ pub(crate) fn write_batch_tables(
     indices: &mut [i64],
     state_in: &mut [i64],
     state_out: &mut [i64],
+    document_ids: &mut [i32],
+    cu_seqlens_padded: &mut [i32],
 ) -> Result<(), BridgeError> {
     guarded("write_batch_tables", || {
+        let positions = Positions::from_name(positions)?;
         let out = BatchTablesMut {
             reset,
             valid,
@@ -62,8 +66,53 @@ pub(crate) fn write_batch_tables(
             indices,
             state_in,
             state_out,
+            document_ids,
+            cu_seqlens_padded,
         };
-        BlockTable::with_carry(table, blocks, t_max, carry)?.write_batch(first_lane, out)
+        BlockTable::with_carry(table, blocks, t_max, carry)?
+            .with_positions(positions)
+            .write_batch(first_lane, out)
+    })
+}
+
+pub(crate) fn max_seqlen(table: &[i64], blocks: i64, t_max: i64) -> Result<i64, BridgeError> {
+    guarded("max_seqlen", || {
+        Ok(BlockTable::new(table, blocks, t_max)?.max_seqlen())
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_kv_blocks(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    block_size: i64,
+    causal: bool,
+    kv_num_blocks: &mut [i32],
+    kv_indices: &mut [i32],
+    full_kv_num_blocks: &mut [i32],
+    full_kv_indices: &mut [i32],
+) -> Result<(), BridgeError> {
+    guarded("write_kv_blocks", || {
+        let out = KvBlocksMut {
+            kv_num_blocks,
+            kv_indices,
+            full_kv_num_blocks,
+            full_kv_indices,
+        };
+        BlockTable::new(table, blocks, t_max)?.write_kv_blocks(block_size, causal, out)
+    })
+}
+
+pub(crate) fn write_attention_mask(
+    table: &[i64],
+    blocks: i64,
+    t_max: i64,
+    causal: bool,
+    out: &mut [bool],
+) -> Result<(), BridgeError> {
+    guarded("write_attention_mask", || {
+        BlockTable::new(table, blocks, t_max)?.write_attention_mask(causal, out)
     })
 }
 

@@ -240,12 +240,14 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
     let (mut lanes, mut segments, mut positions, mut cu, mut indices) =
         ([0; 2], [0; 6], [0; 6], [0; 2], [0; 1]);
     let (mut state_in, mut state_out) = ([0; 1], [0; 2]);
+    let (mut documents, mut padded) = ([0; 6], [0; 5]);
     write_batch_tables(
         &table,
         2,
         3,
         false,
         6,
+        "sequence",
         &mut reset,
         &mut valid,
         &mut ends,
@@ -257,6 +259,8 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         &mut indices,
         &mut state_in,
         &mut state_out,
+        &mut documents,
+        &mut padded,
     )
     .unwrap();
     assert_eq!(valid, [true, true, false, false, false, false]);
@@ -282,7 +286,9 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
             "cu_seqlens",
             "indices",
             "state_in",
-            "state_out"
+            "state_out",
+            "document_ids",
+            "cu_seqlens_padded"
         ]
     );
     let message = write_batch_tables(
@@ -291,6 +297,7 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         3,
         false,
         6,
+        "sequence",
         &mut reset,
         &mut valid,
         &mut ends,
@@ -302,11 +309,67 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         &mut indices,
         &mut state_in,
         &mut state_out,
+        &mut documents,
+        &mut padded,
     )
     .unwrap_err()
     .to_string();
     assert!(
         message.starts_with("cu_seqlens = 3 values: expected 2 values"),
+        "{message}"
+    );
+}
+
+#[test]
+fn attention_views_of_a_table_and_a_positions_name_the_core_does_not_know() {
+    // One piece of 2 steps in the first of 2 blocks of 3.
+    let table = [0i64, 0, 2, 3, 0, 2];
+    assert_eq!(max_seqlen(&table, 2, 3).unwrap(), 2);
+    let mut mask = [false; 18];
+    write_attention_mask(&table, 2, 3, true, &mut mask).unwrap();
+    assert_eq!(
+        &mask[..9],
+        [true, false, false, true, true, false, false, false, true]
+    );
+    let (mut num, mut idx, mut full_num, mut full_idx) = ([0; 6], [0; 18], [0; 6], [0; 18]);
+    write_kv_blocks(
+        &table,
+        2,
+        3,
+        1,
+        false,
+        &mut num,
+        &mut idx,
+        &mut full_num,
+        &mut full_idx,
+    )
+    .unwrap();
+    assert_eq!(full_num, [2, 2, 1, 3, 3, 3]);
+    let (mut reset, mut valid, mut ends, mut carry) =
+        ([false; 6], [false; 6], [false; 6], [false; 2]);
+    let message = write_batch_tables(
+        &table,
+        2,
+        3,
+        false,
+        0,
+        "token",
+        &mut reset,
+        &mut valid,
+        &mut ends,
+        &mut carry,
+        &mut [0; 2],
+        &mut [0; 6],
+        &mut [0; 6],
+        &mut [0; 2],
+        &mut [0; 1],
+        &mut [0; 6],
+        &mut [0; 5],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.starts_with("positions = \"token\": expected"),
         "{message}"
     );
 }

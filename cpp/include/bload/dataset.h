@@ -48,18 +48,31 @@ namespace bload {
 //                  order), -1 for zeros (docs/state_kernels.md)
 //   state_out      int64 [blocks]: the piece whose final state each row's lane keeps for the
 //                  next batch, -1 where the lane's state is not read again
+//   document_ids   int32: the step's document, pieces and padding runs numbered in flattened
+//                  order (every piece and every run of padding an id of its own)
+//   cu_seqlens_padded  int32 [2 * pieces + blocks + 1]: the documents' offsets over the
+//                  flattened [blocks * t_max] layout, then blocks * t_max repeated
 #define BLOAD_PACKED_BATCH_FIELDS(X) \
   X(data) X(target) X(table) X(reset) X(valid) X(ends) X(carry) X(lanes) X(segment_ids) \
-      X(position_ids) X(cu_seqlens) X(indices) X(state_in) X(state_out)
+      X(position_ids) X(cu_seqlens) X(indices) X(state_in) X(state_out) \
+      X(document_ids) X(cu_seqlens_padded)
+// The batch's host integers (the core's fields of shape "int"), in its order:
+//   max_seqlen     the longest piece's steps (0 for no piece), computed from the table when the
+//                  batch is packed: varlen kernels' max_seqlen with no device tensor read
+#define BLOAD_PACKED_BATCH_HOST_INTS(X) X(max_seqlen)
 
 // One packed batch of one rank.
 struct BLOAD_API PackedBatch {
 #define BLOAD_DECLARE_FIELD(name) at::Tensor name;
   BLOAD_PACKED_BATCH_FIELDS(BLOAD_DECLARE_FIELD)
 #undef BLOAD_DECLARE_FIELD
+#define BLOAD_DECLARE_HOST_INT(name) int64_t name = 0;
+  BLOAD_PACKED_BATCH_HOST_INTS(BLOAD_DECLARE_HOST_INT)
+#undef BLOAD_DECLARE_HOST_INT
 
-  // The fields' names, in declaration order.
+  // The tensor fields' names, in declaration order (host_int_names() gives the others).
   static std::vector<std::string> field_names();
+  static std::vector<std::string> host_int_names();
   // The field called `name`; an error (c10::Error) naming it where the batch has none.
   at::Tensor& field(std::string_view name);
 };

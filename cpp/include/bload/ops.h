@@ -55,12 +55,34 @@ BLOAD_API void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequenc
 
 // Every table of a packed batch that its block table determines, from one check of the table:
 // reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in,
-// state_out, in that order (the core's batch declaration; see PackedBatch in bload/dataset.h),
-// on the table's device. `carry` as for reset_mask; row j of the batch is lane `first_lane + j`.
-// What a loader calls once per batch instead of one operator per table.
+// state_out, document_ids, cu_seqlens_padded, in that order (the core's batch declaration; see
+// PackedBatch in bload/dataset.h), on the table's device. `carry` as for reset_mask; row j of the
+// batch is lane `first_lane + j`; `positions` is "sequence" (position_ids count from the
+// sequence's start) or "piece" (from 0 at every piece). What a loader calls once per batch
+// instead of one operator per table.
 BLOAD_API std::vector<at::Tensor> batch_tables(const at::Tensor& table, int64_t blocks,
                                                int64_t t_max, bool carry = false,
-                                               int64_t first_lane = 0);
+                                               int64_t first_lane = 0,
+                                               const std::string& positions = "sequence");
+
+// Attention over a packed batch, whose documents are its pieces and its runs of padding (each
+// run a document of its own, so no query row is empty). See docs/attention.md.
+//
+// The longest piece's steps (0 for a table of no row), read from the table on the host: varlen
+// kernels' max_seqlen, with no device tensor read.
+BLOAD_API int64_t max_seqlen(const at::Tensor& table, int64_t blocks, int64_t t_max);
+// bool [blocks, t_max, t_max]: true where query step q may attend to key step k (same document;
+// with `causal`, also k <= q). For SDPA's attn_mask ([blocks, 1, t_max, t_max] after
+// unsqueeze(1)) and TorchScript models.
+BLOAD_API at::Tensor attention_mask(const at::Tensor& table, int64_t blocks, int64_t t_max,
+                                    bool causal = true);
+// flex_attention's kv-block tables of the same mask for tiles of `block_size` steps, as
+// BlockMask.from_kv_blocks takes them: kv_num_blocks int32 [blocks, 1, tiles], kv_indices int32
+// [blocks, 1, tiles, tiles], then full_kv_num_blocks and full_kv_indices (tiles wholly allowed),
+// tiles = ceil(t_max / block_size). Made from the table: no [t_max, t_max] mask is made.
+BLOAD_API std::vector<at::Tensor> kv_blocks(const at::Tensor& table, int64_t blocks,
+                                            int64_t t_max, int64_t block_size = 128,
+                                            bool causal = true);
 
 // The names of the policies a plan can have, in the core's order (Options::policy takes them).
 BLOAD_API std::vector<std::string> policy_names();

@@ -64,6 +64,11 @@ struct BLOAD_API Options {
   TORCH_ARG(double, target_padding) = 0.0;
   // Allocate packed batches in pinned host memory, for asynchronous host-to-device copies.
   TORCH_ARG(bool, pin_memory) = false;
+  // What a packed batch's position_ids count from: "sequence" (the step's position in its
+  // sequence, the default) or "piece" (from 0 at every piece, as attention over documents that
+  // never see each other wants). A loader option: the plan is the same. Checked by the core when
+  // a batch is packed (an error naming positions).
+  TORCH_ARG(std::string, positions) = "sequence";
 
  private:
   template <typename Field, typename Value>
@@ -78,7 +83,7 @@ struct BLOAD_API Options {
 BLOAD_API std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(
     const Options& options);
 // The planner's options as the core writes them in JSON (pickles store them so), and back,
-// checked; loader options (rank, padding, pin_memory) are not part of them.
+// checked; loader options (rank, padding, pin_memory, positions) are not part of them.
 BLOAD_API std::string plan_options_to_json(const Options& options);
 BLOAD_API Options options_from_json(const std::string& text);
 

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
 #include <vector>
 
 #include "bload/export.h"
@@ -89,7 +90,8 @@ at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequen
 // batch_tables' kernel on a host table (layout checked), without the dispatcher: what bload's own
 // dataset calls for every batch (its tables are CPU tensors, made where it packs).
 std::vector<at::Tensor> batch_tables_on_host(const at::Tensor& host, int64_t blocks,
-                                             int64_t t_max, bool carry, int64_t first_lane);
+                                             int64_t t_max, bool carry, int64_t first_lane,
+                                             const std::string& positions = "sequence");
 
 // pack's backward through the dispatcher (an operator of its own, so AOT autograd traces it).
 std::vector<at::Tensor> call_pack_backward(const at::Tensor& grad, const at::Tensor& table,
