@@ -6,6 +6,7 @@ copy_ of the batch's bytes. Rounds of CALLS calls alternate; each figure is the 
 ROUNDS rounds of the mean time of a call, timed with the device synchronized.
 
     python benches/pack_device.py --device cuda
+    python benches/pack_device.py --device cpu --quick   # the first batch, one call: that it runs
 """
 
 import argparse
@@ -59,13 +60,16 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="the smallest batch only, one round of one call")
     args = parser.parse_args()
+    shapes = [(94, 8, 16, torch.float32), (512, 8, 256, torch.bfloat16), (2048, 16, 1024, torch.bfloat16)]
+    if args.quick:
+        shapes, args.rounds, args.calls = shapes[:1], 1, 1
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(f"pack beside torch.cat on {args.device} ({name}), torch {torch.__version__}; median of "
           f"{args.rounds} rounds of {args.calls} calls")  # fmt: skip
     print(f"{'batch':<34} {'pack us':>9} {'torch.cat us':>13} {'ratio':>6}   {'pack_into us':>12} {'copy_ us':>9} {'ratio':>6}")
-    for t_max, blocks, features, dtype in [(94, 8, 16, torch.float32), (512, 8, 256, torch.bfloat16),
-                                           (2048, 16, 1024, torch.bfloat16)]:  # fmt: skip
+    for t_max, blocks, features, dtype in shapes:
         first, sequences, pieces = batch(args.device, t_max, blocks, features, dtype)
         table = first.table
         pack_us, cat_us = side_by_side(

@@ -2,7 +2,8 @@
 # `make test-gpu`: bload's CUDA paths in one run, on a machine with a CUDA build of torch, CMake
 # and a C++ compiler (nvcc's headers or the nvidia wheels' for the NCCL trainer) and no Rust.
 # Steps, each timed, then a report:
-#   build     libbload.so and the C++ DDP trainer from a carried Rust prebuilt (BLOAD_RUST_PREBUILT)
+#   configure, build
+#             libbload.so and the C++ DDP trainer from a carried Rust prebuilt (BLOAD_RUST_PREBUILT)
 #   planner   the planner's Python tests against that library (the prebuilt's Rust side)
 #   ops       the device-parametrized operator tests on the device: opcheck, pack against its
 #             reference, every mask, pack_backward (tests/python, `-k DEVICE`)
@@ -18,7 +19,8 @@
 #   environment: PYTHON (default .venv/bin/python, else python3), BLOAD_RUST_PREBUILT (default
 #   build/rust: lib/libbload_cxx.a, include/, bin/bload), BLOAD_GLOO_INCLUDE_DIR (gloo's headers
 #   for the trainer: /usr/include or build/gloo/usr/include where they are), CMAKE (default cmake)
-# The whole run is bounded: each step has a time limit (STEP_TIMEOUT seconds, default 240).
+# The whole run is bounded: each step has a time limit (STEP_TIMEOUT seconds, default 240; the
+# build BUILD_TIMEOUT, default 1800, for a first build on a small machine).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --cpu) DEVICE=cpu ;;
     --build-dir) BUILD_DIR=${2:?--build-dir needs a directory}; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "tests/gpu/run.sh: unknown option '$1': expected --cpu, --build-dir DIR or --help" >&2; exit 2 ;;
   esac
   shift
@@ -47,6 +49,7 @@ if [[ -z "${BLOAD_GLOO_INCLUDE_DIR:-}" ]]; then
   done
 fi
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+BUILD_TIMEOUT=${BUILD_TIMEOUT:-1800}
 mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(realpath "$BUILD_DIR")
 LOGS=$BUILD_DIR/test-gpu-logs
@@ -55,13 +58,14 @@ export BLOAD_LIBRARY=$BUILD_DIR/libbload.so PYTHONPATH=$ROOT/python OMP_NUM_THRE
 
 declare -a REPORT=()
 FAILED=0
-# step NAME COMMAND...: runs it with a time limit, its output in $LOGS/NAME.log; a failure is
-# reported with the log's tail and the later steps still run (bar those that need the build).
+# step NAME COMMAND...: runs it with a time limit (LIMIT, else STEP_TIMEOUT), its output in
+# $LOGS/NAME.log; a failure is reported with the log's tail and the later steps still run (bar
+# those that need the build).
 step() {
   local name=$1; shift
   local start=$SECONDS
   echo "== $name: $*"
-  if timeout "$STEP_TIMEOUT" "$@" > "$LOGS/$name.log" 2>&1; then
+  if timeout "${LIMIT:-$STEP_TIMEOUT}" "$@" > "$LOGS/$name.log" 2>&1; then
     REPORT+=("$(printf '%-8s ok     %4ds' "$name" $((SECONDS - start)))")
   else
     local code=$?
@@ -98,11 +102,8 @@ ninja=$(command -v ninja || true)
 [[ -n "${BLOAD_GLOO_INCLUDE_DIR:-}" ]] && configure+=(-DBLOAD_GLOO_INCLUDE_DIR="$BLOAD_GLOO_INCLUDE_DIR")
 # On cuda the trainer must have NCCL: a trainer that fell back to gloo would check nothing.
 [[ $DEVICE == cuda ]] && configure+=(-DBLOAD_REQUIRE_NCCL=ON)
-build() {
-  "${configure[@]}" && "$CMAKE" --build "$BUILD_DIR" --parallel "$(nproc)"
-}
-
-if step build build; then
+if step configure "${configure[@]}" &&
+   LIMIT=$BUILD_TIMEOUT step build "$CMAKE" --build "$BUILD_DIR" --parallel "$(nproc)"; then
   step planner "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/python/test_planner.py
   step ops "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning -k "$DEVICE" \
     tests/python/test_ops.py tests/python/test_pack_paths.py
@@ -111,7 +112,7 @@ if step build build; then
   [[ $DEVICE == cpu ]] && trainer+=(--sequences 300)
   step trainer "${trainer[@]}"
   bench=("$PYTHON" benches/pack_device.py --device "$DEVICE")
-  [[ $DEVICE == cpu ]] && bench+=(--rounds 1 --calls 1)
+  [[ $DEVICE == cpu ]] && bench+=(--quick)
   step bench "${bench[@]}"
 fi
 

@@ -23,6 +23,7 @@ import zipfile
 
 import pytest
 import torch
+from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LENGTHS = ROOT / "examples" / "data" / "action_genome_like.lengths"
@@ -91,8 +92,12 @@ def test_the_wheel_holds_the_library_the_command_and_the_torch_series(wheel):
     assert any(re.fullmatch(r"bload-[0-9.]+\.data/scripts/bload", n) for n in names), names
     built_for = re.search(r'^TORCH_VERSION = "(.+)"$', build_info, re.M).group(1)
     # One series, derived from the torch the library was built against (the running one here).
-    assert re.findall(r"^Requires-Dist: (.*)$", metadata, re.M) == [requirement(built_for).replace(" ", "")]
-    assert requirement(built_for) == requirement(torch.__version__)
+    required = [Requirement(line) for line in re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)]
+    assert required == [Requirement(requirement(built_for))] == [Requirement(requirement(torch.__version__))]
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    assert required[0].specifier.contains(f"{major}.{minor}.9")
+    assert not required[0].specifier.contains(f"{major}.{minor + 1}.0")
+    assert not required[0].specifier.contains(f"{major}.{minor - 1}.9")
     # No Python C API in the library: one wheel for every Python of the torch series.
     assert re.search(r"^Tag: py3-none-linux_\w+$", tags, re.M), tags
     # libtorch is found beside the package, not at this machine's path.
