@@ -1,6 +1,7 @@
 """tests/gpu/run.sh's loader step: bload's DataLoader with pinned memory (on cuda), each batch
 moved with .to(device, non_blocking=True), checked equal, field by field, to the same batches
-loaded on the CPU without workers; the fields made from the table are made on the device.
+loaded on the CPU without workers, the fields made from the table (reset, valid, ...) on the
+device too.
 
     python tests/gpu/loader_check.py --device cuda     # --device cpu: the same without pinning
 """
