@@ -12,8 +12,8 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin python wheel demo test lint test-rust test-cpp test-python test-downstream \
-	test-prebuilt test-wheel test-gpu test-tch bench bench-ddp clean
+.PHONY: all build plugin python wheel demo test lint format test-rust test-cpp test-python \
+	test-downstream test-prebuilt test-wheel test-gpu test-tch bench bench-ddp clean
 
 all: build plugin python
 
@@ -45,12 +45,10 @@ $(abspath $(BUILD))/gtest/usr/include/gtest/gtest.h:
 		&& dpkg -x libgtest-dev_*.deb .
 	touch $@
 
-# CMake drives cargo for the Rust side; the build shares cargo's target/ with `make build`.
+# CMakePresets.json's `dev` preset holds the configuration (cmake --preset dev); CMake drives cargo
+# for the Rust side, sharing cargo's target/ with `make build`.
 $(BUILD)/build.ninja: $(VENV)/installed $(GLOO_INCLUDE)/gloo/context.h $(GTEST_ROOT)/include/gtest/gtest.h
-	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
-		-DPython3_EXECUTABLE=$(abspath $(VPY)) -DBLOAD_CARGO_TARGET_DIR=$(abspath target) \
-		-DCMAKE_INSTALL_PREFIX=$(abspath $(INSTALL)) -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) \
-		-DGTest_ROOT=$(GTEST_ROOT) -DBLOAD_REQUIRE_NCCL=ON
+	$(CMAKE) --preset dev -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) -DGTest_ROOT=$(GTEST_ROOT)
 
 # libbload.so, the C++ tests, and the installed package under build/install.
 plugin: $(BUILD)/build.ninja
@@ -72,11 +70,13 @@ wheel: $(VENV)/installed
 	$(VPY) -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
 		-C cmake.define.BLOAD_CARGO_TARGET_DIR=$(abspath target) -w dist .
 
-# The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it: the C++
-# trainer on 2 ranks (gloo on CPU; NCCL where CUDA is present and the trainer was built with it),
-# with the C++ model and with the TorchScript one, then the Python trainer.
-TRAINER := $(BUILD)/examples/cpp/ddp_trainer
+# The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it with the
+# short trainers of examples/, each on 2 ranks under torchrun (gloo on CPU): the C++ one with the
+# C++ model and with the TorchScript one, then the Python one.
 MODEL := $(BUILD)/packed_gru.pt
+TORCHRUN := env OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --nproc-per-node 2
+# The DDP trainer the tests and `make bench-ddp` drive (tests/harness/).
+TRAINER := $(BUILD)/tests/harness/cpp/ddp_trainer
 
 $(MODEL): examples/packed_gru.py python
 	$(VPY) examples/packed_gru.py $@
@@ -84,15 +84,25 @@ $(MODEL): examples/packed_gru.py python
 demo: build plugin python $(MODEL)
 	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
 	@echo
-	$(TRAINER) --world-size 2 --model cpp
+	$(TORCHRUN) --no-python $(BUILD)/examples/cpp/train --epochs 2
 	@echo
-	$(TRAINER) --world-size 2 --model $(MODEL)
+	$(TORCHRUN) --no-python $(BUILD)/examples/cpp/train --epochs 2 --model $(MODEL)
 	@echo
-	$(VPY) examples/ddp_trainer.py --world-size 2 --model $(MODEL)
+	$(TORCHRUN) examples/train.py --epochs 2 --model $(MODEL)
 
-lint:
+PYTHON_SOURCES := python tests examples benches
+
+lint: $(VENV)/installed
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check $(PYTHON_SOURCES)
+	$(VENV)/bin/ruff format --check $(PYTHON_SOURCES)
+
+# Rewrites the Python to ruff's format and applies its safe fixes.
+format: $(VENV)/installed
+	$(CARGO) fmt --all
+	$(VENV)/bin/ruff check --fix $(PYTHON_SOURCES)
+	$(VENV)/bin/ruff format $(PYTHON_SOURCES)
 
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
@@ -118,7 +128,7 @@ test-downstream: plugin
 	$(CMAKE) -S tests/downstream -B $(BUILD)/downstream -G Ninja \
 		-DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
 	$(CMAKE) --build $(BUILD)/downstream
-	$(BUILD)/downstream/packed_loader $(AG) 2
+	$(BUILD)/downstream/readme_loop
 
 # As on a machine with libtorch but no Rust toolchain (the GPU machine): `make test-gpu`'s script
 # on the CPU, with cargo out of reach. It builds the library and the C++ trainer from the Rust

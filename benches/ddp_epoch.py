@@ -4,7 +4,10 @@ best_fit and against a loader that pads each batch to its longest sequence, each
 optimizer steps per epoch (so the same sequences per step, on average). Prints Markdown tables for
 BENCHMARKS.md (median of --repeats runs each). Run through `make bench-ddp`, or:
 
-    .venv/bin/python benches/ddp_epoch.py --trainer build/examples/cpp/ddp_trainer --model build/packed_gru.pt
+    .venv/bin/python benches/ddp_epoch.py --trainer build/tests/harness/cpp/ddp_trainer --model build/packed_gru.pt
+
+With --figure FILE.svg it also draws the C++ module's padding and epoch time per policy (the
+README's figure, docs/padding_and_epoch_time.svg).
 """
 
 import argparse
@@ -93,6 +96,34 @@ def lanes_table(args, extra):
     return device
 
 
+def draw_figure(path, rows):
+    """Two bar charts side by side, one bar per policy: the share of steps that are padding, and
+    the median epoch time relative to best_fit's. `rows` is [(policy, padding share, seconds)]."""
+    best = dict((policy, seconds) for policy, _, seconds in rows)["best_fit"]
+    panels = [
+        ("padding, % of steps", [(policy, 100 * share, f"{100 * share:.1f}%") for policy, share, _ in rows]),
+        ("epoch time, x best_fit", [(policy, s / best, f"{s / best:.2f}x ({s:.2f} s)") for policy, _, s in rows]),
+    ]
+    width, bar, gap, left = 380, 22, 14, 90
+    height = 40 + len(rows) * (bar + gap)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * width}" height="{height + 30}" font-family="sans-serif" font-size="12">']
+    for index, (title, values) in enumerate(panels):
+        x0, top = index * width + left, 30
+        largest = max(value for _, value, _ in values)
+        parts.append(f'<text x="{x0}" y="18" font-weight="bold">{title}</text>')
+        for row, (policy, value, label) in enumerate(values):
+            y = top + row * (bar + gap)
+            length = (width - left - 130) * value / largest
+            colour = "#2b7bb9" if policy == "best_fit" else "#bbbbbb"
+            parts.append(f'<text x="{x0 - 6}" y="{y + bar - 7}" text-anchor="end">{policy}</text>')
+            parts.append(f'<rect x="{x0}" y="{y}" width="{length:.1f}" height="{bar}" fill="{colour}"/>')
+            parts.append(f'<text x="{x0 + length + 4:.1f}" y="{y + bar - 7}">{label}</text>')
+    parts.append(f'<text x="10" y="{height + 20}" fill="#555">2 gloo ranks on CPU, one epoch of the Action-Genome-shaped lengths, t_max 94, the same model and data; median of runs (make bench-ddp)</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trainer", required=True)
@@ -104,13 +135,15 @@ def main():
     parser.add_argument("--lanes-sequences", type=int, default=400)
     parser.add_argument("--lanes-rows", type=int, default=16, help="lanes per rank")
     parser.add_argument("--lanes-t-max", type=int, default=512)
+    parser.add_argument("--figure", help="draw the C++ module's padding and epoch time per policy to this SVG file")
+    parser.add_argument("--no-lanes", action="store_true", help="skip the lanes table")
     args = parser.parse_args()
 
     extra = ["--device", args.device] if args.device else []
     print(f"`{' '.join(sys.argv)}`\n")
     print("| model | policy | batches per rank | padding | epoch s (median) | runs | loader wait | vs best_fit |")
     print("|---|---|---|---|---|---|---|---|")
-    device = None
+    device, figure_rows = None, []
     for model in ["cpp", args.model]:
         rows = {}
         for policy in POLICIES:
@@ -128,7 +161,12 @@ def main():
                 f"| {100 * padding:.2f}% | {seconds:.2f} | {each} "
                 f"| {100 * wait:.2f}% | {seconds / best:.2f}x |"
             )
-    lanes_table(args, extra)
+            if model == "cpp":
+                figure_rows.append((policy, padding, seconds))
+    if args.figure:
+        draw_figure(args.figure, figure_rows)
+    if not args.no_lanes:
+        lanes_table(args, extra)
     print(f"\n{args.world_size} ranks on {device}: {device_name(device)}")
 
 

@@ -14,11 +14,12 @@ import pathlib
 import statistics
 import time
 
+import bload
 import torch
 
-import bload
-
-LENGTHS = pathlib.Path(__file__).resolve().parents[1] / "examples" / "data" / "action_genome_like.lengths"
+LENGTHS = (
+    pathlib.Path(__file__).resolve().parents[1] / "examples" / "data" / "action_genome_like.lengths"
+)
 
 
 def batch(device, t_max, blocks, features, dtype):
@@ -30,7 +31,9 @@ def batch(device, t_max, blocks, features, dtype):
     generator = torch.Generator().manual_seed(0)
     sequences, pieces = [], []
     for row in first.table.tolist():
-        whole = torch.randn(row[column["sequence_length"]], features, generator=generator).to(device, dtype)
+        whole = torch.randn(row[column["sequence_length"]], features, generator=generator).to(
+            device, dtype
+        )
         sequences.append(whole)
         pieces.append(whole[row[column["offset"]] : row[column["offset"]] + row[column["length"]]])
     return first, sequences, pieces
@@ -60,31 +63,54 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--quick", action="store_true", help="the smallest batch only, one round of one call")
+    parser.add_argument(
+        "--quick", action="store_true", help="the smallest batch only, one round of one call"
+    )
     args = parser.parse_args()
-    shapes = [(94, 8, 16, torch.float32), (512, 8, 256, torch.bfloat16), (2048, 16, 1024, torch.bfloat16)]
+    shapes = [
+        (94, 8, 16, torch.float32),
+        (512, 8, 256, torch.bfloat16),
+        (2048, 16, 1024, torch.bfloat16),
+    ]
     if args.quick:
         shapes, args.rounds, args.calls = shapes[:1], 1, 1
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    print(f"pack beside torch.cat on {args.device} ({name}), torch {torch.__version__}; median of "
-          f"{args.rounds} rounds of {args.calls} calls")  # fmt: skip
-    print(f"{'batch':<34} {'pack us':>9} {'torch.cat us':>13} {'ratio':>6}   {'pack_into us':>12} {'copy_ us':>9} {'ratio':>6}")
+    print(
+        f"pack beside torch.cat on {args.device} ({name}), torch {torch.__version__}; median of "
+        f"{args.rounds} rounds of {args.calls} calls"
+    )
+    print(
+        f"{'batch':<34} {'pack us':>9} {'torch.cat us':>13} {'ratio':>6}   {'pack_into us':>12} {'copy_ us':>9} {'ratio':>6}"
+    )
     for t_max, blocks, features, dtype in shapes:
-        first, sequences, pieces = batch(args.device, t_max, blocks, features, dtype)
-        table = first.table
-        pack_us, cat_us = side_by_side(
-            lambda: bload.ops.pack(sequences, table, blocks, t_max, 0.0), lambda: torch.cat(pieces),
-            args.device, args.rounds, args.calls,
-        )  # fmt: skip
-        out = bload.ops.pack(sequences, table, blocks, t_max, 0.0)
-        source, destination = out.clone(), torch.empty_like(out)
-        into_us, copy_us = side_by_side(
-            lambda: bload.ops.pack(sequences, table, blocks, t_max, 0.0, out=out), lambda: destination.copy_(source),
-            args.device, args.rounds, args.calls,
-        )  # fmt: skip
-        label = f"{blocks}x{t_max}x{features} {str(dtype)[6:]}, {len(table)} pieces"
-        print(f"{label:<34} {pack_us:9.1f} {cat_us:13.1f} {pack_us / cat_us:5.2f}x   {into_us:12.1f} {copy_us:9.1f} "
-              f"{into_us / copy_us:5.2f}x")  # fmt: skip
+        print(row(args, t_max, blocks, features, dtype))
+
+
+def row(args, t_max, blocks, features, dtype):
+    """One batch's line: pack beside torch.cat, pack_into beside copy_."""
+    first, sequences, pieces = batch(args.device, t_max, blocks, features, dtype)
+    table = first.table
+    pack_us, cat_us = side_by_side(
+        lambda: bload.ops.pack(sequences, table, blocks, t_max, 0.0),
+        lambda: torch.cat(pieces),
+        args.device,
+        args.rounds,
+        args.calls,
+    )
+    out = bload.ops.pack(sequences, table, blocks, t_max, 0.0)
+    source, destination = out.clone(), torch.empty_like(out)
+    into_us, copy_us = side_by_side(
+        lambda: bload.ops.pack(sequences, table, blocks, t_max, 0.0, out=out),
+        lambda: destination.copy_(source),
+        args.device,
+        args.rounds,
+        args.calls,
+    )
+    label = f"{blocks}x{t_max}x{features} {str(dtype)[6:]}, {len(table)} pieces"
+    return (
+        f"{label:<34} {pack_us:9.1f} {cat_us:13.1f} {pack_us / cat_us:5.2f}x   "
+        f"{into_us:12.1f} {copy_us:9.1f} {into_us / copy_us:5.2f}x"
+    )
 
 
 if __name__ == "__main__":

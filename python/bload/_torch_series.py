@@ -14,7 +14,9 @@ def series(version):
     try:
         return int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
-        raise ValueError(f"torch version = {version!r}: expected MAJOR.MINOR[.PATCH][+LOCAL]") from None
+        raise ValueError(
+            f"torch version = {version!r}: expected MAJOR.MINOR[.PATCH][+LOCAL]"
+        ) from None
 
 
 def requirement(version):

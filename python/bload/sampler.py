@@ -12,9 +12,7 @@ import dataclasses
 import json
 import numbers
 import os
-import sys
 import warnings
-import weakref
 
 import torch
 
@@ -114,43 +112,6 @@ def _distributed(world_size, rank):
     return world_size, integer("rank", rank, 0, world_size - 1)
 
 
-class _LoaderWatch:
-    """How many batches the DataLoader iterator pulling a sampler's batches has yielded to the
-    loop, read while it lives and kept when it dies. Only weak references to the iterator are
-    held (a loop left with `break` must end its workers at once, not at a garbage collection);
-    its attributes dict is kept until it dies, so the last count can still be read then."""
-
-    def __init__(self, loader):
-        self.yielded = 0
-        self._loader = weakref.ref(loader, self._ended)
-        self._attributes = vars(loader)
-
-    def _ended(self, _):
-        self.yielded = self._attributes.get("_num_yielded", self.yielded)
-        self._attributes = None
-
-    def count(self, iterator):
-        """The batches yielded, where the loader pulls from `iterator` (or pulled, once dead)."""
-        loader = self._loader()
-        if loader is None:
-            return self.yielded
-        if getattr(loader, "_sampler_iter", None) is not iterator:
-            return None
-        return loader._num_yielded
-
-
-def _pulling_loader():
-    """A watch on the DataLoader iterator whose next() is running this generator's first step, if
-    any: the frame that calls next() on a batch sampler's iterator is the loader iterator's
-    _next_index."""
-    frame = sys._getframe(2)  # 0: this function, 1: the generator, 2: who called next()
-    candidate = frame.f_locals.get("self") if frame is not None else None
-    del frame
-    if isinstance(candidate, torch.utils.data.dataloader._BaseDataLoaderIter):
-        return _LoaderWatch(candidate)
-    return None
-
-
 class BlockSampler(torch.utils.data.Sampler):
     """One rank's batches of an epoch, each a BlockBatch of `blocks_per_batch` blocks of `t_max`
     steps, for `DataLoader(bload.BlockDataset(...), batch_sampler=sampler, collate_fn=bload.collate)`.
@@ -168,6 +129,20 @@ class BlockSampler(torch.utils.data.Sampler):
     stats() counts; bload never drops a sequence.
 
     Every rank gets len(sampler) batches; together they hold every step of every sequence once.
+
+    The position in the epoch (what state_dict() saves) is the sampler's own count of the
+    batches it has handed out in the current iteration; nothing of the DataLoader is read. Each
+    iteration serves the epoch from its start, but the first after load_state_dict, which goes
+    on from the state. Without workers (num_workers=0) a DataLoader asks for a batch only when
+    the loop asks for one, so the position is the batches the loop has had. With workers, the
+    DataLoader hands batches to its workers ahead of the loop (up to num_workers *
+    prefetch_factor of them): the count runs ahead of the loop by the batches in flight, and a
+    state saved from it would skip them on resume. To resume exactly with workers, either say
+    what the loop has had, `state_dict(position=batches_trained)` (the epoch's batches, counting
+    those before a resume), or let the loader report it: torchdata's StatefulDataLoader asks the
+    sampler for its state as it hands each batch to a worker and keeps the state of the last
+    batch the loop received, so `loader.state_dict()` resumes exactly (see
+    bload.integrations.torchdata).
     """
 
     def __init__(self, lengths, t_max, blocks_per_batch=1, *, world_size=None, rank=None, seed=0,
@@ -191,52 +166,45 @@ class BlockSampler(torch.utils.data.Sampler):
         )  # fmt: skip
         self._start(0)
 
-    # The epoch: the plan being served, `position` batches of it handed to the DataLoader so far.
+    # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
+    # set by load_state_dict until the next iteration, which then goes on from the position
+    # loaded; any other iteration serves the epoch from its start.
     def _start(self, epoch):
-        self.epoch, self.plan, self.position = epoch, self.planner.plan(epoch), 0
-        self._loader, self._iterator, self._loader_from = None, None, 0
-
-    def _consumed(self):
-        """Batches of the epoch the loop has had: where a DataLoader pulls the batches, those it
-        has yielded (its workers fetch some ahead), else those handed out."""
-        iterator = self._iterator() if self._iterator is not None else None
-        yielded = self._loader.count(iterator) if self._loader is not None else None
-        if yielded is not None:
-            return self._loader_from + yielded
-        return self.position
+        self.epoch, self.plan, self.position, self._resumed = epoch, self.planner.plan(epoch), 0, False
 
     def _served(self):
-        return self._consumed() == self.plan.batches_per_rank()
+        return self.position == self.plan.batches_per_rank()
 
     def set_epoch(self, epoch):
-        """Serves `epoch` next: from its start, or, for the epoch being served part-way (as after
-        load_state_dict), from where it is. Call it before each epoch, as with
-        DistributedSampler: the order changes with the epoch."""
+        """Serves `epoch` next: from its start, or, for the epoch a state was loaded part-way into
+        (load_state_dict), from where the state stands. Call it before each epoch, as with
+        DistributedSampler: the order changes with the epoch. The epoch being served, set
+        again, is left as it is: an iteration under way (a framework may start its loader's
+        iterator first) goes on, and the next one starts it over."""
         epoch = integer("epoch", epoch, *BOUNDS["epoch"])
         if epoch != self.epoch or self._served():
             self._start(epoch)
 
     def __len__(self):
-        """This rank's batches in the next iteration: the rest of the epoch, or all of it once
-        served. Equal on every rank."""
-        if self._served():
-            return self.plan.batches_per_rank()
-        return self.plan.batches_per_rank() - self._consumed()
+        """This rank's batches in the next iteration: the rest of the epoch after a state loaded
+        part-way into it, else all of it. Equal on every rank."""
+        if self._resumed:
+            return self.plan.batches_per_rank() - self.position
+        return self.plan.batches_per_rank()
 
     def __iter__(self):
-        if self._served():  # an epoch served to its end is served again, from its start
-            self._start(self.epoch)
-        else:  # a loop left part-way goes on after what it had, not after what was prefetched
-            self.position = self._consumed()
-        iterator = self._batches()
-        # Weak references only: a loader left with `break` and dropped must end its workers at
-        # once, not wait for a garbage collection to break a cycle through this sampler.
-        self._iterator = weakref.ref(iterator)
-        return iterator
+        """The epoch's batches from its start, or, the first time after load_state_dict, from the
+        state's position on. An iteration left part-way (a loop's break, or a loader that
+        fetched ahead and was dropped) is not gone on from: the next serves the epoch whole;
+        load_state_dict(state_dict(position=...)) goes on from a place."""
+        return self._batches()
 
     def _batches(self):
-        self._loader = _pulling_loader()
-        self._loader_from = self.position
+        # Decided at the first batch asked for, not at iter(): a DataLoader with workers calls
+        # iter() on its batch sampler twice and iterates the second.
+        if not self._resumed and self.position:
+            self._start(self.epoch)
+        self._resumed = False
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             self.check_agreement()
         while self.position < self.plan.batches_per_rank():
@@ -244,6 +212,8 @@ class BlockSampler(torch.utils.data.Sampler):
             batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position,
                                carry=self.plan.carries_state(), first_lane=self.rank * self.blocks_per_batch,
                                sequences=self.planner.num_sequences())
+            # Counted before it is handed out: a state taken as the DataLoader receives it (as
+            # StatefulDataLoader takes one) is the state after this batch.
             self.position += 1
             yield batch
 
@@ -266,21 +236,31 @@ class BlockSampler(torch.utils.data.Sampler):
         """This epoch's plan's fingerprint, equal on ranks that planned alike, as the CLI prints."""
         return PlanHash(self.plan.plan_hash() & (2**64 - 1))
 
-    def state_dict(self):
+    def state_dict(self, position=None):
         """Where the loop stands, in bload's one checkpoint format (the C++ sampler's too): a dict
         of ints, bools and strings with the format's version, what the plan depends on (the
         lengths' count and fingerprint, every option), the epoch, the position (batches the loop
         has had) and where the epoch's blocks come from (planned_world_size, first_block: another
         world size's plan when the epoch was resumed from one), and a checksum of them all.
         torch.save(weights_only=True) and torch.load take it as it is, and so does C++'s
-        bload::BlockSampler::load_state_dict."""
-        position = self.plan.position(self._consumed())
-        return dict(self.planner.sampler_state(position, self.epoch + 1))
+        bload::BlockSampler::load_state_dict.
+
+        position: the batches of this epoch the loop has had, where the loader fetches ahead of
+        it (a DataLoader with workers, see the class's doc); by default the batches handed out.
+        It cannot pass them: from 0 to the batches handed out."""
+        if position is None:
+            position = self.position
+        else:
+            position = integer("position", position, 0, self.position)
+        return dict(self.planner.sampler_state(self.plan.position(position), self.epoch + 1))
 
     def load_state_dict(self, state):
         """Goes on from `state`, saved by state_dict() (or the C++ sampler) with the same lengths
         and options and any world size: the next iteration serves the batches after its position;
-        on another world size, the blocks not yet served, dealt to these ranks. A lanes sampler
+        on another world size, the blocks not yet served, dealt to these ranks. A state saved
+        after the last batch of its epoch leaves nothing of it to serve: the next iteration is
+        empty (set_epoch starts an epoch, that one again too). The next iteration after a load goes
+        on from the state; later ones serve their epoch whole. A lanes sampler
         goes on with the same lanes, so it needs the lane count saved (world_size *
         blocks_per_batch), in any factors; other policies need the saved blocks_per_batch.
 
@@ -296,8 +276,7 @@ class BlockSampler(torch.utils.data.Sampler):
         if plan is None:  # saved (by C++) before its first epoch: that epoch from its start
             self._start(next_epoch)
             return
-        self.epoch, self.plan, self.position = plan.epoch(), plan, served
-        self._loader, self._iterator, self._loader_from = None, None, 0
+        self.epoch, self.plan, self.position, self._resumed = plan.epoch(), plan, served, True
 
     def _load_unchecked(self, state):
         """A state of bload 0.1: the position alone."""
@@ -321,8 +300,7 @@ class BlockSampler(torch.utils.data.Sampler):
             "first_block": value.get("first_block", 0),
         }
         plan, served = self.planner.resume(position)
-        self.epoch, self.plan, self.position = value["epoch"], plan, served
-        self._loader, self._iterator, self._loader_from = None, None, 0
+        self.epoch, self.plan, self.position, self._resumed = value["epoch"], plan, served, True
 
     # Pickled as plain values: the planner's lengths (their bytes) and options (the core's JSON),
     # and the sampler's state (identity and checksum included). Never as torch's ScriptObject:
@@ -330,7 +308,7 @@ class BlockSampler(torch.utils.data.Sampler):
     # the process, where a damaged plain value is refused by the planner's or the state's checks.
     def __getstate__(self):
         (lengths, options), _ = self.planner.__getstate__()
-        skipped = ("planner", "plan", "_loader", "_iterator")
+        skipped = ("planner", "plan")
         state = {name: value for name, value in self.__dict__.items() if name not in skipped}
         state["_planner"] = (str(lengths.dtype).removeprefix("torch."), lengths.numpy().tobytes(), options)
         state["_state"] = self.state_dict()
@@ -347,4 +325,6 @@ class BlockSampler(torch.utils.data.Sampler):
             seed=options["seed"], policy=options["policy"], split_oversized=options["oversize"] == "split",
         )  # fmt: skip
         self._start(0)
-        self.load_state_dict(saved)  # sets the plan and the place in it, checked against the planner
+        # Sets the plan and the place in it, checked against the planner: the copy's next
+        # iteration goes on from there, as after any load_state_dict.
+        self.load_state_dict(saved)

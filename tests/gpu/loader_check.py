@@ -10,12 +10,13 @@ import argparse
 import pathlib
 import sys
 
+import bload
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-import bload
-
-LENGTHS = pathlib.Path(__file__).resolve().parents[2] / "examples" / "data" / "action_genome_like.lengths"
+LENGTHS = (
+    pathlib.Path(__file__).resolve().parents[2] / "examples" / "data" / "action_genome_like.lengths"
+)
 T_MAX, BLOCKS = 94, 8
 
 
@@ -36,8 +37,13 @@ class Numbered(Dataset):
 def loader(lengths, workers, pin_memory):
     sampler = bload.BlockSampler(lengths, T_MAX, BLOCKS, world_size=1, rank=0, seed=0)
     dataset = bload.BlockDataset(Numbered(lengths), T_MAX, target_padding=-1)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers,
-                      pin_memory=pin_memory)  # fmt: skip
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=workers,
+        pin_memory=pin_memory,
+    )
 
 
 def main():
@@ -50,7 +56,9 @@ def main():
     batches = 0
     for got, want in zip(loader(lengths, 2, pinned), loader(lengths, 0, False), strict=True):
         if pinned and not (got.data.is_pinned() and got.target.is_pinned()):
-            sys.exit(f"batch {batches}: DataLoader(pin_memory=True) gave a batch that is not pinned")
+            sys.exit(
+                f"batch {batches}: DataLoader(pin_memory=True) gave a batch that is not pinned"
+            )
         moved = got.to(device, non_blocking=True)
         fields = {"data": moved.data, "target": moved.target, **moved.tables()}
         if device == "cuda":
@@ -59,11 +67,15 @@ def main():
             if tensor.device.type != device:
                 sys.exit(f"batch {batches}: {name} is on {tensor.device}, expected {device}")
             if not torch.equal(tensor.cpu(), getattr(want, name)):
-                sys.exit(f"batch {batches}: {name} on {device} differs from the batch loaded on the CPU")
+                sys.exit(
+                    f"batch {batches}: {name} on {device} differs from the batch loaded on the CPU"
+                )
         batches += 1
-    print(f"loader: {batches} batches of {BLOCKS} x {T_MAX} steps from {len(lengths)} sequences, 2 workers, "
-          f"pin_memory={pinned}, .to({device!r}, non_blocking=True): every field equal to the CPU's batches, "
-          f"{len(fields)} fields on {device}")  # fmt: skip
+    print(
+        f"loader: {batches} batches of {BLOCKS} x {T_MAX} steps from {len(lengths)} sequences, 2 workers, "
+        f"pin_memory={pinned}, .to({device!r}, non_blocking=True): every field equal to the CPU's batches, "
+        f"{len(fields)} fields on {device}"
+    )
 
 
 if __name__ == "__main__":

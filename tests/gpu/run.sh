@@ -93,8 +93,9 @@ then
 fi
 cat "$LOGS/device.txt"
 
-configure=("$CMAKE" -S . -B "$BUILD_DIR" -DBLOAD_BUILD_TESTS=OFF -DBLOAD_RUST_PREBUILT="$PREBUILT"
-           -DPython3_EXECUTABLE="$PYTHON")
+# The library, and the DDP trainer of tests/harness without the C++ tests (no GoogleTest needed).
+configure=("$CMAKE" -S . -B "$BUILD_DIR" -DBLOAD_BUILD_TESTS=OFF -DBLOAD_BUILD_HARNESS=ON
+           -DBLOAD_RUST_PREBUILT="$PREBUILT" -DPython3_EXECUTABLE="$PYTHON")
 ninja=$(command -v ninja || true)
 [[ -z "$ninja" && -x "$(dirname "$PYTHON")/ninja" ]] && ninja=$(dirname "$PYTHON")/ninja
 # Ninja where there is one (a directory configured with make keeps make).
@@ -108,7 +109,7 @@ if step configure "${configure[@]}" &&
   step ops "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning -k "$DEVICE" \
     tests/python/test_ops.py tests/python/test_pack_paths.py
   step loader "$PYTHON" tests/gpu/loader_check.py --device "$DEVICE"
-  trainer=("$BUILD_DIR/examples/cpp/ddp_trainer" --world-size 1 --device "$DEVICE" --epochs 1 --timeout 120)
+  trainer=("$BUILD_DIR/tests/harness/cpp/ddp_trainer" --world-size 1 --device "$DEVICE" --epochs 1 --timeout 120)
   [[ $DEVICE == cpu ]] && trainer+=(--sequences 300)
   step trainer "${trainer[@]}"
   bench=("$PYTHON" benches/pack_device.py --device "$DEVICE")

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import ROOT
 
-CPP_TRAINER = ROOT / "build" / "examples" / "cpp" / "ddp_trainer"
-PY_TRAINER = ROOT / "examples" / "ddp_trainer.py"
+CPP_TRAINER = ROOT / "build" / "tests" / "harness" / "cpp" / "ddp_trainer"
+PY_TRAINER = ROOT / "tests" / "harness" / "ddp_trainer.py"
 TORCHRUN = ROOT / ".venv" / "bin" / "torchrun"
 HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
 

@@ -98,7 +98,7 @@ def step_log_runs(path):
 
 
 def trained_pieces(runs):
-    """The pieces a rank trained, by the definition in examples/cpp/ddp_trainer/checkpoint.h: the
+    """The pieces a rank trained, by the definition in tests/harness/cpp/ddp_trainer/checkpoint.h: the
     lines of each run before the point the next run resumed from (the batches its checkpoint
     holds); those at or after it were lost with the run, and trained again by the next."""
     kept = []

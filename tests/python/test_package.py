@@ -128,16 +128,24 @@ def test_state_dict_mid_epoch_resumes_exactly_the_uninterrupted_batches(workers)
     for batch in loader_for(lengths, interrupted, workers):  # workers fetch batches ahead of this loop
         trained.append(batch.table)
         if len(trained) == 7:
-            state = interrupted.state_dict()
+            # The loop says what it has had: with workers the sampler has handed out more.
+            state = interrupted.state_dict(position=len(trained))
+            ahead = interrupted.state_dict()
             break
     assert state["epoch"] == 3 and state["position"] == 7
+    # Without workers the DataLoader asks for a batch as the loop does: nothing is ahead.
+    assert ahead["position"] == 7 if workers == 0 else ahead["position"] > 7
     resumed = bload.BlockSampler(lengths, T_MAX, 2, world_size=2, rank=1, seed=4)
     resumed.load_state_dict(pickle.loads(pickle.dumps(state)))
     resumed.set_epoch(3)  # the epoch being resumed goes on where it was
     assert len(resumed) == len(expected) - 7
     trained += [batch.table for batch in loader_for(lengths, resumed, workers)]
     assert len(trained) == len(expected) and all(map(torch.equal, trained, expected))
-    # The interrupted sampler itself also goes on after what the loop had, not what was fetched.
+    # Iterated again, the interrupted sampler serves the epoch whole (as DistributedSampler does);
+    # loading the state the loop saved goes on after what the loop had.
+    again = [batch.table for batch in loader_for(lengths, interrupted, workers)]
+    assert len(again) == len(expected) and all(map(torch.equal, again, expected))
+    interrupted.load_state_dict(state)
     rest = [batch.table for batch in loader_for(lengths, interrupted, workers)]
     assert all(map(torch.equal, rest, expected[7:])) and len(rest) == len(expected) - 7
 
@@ -209,3 +217,28 @@ def test_the_readme_loop_runs_on_two_torchrun_ranks(tmp_path):
     for epoch in "01":
         batches_and_plan = {(batches, plan) for _, e, batches, plan in found if e == epoch}
         assert len(batches_and_plan) == 1, result.stdout
+
+
+def test_a_position_past_the_batches_handed_out_is_refused_naming_it():
+    sampler = bload.BlockSampler(lengths_of(100, seed=2), T_MAX, 2, seed=9)
+    batches = iter(sampler)
+    next(batches), next(batches)
+    with pytest.raises(ValueError, match=r"position = 3: expected an int from 0 to 2"):
+        sampler.state_dict(position=3)
+    with pytest.raises(TypeError, match=r"position = 1.0: expected an int"):
+        sampler.state_dict(position=1.0)
+    assert sampler.state_dict(position=1)["position"] == 1 and sampler.state_dict()["position"] == 2
+
+
+def test_a_state_saved_at_the_end_of_an_epoch_leaves_nothing_of_it_until_set_epoch():
+    lengths = lengths_of(100, seed=2)
+    sampler = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
+    sampler.set_epoch(2)
+    whole = [batch.table for batch in sampler]
+    resumed = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
+    resumed.load_state_dict(sampler.state_dict())
+    assert len(resumed) == 0 and list(resumed) == []
+    # Iterated since, the epoch served is served again (a loop without set_epoch); set_epoch too.
+    assert all(map(torch.equal, [batch.table for batch in resumed], whole))
+    resumed.set_epoch(2)
+    assert len(resumed) == len(whole)

@@ -5,11 +5,10 @@ and the example become. Only LENGTHS differs: the test passes the lengths file's
 import os
 import sys
 
+import bload
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-
-import bload
 
 LENGTHS = sys.argv[1]
 
@@ -48,8 +47,12 @@ def main():
     lengths = bload.read_lengths(LENGTHS)[:1000]
     # Rank and world size come from torch.distributed, as DistributedSampler's do.
     sampler = bload.BlockSampler(lengths, t_max=94, blocks_per_batch=8, seed=0)
-    loader = DataLoader(bload.BlockDataset(Clips(lengths), t_max=94), batch_sampler=sampler,
-                        collate_fn=bload.collate, num_workers=2)  # fmt: skip
+    loader = DataLoader(
+        bload.BlockDataset(Clips(lengths), t_max=94),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=2,
+    )
     torch.manual_seed(0)  # the same weights every run (DDP also starts every rank from rank 0's)
     model = GRU()
     if torch.distributed.is_initialized():
@@ -64,8 +67,10 @@ def main():
             loss.backward()
             optimizer.step()
         stats = sampler.stats()
-        print(f"rank {sampler.rank}: epoch {epoch}: {len(sampler)} batches, loss {loss.item():.4f}, "
-              f"padding {100 * stats['padding'] / (stats['blocks'] * 94):.2f}%, plan {sampler.plan_hash()}")  # fmt: skip
+        print(
+            f"rank {sampler.rank}: epoch {epoch}: {len(sampler)} batches, loss {loss.item():.4f}, "
+            f"padding {100 * stats['padding'] / (stats['blocks'] * 94):.2f}%, plan {sampler.plan_hash()}"
+        )
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

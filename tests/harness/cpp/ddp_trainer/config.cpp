@@ -32,7 +32,7 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --lengths FILE        one sequence length per line (default: the Action-Genome-shaped set)
   --sequences N         use only the first N sequences of the file (default: all)
   --store DIR           read the sequences and their lengths from the sequence store at DIR
-                        (docs/data.md; written by Python: examples/ddp_trainer.py --store DIR
+                        (docs/data.md; written by Python: tests/harness/ddp_trainer.py --store DIR
                         writes these generated sequences), packed by ranges of its mapping
   --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
   --loop bload|padded|naive

@@ -1,15 +1,15 @@
 """Data-parallel training of the TorchScript PackedGRU on packed blocks, with
 torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the Python twin of
-examples/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the bload package into .venv):
+tests/harness/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the bload package into .venv):
 
-    .venv/bin/python examples/ddp_trainer.py --world-size 2
+    .venv/bin/python tests/harness/ddp_trainer.py --world-size 2
 
 It starts one process per rank itself; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set; LOCAL_RANK picks the GPU) it runs the rank it is given instead, on one machine or
 several:
 
     torchrun --nnodes N --node-rank I --nproc-per-node P --rdzv-endpoint HOST:PORT
-        --rdzv-backend c10d examples/ddp_trainer.py    (one command line, on each machine I)
+        --rdzv-backend c10d tests/harness/ddp_trainer.py    (one command line, on each machine I)
 """
 
 import argparse
@@ -29,7 +29,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 import bload
-import packed_gru  # this file's neighbours in examples/ (Python puts a script's directory on sys.path)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"))
+import packed_gru  # noqa: E402  (the examples' model, in examples/)
 from ddp_recovery import Heartbeat, StepLog, check_resume_points, load_checkpoint, save_checkpoint
 
 ROOT = packed_gru.ROOT
@@ -278,7 +280,9 @@ def train(rank, world_size, device, args):
             if args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
                 lanes_saved = lane_state.state_dict() if lanes else None  # every rank: a collective
                 if rank == 0:
-                    save_checkpoint(args.checkpoint, module, optimizer, sampler.state_dict(), identity, lanes_saved)
+                    # The batches trained: with workers the sampler has handed out more.
+                    state = sampler.state_dict(position=index + 1)
+                    save_checkpoint(args.checkpoint, module, optimizer, state, identity, lanes_saved)
             steps = int(batch.valid.sum())
             frames, padding = frames + steps, padding + batch.valid.numel() - steps
             losses.append(loss.item())

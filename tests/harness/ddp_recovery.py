@@ -1,7 +1,7 @@
-"""Recovery for examples/ddp_trainer.py: rank 0's checkpoints, written whole or not at all (with
+"""Recovery for tests/harness/ddp_trainer.py: rank 0's checkpoints, written whole or not at all (with
 every lane's recurrent state, for the lanes policy), the ranks' agreement on where to resume, the
 per-step log, and heartbeats that tell which rank was lost. The Python twins of
-examples/cpp/ddp_trainer/checkpoint.cpp and liveness.cpp.
+tests/harness/cpp/ddp_trainer/checkpoint.cpp and liveness.cpp.
 
 What "trained" means: a batch is trained once its gradients' all-reduce (in DDP's backward) has
 completed and the optimizer has stepped. A checkpoint written after batch k of an epoch holds

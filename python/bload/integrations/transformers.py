@@ -1,0 +1,94 @@
+"""bload with the Hugging Face Trainer: BlockTrainer, a Trainer whose train loader is bload's,
+each PackedBatch handed to the model as keyword arguments.
+
+The Trainer builds its own sampler and lets accelerate shard the loader; BlockTrainer serves
+the BlockSampler it is given instead, prepared by bload.integrations.accelerate.prepare_loader
+(bload's sharding, once), and turns each batch into the model's arguments with ModelInputs:
+
+    args = TrainingArguments(output_dir, ...)   # starts torch.distributed under torchrun
+    sampler = bload.BlockSampler(lengths, t_max, blocks_per_batch, seed=args.seed)
+    trainer = BlockTrainer(model=model, args=args, train_dataset=dataset, train_sampler=sampler,
+                           model_inputs=ModelInputs({"input_ids": "data", "labels": "target",
+                                                     "position_ids": "position_ids"}))
+    trainer.train()
+
+The Trainer sets the sampler's epoch at each epoch's start. dataset is a bload.BlockDataset or
+a map-style dataset of (data, target) pairs (wrapped in one with the sampler's t_max); the
+loader's workers, pinning and prefetching are TrainingArguments' dataloader_* options.
+"""
+
+import torch
+import transformers
+
+from bload.batch import BATCH_FIELDS
+from bload.dataset import BlockDataset, collate
+from bload.integrations.accelerate import prepare_loader
+from bload.sampler import BlockSampler
+
+__all__ = ["BlockTrainer", "ModelInputs"]
+
+
+class ModelInputs:
+    """The loader's collate_fn: a PackedBatch as the model's keyword arguments, {argument: the
+    batch field it takes} (any of bload.PackedBatch's fields), or {argument: function of the
+    batch} for anything else (a key of dict data, a cast). The default is a packed causal LM's:
+    input_ids from data, labels from target (padded with -100, the ignored label),
+    position_ids restarting at each packed sequence."""
+
+    DEFAULT = {"input_ids": "data", "labels": "target", "position_ids": "position_ids"}
+
+    def __init__(self, fields=None):
+        fields = dict(self.DEFAULT if fields is None else fields)
+        for argument, field in fields.items():
+            if not isinstance(argument, str):
+                raise TypeError(
+                    f"fields: argument {argument!r}: expected a keyword argument's name"
+                )
+            if not callable(field) and field not in BATCH_FIELDS:
+                raise ValueError(
+                    f"fields[{argument!r}] = {field!r}: expected one of the batch's fields "
+                    f"({', '.join(BATCH_FIELDS)}) or a function of the batch"
+                )
+        self.fields = fields
+
+    def __call__(self, batch):
+        batch = collate(batch)
+        return {
+            argument: field(batch) if callable(field) else getattr(batch, field)
+            for argument, field in self.fields.items()
+        }
+
+
+class BlockTrainer(transformers.Trainer):
+    """A transformers.Trainer whose train loader serves `train_sampler`'s batches (a
+    bload.BlockSampler planned for the Trainer's processes), each as `model_inputs` makes
+    the model's keyword arguments (ModelInputs() by default)."""
+
+    def __init__(self, *args, train_sampler, model_inputs=None, **kwargs):
+        if not isinstance(train_sampler, BlockSampler):
+            raise TypeError(
+                f"train_sampler: expected a bload.BlockSampler, got {type(train_sampler).__name__}"
+            )
+        self.train_sampler = train_sampler
+        self.model_inputs = model_inputs if model_inputs is not None else ModelInputs()
+        super().__init__(*args, **kwargs)
+
+    def get_train_dataloader(self):
+        if self.train_dataset is None:
+            raise ValueError(
+                "BlockTrainer: train_dataset = None: expected the dataset the sampler's lengths describe"
+            )
+        dataset = self.train_dataset
+        if not isinstance(dataset, BlockDataset):
+            dataset = BlockDataset(dataset, self.train_sampler.t_max)
+        workers = self.args.dataloader_num_workers
+        loader = torch.utils.data.DataLoader(
+            dataset,
+            batch_sampler=self.train_sampler,
+            collate_fn=self.model_inputs,
+            num_workers=workers,
+            pin_memory=self.args.dataloader_pin_memory,
+            persistent_workers=self.args.dataloader_persistent_workers and workers > 0,
+            prefetch_factor=self.args.dataloader_prefetch_factor if workers > 0 else None,
+        )
+        return prepare_loader(self.accelerator, loader)

@@ -1,0 +1,52 @@
+"""The short trainers of examples/ (examples/train.py and examples/cpp/train.cpp) run as their
+docstrings say: on one process and on 2 ranks under torchrun, with the packed and the lanes
+policy, and a run resumed from its checkpoint prints what the run left alone prints."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CPP_TRAIN = ROOT / "build" / "examples" / "cpp" / "train"
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+SMALL = ["--sequences", "300"]
+
+
+def command(language, ranks):
+    if language == "python":
+        program = [str(ROOT / "examples" / "train.py")]
+        launcher = [sys.executable] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks)]
+    else:
+        if not CPP_TRAIN.exists():
+            pytest.skip("build/examples/cpp/train is built by `make plugin` where gloo's headers are")
+        program = [str(CPP_TRAIN)]
+        launcher = [] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks), "--no-python"]
+    return launcher + program
+
+
+def run(language, ranks, *arguments):
+    result = subprocess.run(command(language, ranks) + SMALL + list(arguments), cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return re.findall(r"^epoch (\d+): (\d+) batches per rank, mean loss ([\d.]+)", result.stdout, re.M)
+
+
+@pytest.mark.parametrize("language", ["python", "cpp"])
+@pytest.mark.parametrize("ranks, policy", [(1, "best_fit"), (2, "lanes")])
+def test_a_resumed_run_ends_as_the_run_left_alone(language, ranks, policy, tmp_path):
+    if ranks > 1 and not shutil.which(str(TORCHRUN)):
+        pytest.skip("torchrun is not beside this Python")
+    options = ["--policy", policy] + (["--t-max", "32"] if policy == "lanes" else [])
+    alone = run(language, ranks, *options, "--epochs", "2")
+    assert [epoch for epoch, _, _ in alone] == ["0", "1"]
+    assert all(int(batches) > 0 for _, batches, _ in alone)
+    checkpoint = str(tmp_path / "run.pt")
+    first = run(language, ranks, *options, "--epochs", "1", "--checkpoint", checkpoint)
+    assert os.path.exists(checkpoint) and first == alone[:1]
+    resumed = run(language, ranks, *options, "--epochs", "2", "--checkpoint", checkpoint)
+    assert resumed == alone[1:], "the resumed run trained another epoch than the run left alone"
