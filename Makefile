@@ -12,8 +12,8 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin python demo test lint format test-rust test-cpp test-python test-downstream \
-	test-prebuilt test-tch bench bench-ddp clean
+.PHONY: all build plugin python wheel demo test lint format test-rust test-cpp test-python \
+	test-downstream test-prebuilt test-wheel test-gpu test-tch bench bench-ddp clean
 
 all: build plugin python
 
@@ -62,6 +62,14 @@ python: $(VENV)/installed
 	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
 		-C cmake.define.BLOAD_CARGO_TARGET_DIR=$(abspath target) .
 
+# dist/bload-VERSION-py3-none-PLATFORM.whl: the package with libbload.so and the `bload` command,
+# requiring the torch series it was built against (docs/release.md). It shares build/python/ and
+# cargo's target/ with `make python` and `make build`, so after them it only packs.
+wheel: $(VENV)/installed
+	rm -f dist/bload-*.whl
+	$(VPY) -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+		-C cmake.define.BLOAD_CARGO_TARGET_DIR=$(abspath target) -w dist .
+
 # The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it with the
 # short trainers of examples/, each on 2 ranks under torchrun (gloo on CPU): the C++ one with the
 # C++ model and with the TorchScript one, then the Python one.
@@ -99,7 +107,7 @@ format: $(VENV)/installed
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
 # project built against the installed package.
-test: lint test-rust test-cpp test-python test-downstream test-prebuilt test-tch
+test: lint test-rust test-cpp test-python test-downstream test-prebuilt test-wheel test-tch
 
 test-rust:
 	$(CARGO) test --release --locked --workspace
@@ -122,15 +130,27 @@ test-downstream: plugin
 	$(CMAKE) --build $(BUILD)/downstream
 	$(BUILD)/downstream/readme_loop
 
-# As on a machine with libtorch but no Rust toolchain (the GPU machine): the library built from
-# the Rust bridge of $(BUILD)/rust, with cargo out of reach, then the Python tests against it.
+# As on a machine with libtorch but no Rust toolchain (the GPU machine): `make test-gpu`'s script
+# on the CPU, with cargo out of reach. It builds the library and the C++ trainer from the Rust
+# bridge of $(BUILD)/rust and runs each of its steps on the CPU, so that the script cannot rot
+# where no GPU is (docs/gpu.md).
 NO_RUST_ENV := env HOME=$(abspath $(BUILD))/no-rust-home PATH=$(abspath $(VENV))/bin:/usr/bin:/bin
 test-prebuilt: plugin python
-	$(NO_RUST_ENV) cmake -S . -B $(BUILD)/prebuilt -G Ninja -DBLOAD_BUILD_TESTS=OFF \
-		-DBLOAD_RUST_PREBUILT=$(abspath $(BUILD))/rust -DPython3_EXECUTABLE=$(abspath $(VPY))
-	$(NO_RUST_ENV) cmake --build $(BUILD)/prebuilt
-	BLOAD_LIBRARY=$(abspath $(BUILD))/prebuilt/libbload.so $(VPY) -m pytest -q -W ignore::DeprecationWarning \
-		tests/python/test_planner.py
+	$(NO_RUST_ENV) PYTHON=$(abspath $(VPY)) BLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE) \
+		tests/gpu/run.sh --cpu --build-dir $(BUILD)/prebuilt
+
+# The CUDA paths in one command, on a machine with a CUDA torch, CMake and nvcc and no Rust: the
+# plugin from a carried Rust prebuilt (BLOAD_RUST_PREBUILT, default build/rust), the operator
+# tests on cuda, the loader with pinned memory, a one-rank NCCL epoch of the C++ trainer, and pack
+# beside torch.cat on the GPU (docs/gpu.md). Where the Makefile's venv is absent, PYTHON names
+# the Python with torch.
+test-gpu:
+	tests/gpu/run.sh
+
+# The wheel in a fresh venv with torch and no cargo, CMake or compiler on PATH: import, the
+# README's loop and the command (tests/wheel/test_wheel.py).
+test-wheel: wheel
+	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/wheel
 
 # The cargo feature `tch` (Rust trainers), built against the venv's torch: torch-sys runs the
 # `python` of VIRTUAL_ENV when LIBTORCH_USE_PYTORCH is set. Its tests compare bload::tch's packed

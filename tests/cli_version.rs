@@ -68,7 +68,8 @@ fn cmake_takes_the_version_from_cargo_toml() {
 #[test]
 fn the_python_distribution_and_package_take_the_version_from_cargo_toml() {
     let pyproject = read("pyproject.toml");
-    assert!(lines_starting(&pyproject, "dynamic = [\"version\"]").len() == 1);
+    // The version is dynamic (so are the dependencies: the torch series, docs/release.md).
+    assert!(lines_starting(&pyproject, "dynamic = [\"version\"").len() == 1);
     assert!(
         lines_starting(&pyproject, "version").is_empty(),
         "{pyproject}"

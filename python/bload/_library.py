@@ -1,9 +1,10 @@
 """Finds libbload.so and loads it into torch, once per process.
 
 The library holds the operators (torch.ops.bload) and the planner (torch.classes.bload) that the
-rest of the package calls. It loads only into the torch release it was built against: a mismatch
-is said up front, naming both releases and how to rebuild, instead of the dynamic linker's
-"undefined symbol" about one of torch's internals.
+rest of the package calls. It loads only into the torch series it was built against (2.13.x for a
+build against 2.13.0; bload._torch_series, the rule the wheel's requirement on torch follows
+too): a mismatch is said up front, naming both releases and how to rebuild, instead of the
+dynamic linker's "undefined symbol" about one of torch's internals.
 """
 
 import os
@@ -11,17 +12,14 @@ import pathlib
 
 import torch
 
+from bload._torch_series import same_series
+
 _HERE = pathlib.Path(__file__).resolve().parent
 _REBUILD = (
     "rebuild bload against the running torch: `pip install --force-reinstall --no-deps "
     "--no-build-isolation .` in a clone of bload, with this environment active"
 )
 _loaded = None
-
-
-def _release(version):
-    """'2.13.0+cu130' -> '2.13.0': the part that decides binary compatibility here."""
-    return str(version).split("+")[0]
 
 
 def _built_for():
@@ -42,8 +40,8 @@ def library_path():
     if not path.is_file():
         where = "BLOAD_LIBRARY" if override else "the bload package"
         raise ImportError(f"bload: no libbload.so at {path} ({where}): {_REBUILD}")
-    built, running = _built_for(), _release(torch.__version__)
-    if not override and built is not None and _release(built) != running:
+    built = _built_for()
+    if not override and built is not None and not same_series(built, torch.__version__):
         raise ImportError(
             f"bload: {path} was built for torch {built}, but torch {torch.__version__} is "
             f"running: {_REBUILD}"

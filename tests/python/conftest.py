@@ -1,6 +1,7 @@
 import pathlib
 
 import pytest
+import torch
 
 import bload
 
@@ -19,3 +20,14 @@ def read_lengths(name):
 @pytest.fixture(scope="session")
 def action_genome_lengths():
     return read_lengths("action_genome_like.lengths")
+
+
+# The devices the operator tests run on: the CPU, and CUDA where torch sees a GPU (as
+# pytorch/extension-cpp's tests are parametrized). `pytest -k cuda` picks the CUDA ones
+# (tests/gpu/run.sh).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param

@@ -1,5 +1,6 @@
 """torch.ops.bload in eager mode, TorchScript and torch.compile, checked with opcheck, and the
-errors bad inputs get."""
+errors bad inputs get. The tests taking `device` run on the CPU and, where torch sees one, on
+CUDA (conftest.DEVICES; tests/gpu/run.sh runs the CUDA ones)."""
 
 import pytest
 import torch
@@ -20,86 +21,99 @@ TABLE = torch.tensor(
 BLOCKS, T_MAX = 2, 6
 
 
-def sequences(features=2, dtype=torch.float32):
+def sequences(features=2, dtype=torch.float32, device="cpu"):
     """The whole sequences of TABLE's rows, each step holding (sequence * 100 + step)."""
     return [
-        (torch.arange(n, dtype=dtype) + 100 * s).unsqueeze(1).repeat(1, features)
+        (torch.arange(n, dtype=dtype, device=device) + 100 * s).unsqueeze(1).repeat(1, features)
         for s, n in ((5, 3), (1, 2), (7, 6))
     ]
 
 
-def test_step_tables_by_hand():
-    assert ops.reset_mask(TABLE, BLOCKS, T_MAX).tolist() == [
+def on_host(tensor, device):
+    """The tensor's values, after checking that the operator left it on `device`."""
+    assert tensor.device.type == device
+    return tensor.cpu()
+
+
+def test_step_tables_by_hand(device):
+    table = TABLE.to(device)  # the operators read it on the host and answer on its device
+    assert on_host(ops.reset_mask(table, BLOCKS, T_MAX), device).tolist() == [
         [True, False, False, True, False, False],
         [True, False, False, False, False, False],
     ]
-    assert ops.valid_mask(TABLE, BLOCKS, T_MAX).int().tolist() == [
+    assert on_host(ops.valid_mask(table, BLOCKS, T_MAX), device).int().tolist() == [
         [1, 1, 1, 1, 1, 0],
         [1, 1, 1, 1, 0, 0],
     ]
-    segments = ops.segment_ids(TABLE, BLOCKS, T_MAX)
+    assert on_host(ops.end_mask(table, BLOCKS, T_MAX), device).int().tolist() == [
+        [0, 0, 1, 0, 1, 0],
+        [0, 0, 0, 1, 0, 0],
+    ]
+    segments = on_host(ops.segment_ids(table, BLOCKS, T_MAX), device)
     assert segments.dtype == torch.int32
     assert segments.tolist() == [[0, 0, 0, 1, 1, -1], [0, 0, 0, 0, -1, -1]]
-    assert ops.position_ids(TABLE, BLOCKS, T_MAX).tolist() == [
+    assert on_host(ops.position_ids(table, BLOCKS, T_MAX), device).tolist() == [
         [0, 1, 2, 0, 1, 0],
         [2, 3, 4, 5, 0, 0],
     ]
-    cu = ops.cu_seqlens(TABLE)
+    cu = on_host(ops.cu_seqlens(table), device)
     assert cu.dtype == torch.int32 and cu.tolist() == [0, 3, 5, 9]
+    assert on_host(ops.carry_mask(table, BLOCKS, T_MAX), device).tolist() == [False, True]
 
 
-def test_pack_and_unpack_by_hand():
-    packed = ops.pack(sequences(), TABLE, BLOCKS, T_MAX, -1.0)
+def test_pack_and_unpack_by_hand(device):
+    packed = on_host(ops.pack(sequences(device=device), TABLE, BLOCKS, T_MAX, -1.0), device)
     assert packed.shape == (2, 6, 2)
     assert packed[..., 0].tolist() == [
         [500, 501, 502, 100, 101, -1],
         [702, 703, 704, 705, -1, -1],
     ]
-    pieces = ops.unpack(packed, TABLE)
+    pieces = ops.unpack(packed.to(device), TABLE)
     expected = sequences()
     expected[2] = expected[2][2:]
-    assert all(torch.equal(a, b) for a, b in zip(pieces, expected))
+    assert all(torch.equal(on_host(a, device), b) for a, b in zip(pieces, expected))
 
 
 TABLE_OPS = ["reset_mask", "end_mask", "valid_mask", "segment_ids", "position_ids"]
 
 
+# opcheck gets every tensor on the device (the table too), as fake tensors need one device.
 @pytest.mark.parametrize("name", TABLE_OPS)
-def test_opcheck_step_tables(name):
-    opcheck(getattr(ops, name).default, (TABLE, BLOCKS, T_MAX))
+def test_opcheck_step_tables(name, device):
+    opcheck(getattr(ops, name).default, (TABLE.to(device), BLOCKS, T_MAX))
 
 
-def test_opcheck_carried_tables():
+def test_opcheck_carried_tables(device):
     # TABLE's block 1 opens with a piece that continues its sequence: carried, as lanes carry it.
-    opcheck(ops.reset_mask.default, (TABLE, BLOCKS, T_MAX, True))
-    opcheck(ops.carry_mask.default, (TABLE, BLOCKS, T_MAX))
-    assert ops.carry_mask(TABLE, BLOCKS, T_MAX).tolist() == [False, True]
+    opcheck(ops.reset_mask.default, (TABLE.to(device), BLOCKS, T_MAX, True))
+    opcheck(ops.carry_mask.default, (TABLE.to(device), BLOCKS, T_MAX))
 
 
-def test_opcheck_cu_seqlens():
-    opcheck(ops.cu_seqlens.default, (TABLE,))
+def test_opcheck_cu_seqlens(device):
+    opcheck(ops.cu_seqlens.default, (TABLE.to(device),))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
-def test_opcheck_pack(dtype):
-    opcheck(ops.pack.default, (sequences(3, dtype), TABLE, BLOCKS, T_MAX, 0))
+def test_opcheck_pack(dtype, device):
+    opcheck(ops.pack.default, (sequences(3, dtype, device), TABLE.to(device), BLOCKS, T_MAX, 0))
 
 
-def test_opcheck_unpack_schema_and_autograd_registration():
+def test_opcheck_unpack_schema_and_autograd_registration(device):
     # unpack's output shapes are the table's values, so it has no Meta kernel and cannot be
     # traced with fake tensors; the other checks apply.
-    packed = ops.pack(sequences(), TABLE, BLOCKS, T_MAX, 0.0).requires_grad_()
+    packed = ops.pack(sequences(device=device), TABLE, BLOCKS, T_MAX, 0.0).requires_grad_()
     opcheck(
         ops.unpack.default,
-        (packed, TABLE),
+        (packed, TABLE.to(device)),
         test_utils=("test_schema", "test_autograd_registration"),
     )
 
 
-def test_opcheck_pack_with_gradients():
-    grads = [s.double().requires_grad_() for s in sequences()]
-    opcheck(ops.pack.default, (grads, TABLE, BLOCKS, T_MAX, 0.0))
-    opcheck(ops.pack_backward.default, (torch.randn(BLOCKS, T_MAX, 2), TABLE, [3, 2, 6]))
+def test_opcheck_pack_with_gradients(device):
+    grads = [s.double().requires_grad_() for s in sequences(device=device)]
+    table = TABLE.to(device)
+    opcheck(ops.pack.default, (grads, table, BLOCKS, T_MAX, 0.0))
+    opcheck(ops.pack_backward.default, (torch.randn(BLOCKS, T_MAX, 2, device=device), table, [3, 2, 6]))
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
@@ -119,14 +133,15 @@ def test_torch_compile_training_through_pack(backend):
         assert torch.equal(got.grad, eager.grad)
 
 
-def test_pack_and_unpack_gradients():
-    grads = [s.double().requires_grad_() for s in sequences()]
+def test_pack_and_unpack_gradients(device):
+    grads = [s.double().requires_grad_() for s in sequences(device=device)]
     assert torch.autograd.gradcheck(lambda *s: ops.pack(list(s), TABLE, BLOCKS, T_MAX, 0.0), grads)
-    packed = torch.randn(BLOCKS, T_MAX, 2, dtype=torch.double, requires_grad=True)
+    packed = torch.randn(BLOCKS, T_MAX, 2, dtype=torch.double, device=device, requires_grad=True)
     assert torch.autograd.gradcheck(lambda p: ops.unpack(p, TABLE), (packed,))
     # A piece the loss does not use gets no gradient; padding never does.
     ops.unpack(packed, TABLE)[1].sum().backward()
     assert packed.grad.sum() == 2 * 2 and packed.grad[0, 3:5].eq(1).all()
+    assert packed.grad.device.type == device
 
 
 @torch.jit.script

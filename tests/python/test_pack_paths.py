@@ -1,6 +1,7 @@
 """pack's ways in and out: sequences given whole or as their pieces alone, pack_into (out=) a
 caller's buffer, and every output element written (padding only in the gaps), checked against a
-reference built step by step in Python on random plans, for several dtypes and trailing shapes."""
+reference built step by step in Python on random plans, for several dtypes and trailing shapes.
+The tests taking `device` run on the CPU and, where torch sees one, on CUDA (conftest.DEVICES)."""
 
 import pytest
 import torch
@@ -49,7 +50,7 @@ def rows_of(batch, whole, pieces_alone):
 @pytest.mark.parametrize(
     "dtype, trailing", [(torch.float32, (3,)), (torch.int64, ()), (torch.bool, (2,)), (torch.float16, (2, 2))]
 )
-def test_pack_and_pack_into_match_the_reference(pieces_alone, split, dtype, trailing):
+def test_pack_and_pack_into_match_the_reference(pieces_alone, split, dtype, trailing, device):
     batches, whole = random_batches(seed=3, split=split)
     padding = 1 if dtype == torch.bool else 7  # a value every dtype holds (bool: true)
     for batch in batches:
@@ -60,42 +61,45 @@ def test_pack_and_pack_into_match_the_reference(pieces_alone, split, dtype, trai
             for steps in rows_of(batch, whole, pieces_alone)
         ]
         want = reference_pack(rows, batch.table, batch.blocks, batch.t_max, padding)
-        assert torch.equal(ops.pack(rows, batch.table, batch.blocks, batch.t_max, padding), want)
+        rows = [row.to(device) for row in rows]
+        packed = ops.pack(rows, batch.table, batch.blocks, batch.t_max, padding)
+        assert packed.device.type == device and torch.equal(packed.cpu(), want)
         # A reused buffer holding anything: every element is written again.
-        out = torch.empty_like(want).fill_(3)
+        out = torch.empty_like(want, device=device).fill_(3)
         got = ops.pack(rows, batch.table, batch.blocks, batch.t_max, padding, out=out)
         assert got.data_ptr() == out.data_ptr()
-        assert torch.equal(out, want)
+        assert torch.equal(out.cpu(), want)
 
 
-def test_pack_into_into_a_non_contiguous_buffer():
+def test_pack_into_into_a_non_contiguous_buffer(device):
     batches, whole = random_batches(seed=5, split=True)
     batch = next(b for b in batches if len(b.table))
     rows = [steps.float().unsqueeze(1) for steps in rows_of(batch, whole, False)]
-    wide = torch.zeros(batch.blocks, batch.t_max, 2)
+    wide = torch.zeros(batch.blocks, batch.t_max, 2, device=device)
     out = wide[:, :, 1:]  # every other element of the buffer
-    ops.pack(rows, batch.table, batch.blocks, batch.t_max, -1.0, out=out)
-    assert torch.equal(out, reference_pack(rows, batch.table, batch.blocks, batch.t_max, -1.0))
+    ops.pack([row.to(device) for row in rows], batch.table, batch.blocks, batch.t_max, -1.0, out=out)
+    assert torch.equal(out.cpu(), reference_pack(rows, batch.table, batch.blocks, batch.t_max, -1.0))
     assert torch.all(wide[:, :, 0] == 0)
 
 
-def test_pack_into_passes_opcheck():
+def test_pack_into_passes_opcheck(device):
     batches, whole = random_batches(seed=7, split=True)
     batch = next(b for b in batches if len(b.table))
-    rows = [steps.float().unsqueeze(1) for steps in rows_of(batch, whole, True)]
-    out = torch.empty(batch.blocks, batch.t_max, 1)
-    opcheck(torch.ops.bload.pack_into, (out, rows, batch.table, 0.0))
+    rows = [steps.float().unsqueeze(1).to(device) for steps in rows_of(batch, whole, True)]
+    out = torch.empty(batch.blocks, batch.t_max, 1, device=device)
+    opcheck(torch.ops.bload.pack_into, (out, rows, batch.table.to(device), 0.0))
 
 
-def test_pack_backward_of_pieces_alone():
+def test_pack_backward_of_pieces_alone(device):
     """The gradient of a piece given alone is the gradient at its steps, nothing else."""
     batches, whole = random_batches(seed=9, split=True)
     batch = next(b for b in batches if len(b.table) > 1)
-    rows = [steps.double().unsqueeze(1).requires_grad_() for steps in rows_of(batch, whole, True)]
-    weights = torch.randn(batch.blocks, batch.t_max, 1, dtype=torch.double)
+    rows = [steps.double().unsqueeze(1).to(device).requires_grad_() for steps in rows_of(batch, whole, True)]
+    weights = torch.randn(batch.blocks, batch.t_max, 1, dtype=torch.double, device=device)
     (ops.pack(rows, batch.table, batch.blocks, batch.t_max) * weights).sum().backward()
     for row, sequence in zip(batch.table.tolist(), rows):
         block, at = row[COLUMN["block"]], row[COLUMN["block_offset"]]
+        assert sequence.grad.device.type == device
         assert torch.equal(sequence.grad, weights[block, at : at + len(sequence)])
 
 

@@ -191,6 +191,17 @@ def test_the_library_names_the_torch_it_was_built_for(monkeypatch):
         bload.library_path()
 
 
+def test_the_library_loads_into_any_release_of_the_series_it_was_built_for(monkeypatch):
+    # The wheel requires torch>=X.Y,<X.(Y+1) (bload._torch_series): the import check agrees.
+    monkeypatch.delenv("BLOAD_LIBRARY", raising=False)
+    major, minor = torch.__version__.split(".")[:2]
+    monkeypatch.setattr(bload._library, "_built_for", lambda: f"{major}.{minor}.99+cpu")
+    assert bload.library_path().endswith("libbload.so")
+    monkeypatch.setattr(bload._library, "_built_for", lambda: f"{major}.{int(minor) + 1}.0")
+    with pytest.raises(ImportError, match=f"built for torch {major}.{int(minor) + 1}.0, but"):
+        bload.library_path()
+
+
 def test_the_readme_loop_runs_on_two_torchrun_ranks(tmp_path):
     """examples/python_loop.py (the README's loop) under torchrun with gloo: rank and world size
     come from torch.distributed, and both ranks run the same batch count with the same plan."""
