@@ -80,7 +80,7 @@ TEST(Liveness, AnotherWorldSizeIsNamedOnEveryRank) {
         << faults->get();
 }
 
-TEST(Liveness, AStartUpFailureIsToldToTheOthersAndACleanEndToNone) {
+TEST(Liveness, AStartUpFailureIsToldToTheOthersNotReportedByItsOwnWatchdog) {
   auto store = host();
   Faults zero, one;
   auto rank0 = join(*store, 0, 2, zero);
