@@ -22,7 +22,7 @@ from bload.sampler import BlockBatch, BlockSampler, PlanHash, POLICIES
 from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
 from bload.lanes import LaneState
-from bload import store
+from bload import distributed, store
 from bload.sequence_store import SequenceStore, StoreError
 from bload.hf import HFSequences
 
@@ -38,6 +38,7 @@ __all__ = [
     "SequenceStore",
     "StoreError",
     "collate",
+    "distributed",
     "library_path",
     "ops",
     "read_lengths",

@@ -1,7 +1,7 @@
 """Recovery for tests/harness/ddp_trainer.py: rank 0's checkpoints, written whole or not at all (with
-every lane's recurrent state, for the lanes policy), the ranks' agreement on where to resume, the
-per-step log, and heartbeats that tell which rank was lost. The Python twins of
-tests/harness/cpp/ddp_trainer/checkpoint.cpp and liveness.cpp.
+every lane's recurrent state, for the lanes policy), the ranks' agreement on where to resume, and the
+per-step log. The Python twin of tests/harness/cpp/ddp_trainer/checkpoint.cpp. Which rank was lost
+or stalled, the library tells (bload.distributed.Liveness, docs/ddp.md).
 
 What "trained" means: a batch is trained once its gradients' all-reduce (in DDP's backward) has
 completed and the optimizer has stepped. A checkpoint written after batch k of an epoch holds
@@ -11,10 +11,7 @@ has entered it: every batch a checkpoint holds is in every rank's log. A killed 
 batch k on belong to batches whose training was lost with it, and are to be discarded.
 """
 
-import datetime
 import os
-import threading
-import time
 
 import torch
 import torch.distributed as dist
@@ -115,63 +112,3 @@ class StepLog:
         if self.file:
             self.file.writelines(f"{epoch} {batch} {row[SEQUENCE]} {row[OFFSET]} {row[LENGTH]}\n" for row in table.tolist())
             self.file.flush()  # before the all-reduce: a kill after it cannot take these lines
-
-
-class Heartbeat:
-    """Which rank was lost when a collective fails: gloo's error names the peer's address, not its
-    rank, and cannot tell a peer that died from one that stopped on an error of its own. Every rank
-    beats at the store (a connection of its own) every half second, and marks itself there when it
-    stops on an error; after a failure, the ranks whose heartbeat stopped without that mark are the
-    lost ones. `store_rank` is the rank hosting the store, or -1 where torchrun's agent does."""
-
-    BEAT, WATCH = 0.5, 3.0  # a rank with no heartbeat over WATCH seconds (six beats) is lost
-
-    def __init__(self, host, port, rank, world_size, store_rank, timeout):
-        store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout),
-                              wait_for_workers=False)  # fmt: skip
-        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        self.store = dist.PrefixStore(f"bload_trainer/{restart}/liveness", store)
-        self.rank, self.world_size, self.store_rank = rank, world_size, store_rank
-        self.timeout = timeout  # the run's: every rank stops within it
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._beat, daemon=True)
-        self.thread.start()
-
-    def _beat(self):
-        while not self.stopping.is_set():
-            try:
-                self.store.add(f"beat/{self.rank}", 1)
-            except Exception:  # noqa: BLE001  the store is gone: no one is left to read a heartbeat
-                return
-            self.stopping.wait(self.BEAT)
-
-    def stop(self):  # once or more
-        self.stopping.set()
-        self.thread.join()
-
-    def lost_ranks(self):
-        """After a failure: "rank 1 lost (no heartbeat for 3 s)", or "" where every other rank is
-        alive or stopped on an error of its own. Where the store is gone, a rank that hosted it is
-        the lost one."""
-        others = [rank for rank in range(self.world_size) if rank != self.rank]
-        try:
-            self.store.set(f"stopped/{self.rank}", "1")
-            beats = {rank: self.store.add(f"beat/{rank}", 0) for rank in others}
-            time.sleep(self.WATCH)
-            lost = [rank for rank in others
-                    if self.store.add(f"beat/{rank}", 0) == beats[rank] and not self.store.check([f"stopped/{rank}"])]  # fmt: skip
-            self.store.set(f"told/{self.rank}", "1")
-            if self.rank == self.store_rank:
-                # The others read the store to tell what happened: its host leaves once every rank
-                # that is not lost has told. A rank still waiting in a collective fails at the run's
-                # timeout at the latest, and then tells within a watch.
-                until = time.monotonic() + self.timeout + 2 * self.WATCH
-                for rank in set(others) - set(lost):
-                    while not self.store.check([f"told/{rank}"]) and time.monotonic() < until:
-                        time.sleep(self.BEAT / 5)
-        except Exception:  # noqa: BLE001  the store is gone, so is the rank that hosted it
-            return "" if self.store_rank in (-1, self.rank) else f"rank {self.store_rank} lost (the store it hosted is gone)"
-        if not lost:
-            return ""
-        named = ", ".join(map(str, lost))
-        return f"{'rank' if len(lost) == 1 else 'ranks'} {named} lost (no heartbeat for {self.WATCH:.0f} s)"

@@ -32,7 +32,7 @@ import bload
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"))
 import packed_gru  # noqa: E402  (the examples' model, in examples/)
-from ddp_recovery import Heartbeat, StepLog, check_resume_points, load_checkpoint, save_checkpoint
+from ddp_recovery import StepLog, check_resume_points, load_checkpoint, save_checkpoint
 
 ROOT = packed_gru.ROOT
 
@@ -72,6 +72,21 @@ def at_least(minimum):
     return integer
 
 
+def seconds_at_least(minimum):
+    """An argparse type: a number of seconds of at least `minimum`."""
+
+    def number(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not minimum <= value < 1e9:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds of at least {minimum}")
+        return value
+
+    return number
+
+
 def parse():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-size", type=at_least(1), help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
@@ -91,6 +106,9 @@ def parse():
     parser.add_argument("--workers", type=at_least(0), default=0, help="DataLoader worker processes per rank (0: load in the rank)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--timeout", type=at_least(1), default=300, help="seconds a collective may wait")
+    parser.add_argument("--heartbeat-window", type=seconds_at_least(0.1), default=30.0,
+                        help="seconds after which a rank silent (stopped) or stuck behind the others is named by "
+                             "every rank, which then stop (default 30; docs/ddp.md)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
     parser.add_argument("--checkpoint", default="", help="where rank 0 keeps the last checkpoint, DIR/checkpoint.pt "
                         "(every rank reads it to resume: on several machines, a shared directory)")  # fmt: skip
@@ -175,25 +193,35 @@ def finite(value):
 
 
 def connect(rank, args, port):
-    """Joins the process group (spawned: at rank 0's store on 127.0.0.1:port; under torchrun: at
-    MASTER_ADDR:MASTER_PORT, env://) and starts the heartbeat: (rank, world_size, device, heartbeat)."""
+    """Joins the ranks: their store (spawned: rank 0's on 127.0.0.1:port; under torchrun:
+    MASTER_ADDR:MASTER_PORT, hosted by rank 0 or torchrun's agent), this rank's liveness there (its
+    heartbeat, world size and watchdog: bload.distributed), then the process group. Returns (rank,
+    world_size, device, liveness, store); a start-up failure after the liveness is up is told to every
+    rank (liveness.failed)."""
     backend = "nccl" if args.device == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=args.timeout)
-    if port is None:  # under torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (env://)
-        dist.init_process_group(backend, timeout=timeout)
+    if port is None:  # under torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         store_rank = -1 if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else 0
     else:
-        dist.init_process_group(
-            backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size, timeout=timeout
-        )
-        host, store_rank = "127.0.0.1", 0
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))  # this rank's index on its machine: its GPU
-    device = torch.device(args.device, local_rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    return rank, world_size, device, Heartbeat(host, port, rank, world_size, store_rank, args.timeout)
+        world_size, host, store_rank = args.world_size, "127.0.0.1", 0
+    # The store first, then the liveness, then the group: the group's rendezvous waits for every
+    # rank, and the watchdog is what names one that never comes or comes with another world size.
+    store = dist.TCPStore(host, port, is_master=rank == store_rank, timeout=timeout, wait_for_workers=False)
+    prefix = f"bload_trainer/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    liveness = bload.distributed.Liveness(host, port, rank, world_size, window=args.heartbeat_window,
+                                          join_timeout=args.timeout, store_rank=store_rank, prefix=prefix + "/liveness")  # fmt: skip
+    try:
+        dist.init_process_group(backend, store=dist.PrefixStore(prefix, store), rank=rank, world_size=world_size, timeout=timeout)
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))  # this rank's index on its machine: its GPU
+        device = torch.device(args.device, local_rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+    except Exception as error:
+        liveness.failed(error)
+        raise
+    return rank, world_size, device, liveness, store
 
 
 class LanesForward(torch.nn.Module):
@@ -208,8 +236,9 @@ class LanesForward(torch.nn.Module):
         return self.module.forward_lanes(data, table, carry, state)
 
 
-def train(rank, world_size, device, args):
-    """This rank's epochs (from a checkpoint's, with --resume): a list of EpochFigures."""
+def train(rank, world_size, device, args, liveness):
+    """This rank's epochs (from a checkpoint's, with --resume): a list of EpochFigures. Tells
+    `liveness` when its start-up is done and before each batch's all-reduce."""
     torch.set_num_threads(1)  # the ranks share this machine's cores
     torch.set_flush_denormal(True)  # decaying recurrent gradients: denormals are ~100x slower
     lengths = lengths_of(args)
@@ -238,6 +267,7 @@ def train(rank, world_size, device, args):
             if saved_lanes is None:
                 raise RuntimeError(f"{args.checkpoint}: the lanes' state is missing: expected every lane's, from a lanes run")
             lane_state.load_state_dict(saved_lanes)
+    liveness.started()  # the first collective is next
     if args.resume:
         check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)
     # After the load: DDP starts every rank from rank 0's weights.
@@ -275,6 +305,7 @@ def train(rank, world_size, device, args):
             loss = errors[valid].sum() / valid.sum().clamp(min=1)
             optimizer.zero_grad()
             log.write(epoch, index, batch.table)  # before the all-reduce: see ddp_recovery.py
+            liveness.advance()  # the watchdogs name a rank that stays behind the others
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
             if args.checkpoint_every and (index + 1) % args.checkpoint_every == 0:
@@ -333,25 +364,26 @@ def report(args, world_size, device, gathered):
 
 def run_rank(rank, args, port):
     """One rank: connect, train, gather every rank's figures for rank 0's report. A failure
-    (torch's errors are RuntimeErrors: a collective that timed out or lost a rank, ranks that
-    disagree on the plan) is one line naming this rank and, where it can tell, the lost one; exit
-    status 3."""
+    (a collective that timed out or lost a rank, ranks that disagree on the plan, a bad input) is
+    one line naming this rank and, where it can tell, the lost one; exit status 3. What the
+    watchdog finds (a rank stalled, another world size, a rank that failed at start-up) ends the
+    rank the same way, from the watchdog's thread (bload.distributed)."""
     try:
-        rank, world_size, device, heartbeat = connect(rank, args, port)
-    except RuntimeError as error:
+        rank, world_size, device, liveness, store = connect(rank, args, port)
+    except Exception as error:  # noqa: BLE001  told to the others where the liveness was up
         print(f"rank {rank}: stopped: {error}", file=sys.stderr, flush=True)
         sys.exit(3)
     failure = None
     try:
-        epochs = train(rank, world_size, device, args)
+        epochs = train(rank, world_size, device, args, liveness)
         # Every rank's figures, gathered (as dicts of the fields): the batch counts must agree.
         gathered = [None] * world_size
         dist.all_gather_object(gathered, [dataclasses.asdict(figures) for figures in epochs])
         # Every rank done with the group before any tears it down: rank 0 hosts the store, and a
         # rank still using it while rank 0 exits has aborted the process at exit.
         dist.barrier()
-        heartbeat.stop()  # before rank 0, which may host the store, leaves
-    except RuntimeError as error:
+        liveness.finished()  # the store's host waits here for the others' mark
+    except Exception as error:  # noqa: BLE001  torch's RuntimeErrors, and bad inputs' ValueErrors
         failure = str(error)
     # Out of the except block, the traceback is gone, and train()'s DDP with it: destroying the
     # group then closes this rank's connections, so a rank waiting on this one in a collective
@@ -359,11 +391,10 @@ def run_rank(rank, args, port):
     gc.collect()
     dist.destroy_process_group()
     if failure is not None:
-        lost = heartbeat.lost_ranks()  # gloo names a lost peer by its address at best
+        lost = liveness.failed(failure)  # gloo names a lost peer by its address at best
         print(f"rank {rank}: stopped: {lost + ': ' if lost else ''}{failure}", file=sys.stderr, flush=True)
-    heartbeat.stop()
-    if failure is not None:
         sys.exit(3)
+    del store  # rank 0's hosts the others' keys: kept until here
     if rank == 0 and not report(args, world_size, device, gathered):
         sys.exit(4)
 

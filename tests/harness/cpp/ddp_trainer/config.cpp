@@ -51,6 +51,8 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --workers N           DataLoader worker threads per rank (default 1)
   --device cpu|cuda     (default: cuda where available; the process group is )" BLOAD_GROUPS R"()
   --timeout S           seconds a collective may wait for the other ranks (default 300)
+  --heartbeat-window S  seconds after which a rank silent (stopped) or stuck behind the others
+                        is named by every rank, which then stop (default 30; docs/ddp.md)
   --json                rank 0 ends with one JSON line of the run's figures
   --checkpoint DIR      where rank 0 keeps the last checkpoint, DIR/checkpoint.pt: the model, the
                         optimizer and the position in the epoch (every rank reads it to resume,
@@ -150,6 +152,7 @@ Config parse(int argc, char** argv) {
     else if (flag == "--workers") config.workers = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--device") config.device = value;
     else if (flag == "--timeout") config.timeout = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--heartbeat-window") config.heartbeat_window = parse_number(flag, value, 0.1);
     else if (flag == "--checkpoint") config.checkpoint = value;
     else if (flag == "--checkpoint-every") config.checkpoint_every = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--step-log") config.step_log = value;
@@ -184,6 +187,9 @@ Config parse(int argc, char** argv) {
   if (config.rank >= config.world_size)
     bad_argument(config.torchrun ? "RANK" : "--rank", std::to_string(config.rank),
                  "less than the world size " + std::to_string(config.world_size));
+  if (config.heartbeat_window > 1e6)
+    bad_argument("--heartbeat-window", std::to_string(config.heartbeat_window),
+                 "a number of seconds from 0.1 to 1000000");
   if (config.port > 65535)
     bad_argument(config.torchrun ? "MASTER_PORT" : "--port", std::to_string(config.port),
                  "a port from 1 to 65535");

@@ -35,6 +35,7 @@ struct Config {
   int64_t workers = 1;
   std::string device;
   int64_t timeout = 300;
+  double heartbeat_window = 30;  // seconds: a rank silent or stuck this long is named, and all stop
   bool json = false;
   std::string checkpoint;        // the directory of rank 0's checkpoint
   int64_t checkpoint_every = 0;  // batches of an epoch between checkpoints; 0: none

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/stack.h>
 #include <bload/agreement.h>
+#include <bload/liveness.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -50,11 +51,11 @@ std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices(const Config&
 
 }  // namespace
 
-Group::Group(const Config& config, const c10::Device& device)
-    : connection_(std::make_unique<Connection>()), device_(device) {
+Group::Group(const Config& config, const c10::Device& device, bload::Liveness& liveness)
+    : connection_(std::make_unique<Connection>()), liveness_(liveness), device_(device) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(config.port);
-  options.isServer = config.store_server;
+  options.isServer = false;  // the host's server is up already (main.cpp): this is a client
   options.waitWorkers = false;
   options.timeout = std::chrono::seconds(config.timeout);
   // torchrun's store outlives a restart of the ranks: each attempt keeps to keys of its own.
@@ -96,6 +97,8 @@ void Group::average_gradients(const std::vector<at::Tensor>& parameters) {
   for (const auto& parameter : parameters) grads.push_back(parameter.grad().reshape(-1));
   auto flat = at::cat(grads);
   std::vector<at::Tensor> buffer{name_ == "gloo" ? flat.cpu() : flat};
+  liveness_.started();
+  liveness_.advance();
   connection_->run(connection_->backend->allreduce(buffer));
   auto averaged = buffer[0].to(device_) / connection_->backend->getSize();
   int64_t offset = 0;
@@ -112,18 +115,21 @@ at::Tensor Group::gather(const at::Tensor& mine) {
   for (int rank = 0; rank < connection_->backend->getSize(); ++rank)
     all[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
+  liveness_.started();
   connection_->run(connection_->backend->allgather(all, inputs));
   return at::stack(all[0]).cpu();
 }
 
 void Group::check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner) {
   ++connection_->collectives;
+  liveness_.started();
   bload::check_agreement(*connection_->group, plan, planner);
 }
 
 void Group::store_barrier(const std::string& name) {
   auto& store = *connection_->store;
   const auto& backend = *connection_->backend;
+  liveness_.started();
   store.set(name + "/" + std::to_string(backend.getRank()), std::vector<uint8_t>{1});
   std::vector<std::string> keys;
   for (int rank = 0; rank < backend.getSize(); ++rank)

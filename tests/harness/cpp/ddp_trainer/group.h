@@ -14,6 +14,7 @@
 
 namespace bload {
 class EpochPlan;
+class Liveness;
 class Planner;
 }  // namespace bload
 
@@ -21,9 +22,11 @@ namespace trainer {
 
 class Group {
  public:
-  // Meets the other ranks at the store (config.master_addr:port; hosted here when
-  // config.store_server) and builds the backend.
-  Group(const Config& config, const c10::Device& device);
+  // Meets the other ranks at the store (config.master_addr:port, which must be up: the launcher's,
+  // torchrun's agent's, or this process's when config.store_server) and builds the backend. The
+  // first collective tells `liveness` that this rank's start-up is done; each gradient all-reduce
+  // advances it (the watchdogs name a rank that stays behind the others).
+  Group(const Config& config, const c10::Device& device, bload::Liveness& liveness);
   ~Group();
 
   const std::string& name() const { return name_; }  // "gloo" or "nccl"
@@ -50,6 +53,7 @@ class Group {
  private:
   struct Connection;  // c10d's store and backend (group.cpp)
   std::unique_ptr<Connection> connection_;
+  bload::Liveness& liveness_;
   c10::Device device_;
   std::string name_;
 };

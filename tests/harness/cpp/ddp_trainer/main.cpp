@@ -16,9 +16,11 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <bload/liveness.h>
 #include <bload/planner.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef BLOAD_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
@@ -30,12 +32,28 @@
 #include "config.h"
 #include "group.h"
 #include "launcher.h"
-#include "liveness.h"
 #include "report.h"
 #include "training.h"
 
 namespace trainer {
 namespace {
+
+std::string message_of(const std::exception& error) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  return c10_error ? c10_error->what_without_backtrace() : error.what();
+}
+
+// This rank's liveness at the ranks' store (bload/liveness.h): its heartbeat, its world size, and
+// the watchdog that names a stalled rank within --heartbeat-window, whatever --timeout says.
+bload::Liveness join(const Config& config) {
+  return bload::Liveness(
+      config.master_addr, config.port, config.rank, config.world_size,
+      bload::LivenessOptions()
+          .window(std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_window * 1000)))
+          .join_timeout(std::chrono::seconds(config.timeout))
+          .store_rank(config.store_rank)
+          .prefix("bload_trainer/" + std::to_string(config.restart) + "/liveness"));
+}
 
 int run_rank(const Config& config) {
   at::set_num_threads(1);  // the ranks share this machine's cores
@@ -50,32 +68,51 @@ int run_rank(const Config& config) {
     device = c10::Device(c10::kCUDA, index);
   }
 #endif
-  const auto lengths = read_run_lengths(config);
-  auto model = load_model(config, device);
-  Group group(config, device);
-  Heartbeat heartbeat(config);
+  // The store's host starts it first: the liveness and the group connect to it, and the group's
+  // rendezvous waits for every rank, which the watchdog watches.
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  if (config.store_server) {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(config.port);
+    options.isServer = true;
+    options.waitWorkers = false;
+    options.timeout = std::chrono::seconds(config.timeout);
+    store = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
+  }
+  auto liveness = join(config);
+  std::vector<int64_t> lengths;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Group> group;
+  try {
+    lengths = read_run_lengths(config);
+    model = load_model(config, device);
+    group = std::make_unique<Group>(config, device, liveness);
+  } catch (const std::exception& error) {
+    liveness.failed(message_of(error));  // every other rank is told, and names this one
+    std::cerr << "rank " << config.rank << ": stopped at start-up: " << message_of(error) << "\n";
+    return 3;
+  }
 
   std::vector<EpochFigures> figures;
   try {
-    figures = config.loop == "bload"    ? train_packed(config, lengths, *model, group, device)
-              : config.loop == "padded" ? train_padded(config, lengths, *model, group, device)
-                                        : train_naive(config, lengths, *model, group, device);
+    figures = config.loop == "bload"    ? train_packed(config, lengths, *model, *group, device)
+              : config.loop == "padded" ? train_padded(config, lengths, *model, *group, device)
+                                        : train_naive(config, lengths, *model, *group, device);
   } catch (const std::exception& error) {
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
-    const auto collectives = group.collectives();
-    group.close();
+    const auto collectives = group->collectives();
+    group->close();
     // gloo names a lost peer by its address at best: the heartbeats tell which rank it was.
-    const auto lost = heartbeat.lost_ranks();
+    const auto lost = liveness.failed(message_of(error));
     std::cerr << "rank " << config.rank << ": stopped after " << collectives
-              << " collectives: " << (lost.empty() ? "" : lost + ": ")
-              << (c10_error ? c10_error->what_without_backtrace() : error.what()) << "\n";
+              << " collectives: " << (lost.empty() ? "" : lost + ": ") << message_of(error) << "\n";
     return 3;
   }
 
   // Every rank's figures, gathered for rank 0's report: the batch counts must agree.
-  const auto ranks = unpack(group.gather(pack(figures)));
+  const auto ranks = unpack(group->gather(pack(figures)));
+  liveness.finished();  // the store's host waits here until every rank is done with it
   if (config.rank != 0) return 0;
-  return report(config, group.name(), device.str(), ranks) ? 0 : 4;
+  return report(config, group->name(), device.str(), ranks) ? 0 : 4;
 }
 
 }  // namespace
