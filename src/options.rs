@@ -86,8 +86,98 @@ pub enum Oversize {
     Split,
 }
 
-/// Options of a plan. The defaults are one rank, one block per batch, seed 0, `best_fit`, and an
-/// error for sequences longer than `t_max`.
+/// What a block costs a rank to compute, for dealing blocks to ranks (`plan/balance.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Cost {
+    /// Every block costs `t_max` steps alike: blocks are dealt in their shuffled order, as
+    /// bload always has (`"steps"`).
+    #[default]
+    Steps,
+    /// A piece of `L` steps costs `linear * L + L^2`, as attention does (the `L^2` of the
+    /// scores, `linear * L` for the rest of the layer): blocks of like cost share a global
+    /// batch and are dealt so that its costliest rank costs least (`"attention:A"`).
+    Attention { linear: u64 },
+}
+
+/// The largest `A` of `attention:A`: with `L <= t_max <= 2^24`, a block's cost stays below 2^57.
+pub const MAX_ATTENTION_LINEAR: u64 = 1 << 32;
+
+impl Cost {
+    /// What a piece of `length` steps costs (saturating, though the bounds keep a block's sum
+    /// far from it).
+    pub fn of_piece(self, length: u32) -> u64 {
+        let length = u64::from(length);
+        match self {
+            Cost::Steps => length,
+            Cost::Attention { linear } => linear
+                .saturating_mul(length)
+                .saturating_add(length * length),
+        }
+    }
+
+    /// What `expected` says in messages about a cost.
+    pub const EXPECTED: &'static str =
+        "\"steps\" or \"attention:A\" with A an integer from 0 to 4294967296 (a piece of L steps costs A*L + L^2)";
+
+    /// The cost as one int64, for checks that compare integers (DDP agreement): -1 for steps,
+    /// `A` for `attention:A`.
+    pub fn code(self) -> i64 {
+        match self {
+            Cost::Steps => -1,
+            Cost::Attention { linear } => linear as i64,
+        }
+    }
+}
+
+impl fmt::Display for Cost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cost::Steps => f.write_str("steps"),
+            Cost::Attention { linear } => write!(f, "attention:{linear}"),
+        }
+    }
+}
+
+impl FromStr for Cost {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<Self> {
+        let refused = || Error::invalid("cost", format!("{text:?}"), Cost::EXPECTED);
+        if text == "steps" {
+            return Ok(Cost::Steps);
+        }
+        let linear = text.strip_prefix("attention:").ok_or_else(refused)?;
+        // Digits only: no sign, no spaces, no "0x".
+        if linear.is_empty() || !linear.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(refused());
+        }
+        match linear.parse::<u64>() {
+            Ok(linear) if linear <= MAX_ATTENTION_LINEAR => Ok(Cost::Attention { linear }),
+            _ => Err(refused()),
+        }
+    }
+}
+
+// Stored by name ("steps", "attention:4096"), so options in JSON read as they are written.
+impl Serialize for Cost {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cost {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Options of a plan. The defaults are one rank, one block per batch, seed 0, `best_fit`, an
+/// error for sequences longer than `t_max`, and blocks dealt by steps.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Options {
     /// Steps per block.
@@ -100,6 +190,9 @@ pub struct Options {
     pub seed: u64,
     pub policy: Policy,
     pub oversize: Oversize,
+    /// How blocks are dealt to ranks. Options saved before it existed read as `steps`.
+    #[serde(default)]
+    pub cost: Cost,
 }
 
 /// Largest `t_max` accepted: the planner keeps per-length tables of `t_max` entries.
@@ -114,6 +207,7 @@ impl Options {
             seed: 0,
             policy: Policy::BestFit,
             oversize: Oversize::Reject,
+            cost: Cost::Steps,
         }
     }
 
@@ -154,6 +248,16 @@ impl Options {
                 "world_size * blocks_per_batch",
                 slots,
                 format!("at most {} blocks per global batch", u32::MAX),
+            ));
+        }
+        if self.policy.carries_state() && self.cost != Cost::Steps {
+            // A lane's rows hold the same lanes all epoch, each carrying its state from batch
+            // to batch: there are no blocks to deal, and moving a lane would break its state.
+            return Err(Error::invalid(
+                "cost",
+                format!("{:?}", self.cost.to_string()),
+                "\"steps\" with the lanes policy (its rows are lanes that keep their rank all epoch, \
+                 so there is nothing to deal by cost)",
             ));
         }
         Ok(())
@@ -204,7 +308,63 @@ mod tests {
             },
             "blocks_per_batch * t_max",
         );
+        bad(
+            |o| {
+                o.policy = Policy::Lanes;
+                o.cost = Cost::Attention { linear: 1 };
+            },
+            "cost",
+        );
         assert!(Options::new(94).validate().is_ok());
+    }
+
+    #[test]
+    fn costs_round_trip_through_their_names_and_bad_ones_are_named() {
+        for cost in [
+            Cost::Steps,
+            Cost::Attention { linear: 0 },
+            Cost::Attention { linear: 4096 },
+        ] {
+            assert_eq!(cost.to_string().parse::<Cost>().unwrap(), cost);
+        }
+        assert_eq!(
+            "attention:4294967296".parse::<Cost>().unwrap(),
+            Cost::Attention {
+                linear: MAX_ATTENTION_LINEAR
+            }
+        );
+        for bad in [
+            "",
+            "Steps",
+            "attention",
+            "attention:",
+            "attention:-1",
+            "attention:+3",
+            "attention: 3",
+            "attention:1.5",
+            "attention:4294967297",
+            "flops:3",
+        ] {
+            let err = bad.parse::<Cost>().unwrap_err();
+            assert_eq!(err.argument, "cost", "{bad}");
+            assert_eq!(err.value, format!("{bad:?}"));
+            assert!(err.expected.contains("attention:A"), "{err}");
+        }
+        assert_eq!(Cost::Attention { linear: 3 }.of_piece(10), 130);
+        assert_eq!(Cost::Steps.of_piece(10), 10);
+    }
+
+    #[test]
+    fn options_saved_without_a_cost_read_as_steps() {
+        let mut options = Options::new(94);
+        options.cost = Cost::Attention { linear: 7 };
+        let json = options.to_json();
+        assert!(json.contains("\"cost\":\"attention:7\""), "{json}");
+        assert_eq!(Options::from_json(&json).unwrap(), options);
+        let old = json.replace(",\"cost\":\"attention:7\"", "");
+        assert_eq!(Options::from_json(&old).unwrap().cost, Cost::Steps);
+        let bad = json.replace("attention:7", "attention:x");
+        assert_eq!(Options::from_json(&bad).unwrap_err().argument, "options");
     }
 
     #[test]

@@ -88,8 +88,9 @@ impl Planner {
             empty_blocks: spans.iter().filter(|span| span.start == span.end).count() as u64,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
+            rank_cost_imbalance: Default::default(), // measured below, once the plan is whole
         };
-        Ok(EpochPlan {
+        let mut plan = EpochPlan {
             epoch,
             options: options.clone(),
             lengths: std::sync::Arc::clone(&self.lengths),
@@ -98,7 +99,9 @@ impl Planner {
             spans,
             stats,
             origin: super::resume::Origin::own(options.world_size),
-        })
+        };
+        plan.stats.rank_cost_imbalance = plan.rank_cost_imbalance(options.cost);
+        Ok(plan)
     }
 }
 

@@ -13,6 +13,7 @@
 //! [`Planner::resume`] goes on with an epoch part-way, on the same or another world size
 //! (`resume.rs`).
 
+mod balance;
 mod block;
 mod deal;
 mod hash;
@@ -162,6 +163,7 @@ impl Planner {
 
         let empty_blocks = split_blocks_to_reach(&mut plan.spans, capacity);
         PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut plan.spans);
+        plan.deal_by_cost()?;
 
         let t_max = u64::from(options.t_max);
         let padding = blocks * t_max - self.steps;
@@ -180,6 +182,7 @@ impl Planner {
             empty_blocks,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
+            rank_cost_imbalance: plan.rank_cost_imbalance(options.cost),
         };
         Ok(plan)
     }
