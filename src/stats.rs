@@ -246,6 +246,9 @@ pub struct MethodStats {
     pub efficiency: f64,
     /// Wall time to compute it, in milliseconds (filled by the caller that timed it).
     pub plan_ms: f64,
+    /// A plan's [`PlanStats::rank_cost_imbalance`]; baselines, which are not planned, have none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_cost_imbalance: Option<Imbalance>,
 }
 
 impl MethodStats {
@@ -256,6 +259,7 @@ impl MethodStats {
             deleted,
             efficiency: efficiency(steps, deleted, padding),
             plan_ms: 0.0,
+            rank_cost_imbalance: None,
         }
     }
 }
