@@ -147,6 +147,7 @@ test-tch: plugin python $(MODEL)
 # beside .npy files and memory.
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
+	$(CARGO) bench --locked --bench cost
 	$(BUILD)/pack_bench examples/data
 	$(VPY) benches/ingest.py
 	$(VPY) benches/loader.py

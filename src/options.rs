@@ -127,6 +127,21 @@ impl Cost {
             Cost::Attention { linear } => linear as i64,
         }
     }
+
+    /// The cost [`Cost::code`] gave `code`.
+    pub fn from_code(code: i64) -> Result<Self> {
+        match code {
+            -1 => Ok(Cost::Steps),
+            0.. if code as u64 <= MAX_ATTENTION_LINEAR => Ok(Cost::Attention {
+                linear: code as u64,
+            }),
+            _ => Err(Error::invalid(
+                "cost code",
+                code,
+                format!("-1 (steps) or A from 0 to {MAX_ATTENTION_LINEAR} (attention:A)"),
+            )),
+        }
+    }
 }
 
 impl fmt::Display for Cost {
@@ -352,6 +367,14 @@ mod tests {
         }
         assert_eq!(Cost::Attention { linear: 3 }.of_piece(10), 130);
         assert_eq!(Cost::Steps.of_piece(10), 10);
+        for cost in [
+            Cost::Steps,
+            Cost::Attention { linear: 0 },
+            Cost::Attention { linear: 9 },
+        ] {
+            assert_eq!(Cost::from_code(cost.code()).unwrap(), cost);
+        }
+        assert_eq!(Cost::from_code(-2).unwrap_err().argument, "cost code");
     }
 
     #[test]

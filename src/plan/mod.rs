@@ -28,7 +28,9 @@ mod validate;
 pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
 pub use resume::{EpochPosition, Resumed};
-pub use state::{ResumedState, SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION};
+pub use state::{
+    ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
+};
 
 use crate::alloc::{try_copy, try_with_capacity};
 use crate::error::Result;

@@ -64,6 +64,10 @@ const IDENTITY: [&str; 9] = [
 /// The cost a state without a `cost` field was saved with.
 const DEFAULT_COST: &str = "steps";
 
+/// Fields a state holds only sometimes (`cost`, when not `steps`): a reader that looks entries
+/// up by name (C++ archives) reads these where present, whatever its own sampler saves.
+pub const OPTIONAL_STATE_FIELDS: [&str; 1] = ["cost"];
+
 /// The saver's own: the core's resume decides which may differ (see [`Planner::resume`]).
 const THE_SAVERS: [&str; 2] = ["blocks_per_batch", "world_size"];
 
