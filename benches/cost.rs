@@ -10,7 +10,11 @@
 //! the mean rank; mean and worst over the global batches) and the padding. Planning time: the
 //! plan of an epoch by `steps` and by `attention:1`, rounds alternating the two, median of each
 //! and their ratio (`attention:1` over `steps`; both include measuring their own imbalance).
-//! `BLOAD_BENCH_ROUNDS` sets the rounds (default 5).
+//! Last, what measuring the imbalance adds to every plan (its stats hold it, `steps` plans
+//! too): 10M lognormal lengths (median 200, within 1..=2048) at `t_max` 2,048, the plan of an
+//! epoch against measuring its imbalance alone, medians of the rounds.
+//! `BLOAD_BENCH_ROUNDS` sets the rounds (default 5); `BLOAD_BENCH_ONLY=overhead` runs the last
+//! table alone.
 
 use bload::{read_lengths, Cost, EpochPlan, Options, Oversize, Planner};
 use std::path::Path;
@@ -72,9 +76,63 @@ fn main() {
         .and_then(|text| text.parse().ok())
         .unwrap_or(5)
         .max(1);
+    if std::env::var("BLOAD_BENCH_ONLY").as_deref() != Ok("overhead") {
+        balance_tables(rounds);
+    }
+    overhead(rounds);
+}
+
+/// Lognormal lengths, median 200, sigma 1, within 1..=t_max (`benches/plan.rs`' synthetic set).
+fn short_lognormal(count: usize, t_max: u32) -> Vec<u32> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut uniform = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut lengths = Vec::with_capacity(count);
+    while lengths.len() < count {
+        let normal =
+            (-2.0 * uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * uniform()).cos();
+        let length = (200f64.ln() + normal).exp().round();
+        if (1.0..=f64::from(t_max)).contains(&length) {
+            lengths.push(length as u32);
+        }
+    }
+    lengths
+}
+
+fn overhead(rounds: usize) {
+    let lengths = short_lognormal(10_000_000, 2048);
+    let mut options = Options::new(2048);
+    options.world_size = 8;
+    let planner = Planner::new(lengths, options).unwrap();
+    let (mut plans, mut measures) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let start = Instant::now();
+        let plan = planner.plan(round as u64).unwrap();
+        plans.push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        std::hint::black_box(plan.rank_cost_imbalance(Cost::Steps));
+        measures.push(start.elapsed().as_secs_f64());
+    }
+    let (plan, measure) = (median(plans), median(measures));
+    println!();
+    println!("measuring the imbalance of a steps plan, 10M lognormal lengths, t_max 2048, 8 ranks");
+    println!(
+        "plan(epoch) {plan:.4} s (measuring included), measuring alone {measure:.4} s: {:.1}% of the plan",
+        100.0 * measure / plan
+    );
+}
+
+fn balance_tables(rounds: usize) {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/text_like.lengths");
     let sets = [
-        ("text_like", read_lengths(&data).expect("the bundled text set")),
+        (
+            "text_like",
+            read_lengths(&data).expect("the bundled text set"),
+        ),
         ("documents", documents(200_000)),
     ];
     let steps = Cost::Steps;
