@@ -88,9 +88,10 @@ impl Planner {
             empty_blocks: spans.iter().filter(|span| span.start == span.end).count() as u64,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
-            rank_cost_imbalance: Default::default(), // measured below, once the plan is whole
+            // Measured when the stats are first read (`EpochPlan::stats`).
+            rank_cost_imbalance: Default::default(),
         };
-        let mut plan = EpochPlan {
+        Ok(EpochPlan {
             epoch,
             options: options.clone(),
             lengths: std::sync::Arc::clone(&self.lengths),
@@ -98,10 +99,9 @@ impl Planner {
             split_pieces,
             spans,
             stats,
+            measured: std::sync::OnceLock::new(),
             origin: super::resume::Origin::own(options.world_size),
-        };
-        plan.stats.rank_cost_imbalance = plan.rank_cost_imbalance(options.cost);
-        Ok(plan)
+        })
     }
 }
 
