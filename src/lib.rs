@@ -24,6 +24,7 @@
 //! `tch` feature (the [`tch`] module: packed batches as `tch` tensors).
 
 mod alloc;
+mod cost;
 mod error;
 mod lengths;
 mod options;
