@@ -56,7 +56,7 @@ impl Cost {
                 linear: code as u64,
             }),
             _ => Err(Error::invalid(
-                "cost code",
+                "cost",
                 code,
                 format!("-1 (steps) or A from 0 to {MAX_ATTENTION_LINEAR} (attention:A)"),
             )),
@@ -156,6 +156,6 @@ mod tests {
         ] {
             assert_eq!(Cost::from_code(cost.code()).unwrap(), cost);
         }
-        assert_eq!(Cost::from_code(-2).unwrap_err().argument, "cost code");
+        assert_eq!(Cost::from_code(-2).unwrap_err().argument, "cost");
     }
 }

@@ -78,8 +78,7 @@ std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planne
       fields.push_back({name, value.toBool() ? 1 : 0});
     } else if (name == "cost") {
       // The core's int64 of the cost (-1 for steps, A for attention:A), shown back by name.
-      const auto code = rethrowing([&] { return ffi::cost_code(planner.options().cost()); });
-      fields.push_back({name, code});
+      fields.push_back({name, planner.options().plan.cost});
     } else {
       TORCH_CHECK(name == "policy", "bload::agreement_fields: option ", name, " holds a ",
                   value.tagKind(), ": expected an int or bool (only the policy and cost are named)");

@@ -18,8 +18,12 @@ Options& Options::policy(const std::string& name) {
 }
 
 Options& Options::cost(const std::string& name) {
-  plan.cost = rethrowing([&] { return ffi::parse_cost(name); });
+  plan.cost = rethrowing([&] { return ffi::cost_code(name); });
   return *this;
+}
+
+std::string Options::cost() const {
+  return std::string(rethrowing([&] { return ffi::cost_of_code(plan.cost); }));
 }
 
 std::string Options::policy() const {

@@ -3,12 +3,6 @@
 
 use super::guard::{guarded, BridgeError};
 
-pub(crate) fn parse_cost(name: &str) -> Result<String, BridgeError> {
-    guarded("parse_cost", || {
-        Ok(name.parse::<bload::Cost>()?.to_string())
-    })
-}
-
 pub(crate) fn cost_code(name: &str) -> Result<i64, BridgeError> {
     guarded("cost_code", || Ok(name.parse::<bload::Cost>()?.code()))
 }

@@ -17,7 +17,7 @@ mod tables;
 pub mod types;
 
 use bload::Error;
-use cost::{cost_code, cost_of_code, parse_cost};
+use cost::{cost_code, cost_of_code};
 use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
 use state::{optional_state_fields, ReadState};
@@ -163,8 +163,6 @@ mod ffi {
         fn default_plan_options(t_max: i64) -> PlanOptions;
         fn parse_policy(name: &str) -> Result<Policy>;
         fn policy_name(policy: Policy) -> Result<String>;
-        /// A cost's name checked by the core and written as the core writes it.
-        fn parse_cost(name: &str) -> Result<String>;
         /// A cost as one int64 for the DDP agreement (the core's `Cost::code`), and back.
         fn cost_code(name: &str) -> Result<i64>;
         fn cost_of_code(code: i64) -> Result<String>;

@@ -41,9 +41,10 @@ pub mod ffi {
         policy: Policy,
         /// Cut sequences longer than t_max into chunks instead of rejecting them.
         split_oversized: bool,
-        /// How blocks are dealt to ranks, by the core's name ("steps", "attention:A"),
-        /// parsed by the core when a planner is made.
-        cost: String,
+        /// How blocks are dealt to ranks, as the core's int64 of it (`bload::Cost::code`: -1 for
+        /// "steps", A for "attention:A"; C++ sets and reads it by name through the core). An int,
+        /// not a string, so that the struct stays plain data in the public header.
+        cost: i64,
     }
 
     /// What a plan costs (the core's `bload::PlanStats`, flattened). Every padded, deleted or
@@ -219,7 +220,7 @@ impl From<&bload::Options> for ffi::PlanOptions {
             seed: seed as i64,
             policy: policy.into(),
             split_oversized: oversize == Oversize::Split,
-            cost: cost.to_string(),
+            cost: cost.code(),
         }
     }
 }
@@ -234,7 +235,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             seed,
             policy,
             split_oversized,
-            ref cost,
+            cost,
         } = *options;
         let options = bload::Options {
             // In bounds, so each fits its type.
@@ -248,7 +249,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             } else {
                 Oversize::Reject
             },
-            cost: cost.parse()?,
+            cost: bload::Cost::from_code(cost)?,
         };
         options.validate()?;
         Ok(options)

@@ -61,7 +61,7 @@ struct BLOAD_API Options {
   // and are dealt so that its costliest rank costs least; see docs/cost_balance.md). Checked by
   // the core here (c10::Error naming cost); not with Policy::Lanes, whose rows never move.
   Options& cost(const std::string& name);
-  std::string cost() const { return std::string(plan.cost); }
+  std::string cost() const;
 
   // The rank this process is (used by BlockSampler).
   TORCH_ARG(int64_t, rank) = 0;
