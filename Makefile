@@ -177,6 +177,7 @@ test-tch: plugin python $(MODEL)
 # beside .npy files and memory, and flex_attention BlockMasks from bload beside create_block_mask.
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
+	$(CARGO) bench --locked --bench cost
 	$(BUILD)/pack_bench examples/data
 	$(VPY) benches/ingest.py
 	$(VPY) benches/loader.py

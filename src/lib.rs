@@ -24,6 +24,7 @@
 //! `tch` feature (the [`tch`] module: packed batches as `tch` tensors).
 
 mod alloc;
+mod cost;
 mod error;
 mod lengths;
 mod options;
@@ -40,12 +41,12 @@ pub use error::{Error, Result};
 pub use lengths::{
     detect_format, parse_lengths, read_lengths, read_lengths_as, write_npy, LengthsFormat, NpyDtype,
 };
-pub use options::{Options, Oversize, Policy, MAX_T_MAX};
+pub use options::{Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_T_MAX};
 pub use plan::{
     stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
-    SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION,
+    SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
 };
-pub use stats::{LowerBound, MethodStats, PlanStats};
+pub use stats::{Imbalance, LowerBound, MethodStats, PlanStats};
 pub use store::{
     check_field_size, crc32, open_store, StoreField, StoreLayout, STORE_DTYPES, STORE_FORMAT,
     STORE_VERSION,

@@ -136,6 +136,7 @@ fn cost(plan: &EpochPlan) -> MethodStats {
         deleted: s.deleted,
         efficiency: s.efficiency,
         plan_ms: 0.0,
+        rank_cost_imbalance: Some(s.rank_cost_imbalance),
     }
 }
 

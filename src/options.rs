@@ -1,5 +1,6 @@
 //! What a plan is made from besides the lengths: block size, batch shape, ranks, seed, policy.
 
+pub use crate::cost::{Cost, MAX_ATTENTION_LINEAR};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -86,8 +87,8 @@ pub enum Oversize {
     Split,
 }
 
-/// Options of a plan. The defaults are one rank, one block per batch, seed 0, `best_fit`, and an
-/// error for sequences longer than `t_max`.
+/// Options of a plan. The defaults are one rank, one block per batch, seed 0, `best_fit`, an
+/// error for sequences longer than `t_max`, and blocks dealt by steps.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Options {
     /// Steps per block.
@@ -100,6 +101,9 @@ pub struct Options {
     pub seed: u64,
     pub policy: Policy,
     pub oversize: Oversize,
+    /// How blocks are dealt to ranks. Options saved before it existed read as `steps`.
+    #[serde(default)]
+    pub cost: Cost,
 }
 
 /// Largest `t_max` accepted: the planner keeps per-length tables of `t_max` entries.
@@ -114,6 +118,7 @@ impl Options {
             seed: 0,
             policy: Policy::BestFit,
             oversize: Oversize::Reject,
+            cost: Cost::Steps,
         }
     }
 
@@ -154,6 +159,16 @@ impl Options {
                 "world_size * blocks_per_batch",
                 slots,
                 format!("at most {} blocks per global batch", u32::MAX),
+            ));
+        }
+        if self.policy.carries_state() && self.cost != Cost::Steps {
+            // A lane's rows hold the same lanes all epoch, each carrying its state from batch
+            // to batch: there are no blocks to deal, and moving a lane would break its state.
+            return Err(Error::invalid(
+                "cost",
+                format!("{:?}", self.cost.to_string()),
+                "\"steps\" with the lanes policy (its rows are lanes that keep their rank all epoch, \
+                 so there is nothing to deal by cost)",
             ));
         }
         Ok(())
@@ -204,7 +219,27 @@ mod tests {
             },
             "blocks_per_batch * t_max",
         );
+        bad(
+            |o| {
+                o.policy = Policy::Lanes;
+                o.cost = Cost::Attention { linear: 1 };
+            },
+            "cost",
+        );
         assert!(Options::new(94).validate().is_ok());
+    }
+
+    #[test]
+    fn options_saved_without_a_cost_read_as_steps() {
+        let mut options = Options::new(94);
+        options.cost = Cost::Attention { linear: 7 };
+        let json = options.to_json();
+        assert!(json.contains("\"cost\":\"attention:7\""), "{json}");
+        assert_eq!(Options::from_json(&json).unwrap(), options);
+        let old = json.replace(",\"cost\":\"attention:7\"", "");
+        assert_eq!(Options::from_json(&old).unwrap().cost, Cost::Steps);
+        let bad = json.replace("attention:7", "attention:x");
+        assert_eq!(Options::from_json(&bad).unwrap_err().argument, "options");
     }
 
     #[test]

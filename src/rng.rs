@@ -19,6 +19,9 @@ pub(crate) enum Stream {
     Improve = 4,
     /// The `lanes` policy's deal: ties, lane numbers and the order inside each lane.
     Lanes = 5,
+    /// Dealing blocks to ranks by cost (`plan/balance.rs`): rank rotations and the order of
+    /// global batches.
+    CostDeal = 6,
 }
 
 pub(crate) struct PlanRng(ChaCha8Rng);

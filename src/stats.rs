@@ -35,6 +35,28 @@ pub struct PlanStats {
     pub efficiency: f64,
     /// The least any plan of these lengths and options could cost.
     pub lower_bound: LowerBound,
+    /// How unevenly the ranks' compute is spread, in the plan's `cost` (`plan/balance.rs`).
+    pub rank_cost_imbalance: Imbalance,
+}
+
+/// Per global batch, the costliest rank's cost over the mean rank's cost (1 when every rank
+/// costs the same, or nothing); DDP ranks wait for the costliest at every step, so this is the
+/// time a step takes over the time it would with the work spread evenly.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Imbalance {
+    /// Mean over the global batches.
+    pub mean: f64,
+    /// The largest over the global batches.
+    pub worst: f64,
+}
+
+impl Default for Imbalance {
+    fn default() -> Self {
+        Imbalance {
+            mean: 1.0,
+            worst: 1.0,
+        }
+    }
 }
 
 impl PlanStats {
@@ -54,7 +76,8 @@ impl PlanStats {
             rounding_blocks,
             rounding_padding,
             empty_blocks,
-            efficiency: _, // a ratio of the counts, not a count
+            efficiency: _,          // a ratio of the counts, not a count
+            rank_cost_imbalance: _, // ratios, not counts
             lower_bound:
                 LowerBound {
                     blocks_unrounded: _, // `lower_bound_blocks` before rounding
@@ -223,6 +246,9 @@ pub struct MethodStats {
     pub efficiency: f64,
     /// Wall time to compute it, in milliseconds (filled by the caller that timed it).
     pub plan_ms: f64,
+    /// A plan's [`PlanStats::rank_cost_imbalance`]; baselines, which are not planned, have none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_cost_imbalance: Option<Imbalance>,
 }
 
 impl MethodStats {
@@ -233,6 +259,7 @@ impl MethodStats {
             deleted,
             efficiency: efficiency(steps, deleted, padding),
             plan_ms: 0.0,
+            rank_cost_imbalance: None,
         }
     }
 }

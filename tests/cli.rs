@@ -100,7 +100,7 @@ fn stats_plans_what_it_can_when_sequences_are_longer_than_t_max() {
     assert!(plan.lines().next().unwrap().contains(&counts), "{plan}");
     assert_eq!(table_row(&text, "lanes bound").len(), 4, "{text}");
     for label in ["truncate(22)", "mix(22)"] {
-        assert_eq!(table_row(&text, label).len(), 6, "{text}");
+        assert_eq!(table_row(&text, label).len(), 7, "{text}");
     }
 
     let document = stdout_json(&bload(

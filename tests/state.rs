@@ -2,7 +2,7 @@
 //! saved, and refuses a damaged state, one of another version or kind, and one saved for other
 //! lengths or options, naming each field that differs with both values.
 
-use bload::{Options, Planner, Policy, SamplerPlace, StateValue};
+use bload::{Cost, Options, Planner, Policy, SamplerPlace, StateValue};
 
 fn planner(seed: u64, t_max: u32) -> Planner {
     let mut options = Options::new(t_max);
@@ -155,5 +155,45 @@ fn a_position_past_the_epoch_is_named_as_the_state_names_it() {
             batches + 1
         )),
         "{message}"
+    );
+}
+
+/// A sampler that deals by another cost.
+fn with_cost(planner: &Planner, cost: &str) -> Planner {
+    let mut options = planner.options().clone();
+    options.cost = cost.parse::<Cost>().unwrap();
+    Planner::new(planner.lengths().to_vec(), options).unwrap()
+}
+
+#[test]
+fn a_state_of_another_cost_is_refused_naming_the_cost() {
+    let steps = planner(0, 64);
+    let attention = with_cost(&steps, "attention:16");
+    // A cost other than steps is saved, and resumes its own plan.
+    let state = saved_at(&attention, 2);
+    assert!(state.contains(&("cost".to_string(), StateValue::Text("attention:16".into()))));
+    let resumed = attention.resume_sampler_state(&state, &python).unwrap();
+    assert_eq!(
+        resumed.resumed.unwrap().plan.hash(),
+        attention.plan(3).unwrap().hash()
+    );
+    assert_eq!(
+        error(&steps, &state),
+        "state[\"cost\"] = \"attention:16\": expected \"steps\" as this sampler has; the state \
+         was saved with other lengths or options"
+    );
+    let other = with_cost(&steps, "attention:17");
+    assert!(error(&other, &state).starts_with(
+        "state[\"cost\"] = \"attention:16\": expected \"attention:17\" as this sampler has"
+    ));
+    // A steps state has no cost field (as states saved before the option existed): it reads as
+    // steps, and a sampler dealing by another cost refuses it, naming the cost.
+    let old = saved_at(&steps, 2);
+    assert!(old.iter().all(|(name, _)| name != "cost"));
+    assert!(steps.resume_sampler_state(&old, &python).is_ok());
+    assert_eq!(
+        error(&attention, &old),
+        "state[\"cost\"] = \"steps\": expected \"attention:16\" as this sampler has; the state \
+         was saved with other lengths or options"
     );
 }

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <utility>
 
+#include "rust_bridge.h"
+
 namespace bload {
 namespace {
 
@@ -29,6 +31,13 @@ std::string shown(const std::string& name, int64_t value) {
     }
   }
   if (name == "split_oversized" && (value == 0 || value == 1)) return value ? "true" : "false";
+  if (name == "cost") {
+    try {
+      return std::string(ffi::cost_of_code(value));
+    } catch (const std::exception&) {
+      return "cost code " + std::to_string(value);
+    }
+  }
   return std::to_string(value);
 }
 
@@ -67,9 +76,12 @@ std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planne
       fields.push_back({name, value.toInt()});
     } else if (value.isBool()) {
       fields.push_back({name, value.toBool() ? 1 : 0});
+    } else if (name == "cost") {
+      // The core's int64 of the cost (-1 for steps, A for attention:A), shown back by name.
+      fields.push_back({name, planner.options().plan.cost});
     } else {
       TORCH_CHECK(name == "policy", "bload::agreement_fields: option ", name, " holds a ",
-                  value.tagKind(), ": expected an int or bool (only the policy is named)");
+                  value.tagKind(), ": expected an int or bool (only the policy and cost are named)");
       fields.push_back({name, static_cast<int64_t>(planner.options().plan.policy)});
     }
   }

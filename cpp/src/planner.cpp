@@ -17,6 +17,15 @@ Options& Options::policy(const std::string& name) {
   return *this;
 }
 
+Options& Options::cost(const std::string& name) {
+  plan.cost = rethrowing([&] { return ffi::cost_code(name); });
+  return *this;
+}
+
+std::string Options::cost() const {
+  return std::string(rethrowing([&] { return ffi::cost_of_code(plan.cost); }));
+}
+
 std::string Options::policy() const {
   return std::string(rethrowing([&] { return ffi::policy_name(plan.policy); }));
 }
@@ -26,6 +35,7 @@ std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(const Opti
       {"t_max", o.t_max()},   {"blocks_per_batch", o.blocks_per_batch()},
       {"world_size", o.world_size()}, {"seed", o.seed()},
       {"policy", o.policy()}, {"split_oversized", o.split_oversized()},
+      {"cost", o.cost()},
   };
 }
 

@@ -116,9 +116,26 @@ void BlockSampler::save(torch::serialize::OutputArchive& archive) const {
 }
 
 void BlockSampler::load(torch::serialize::InputArchive& archive) {
-  // The entries the core's format names; the core checks them all.
+  // The entries the core's format names; the core checks them all. Optional ones (the cost,
+  // saved only when not "steps") are read wherever present, whether this sampler saves them or
+  // not, so that the core compares them.
+  std::vector<std::string> optional;
+  for (const auto& name : ffi::optional_state_fields()) optional.emplace_back(name);
   SamplerState fields;
-  for (const auto& [name, mine] : state()) fields.emplace_back(name, read_entry(archive, name));
+  for (const auto& name : optional) {
+    c10::IValue value;
+    bool found = false;
+    try {
+      found = archive.try_read(kPrefix + name, value);
+    } catch (const std::exception&) {
+      found = false;  // unreadable: the core then reads it as absent, or names it missing
+    }
+    if (found) fields.emplace_back(name, std::move(value));
+  }
+  for (const auto& [name, mine] : state()) {
+    if (std::find(optional.begin(), optional.end(), name) != optional.end()) continue;
+    fields.emplace_back(name, read_entry(archive, name));
+  }
   restore_state(fields, std::string(kLoad) + "'" + kPrefix, "'");
 }
 

@@ -100,6 +100,11 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
     for (const auto& [name, value] : plan_.counts()) dict.insert(name, value);
     return dict;
   }
+  // PlanStats::rank_cost_imbalance (floats, which the counts' dict does not hold).
+  std::tuple<double, double> rank_cost_imbalance() {
+    const auto stats = plan_.stats();
+    return {stats.rank_cost_imbalance_mean, stats.rank_cost_imbalance_worst};
+  }
   int64_t plan_hash() { return static_cast<int64_t>(plan_.hash()); }
   PositionDict position(int64_t batches) { return dict_of(plan_.position(batches)); }
 
@@ -110,13 +115,14 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
 class ScriptPlanner : public torch::CustomClassHolder {
  public:
   ScriptPlanner(at::Tensor lengths, int64_t t_max, int64_t blocks_per_batch, int64_t world_size,
-                int64_t seed, std::string policy, bool split_oversized)
+                int64_t seed, std::string policy, bool split_oversized, std::string cost)
       : ScriptPlanner(lengths, Options(t_max)
                                    .blocks_per_batch(blocks_per_batch)
                                    .world_size(world_size)
                                    .seed(seed)
                                    .policy(policy)
-                                   .split_oversized(split_oversized)) {}
+                                   .split_oversized(split_oversized)
+                                   .cost(cost)) {}
 
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
       : planner_(planner_of(lengths, options)) {}
@@ -220,6 +226,9 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def("batch", &ScriptEpochPlan::batch,
            "The block table of batch `index` of `rank`: int64 [pieces, 6]")
       .def("stats", &ScriptEpochPlan::stats, "What the plan costs, as counts")
+      .def("rank_cost_imbalance", &ScriptEpochPlan::rank_cost_imbalance,
+           "(mean, worst) over the global batches of the costliest rank's cost over the mean "
+           "rank's, in the plan's cost")
       .def("plan_hash", &ScriptEpochPlan::plan_hash,
            "Fingerprint of the plan: equal on ranks that planned the same")
       .def("position", &ScriptEpochPlan::position,
@@ -227,11 +236,13 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "of epoch, planned_world_size, first_block, world_size, blocks_per_batch, batches, for "
            "Planner.resume");
   m.class_<ScriptPlanner>("Planner")
-      .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool>(),
+      .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool,
+                       std::string>(),
            "Plans epochs of packed blocks for `lengths` (a 1-d integer tensor)",
            {torch::arg("lengths"), torch::arg("t_max"), torch::arg("blocks_per_batch") = 1,
             torch::arg("world_size") = 1, torch::arg("seed") = 0,
-            torch::arg("policy") = "best_fit", torch::arg("split_oversized") = false})
+            torch::arg("policy") = "best_fit", torch::arg("split_oversized") = false,
+            torch::arg("cost") = "steps"})
       .def("batches_per_rank", &ScriptPlanner::batches_per_rank,
            "Batches every rank runs in `epoch`")
       .def("num_sequences", &ScriptPlanner::num_sequences, "Sequences in the lengths planned")

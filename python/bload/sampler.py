@@ -125,6 +125,10 @@ class BlockSampler(torch.utils.data.Sampler):
     end, t_max steps a batch; a model carries each row's state from batch to batch where the
     batch's `carry` says so. Batches must then be served in order (DataLoader's default).
     split: cut sequences longer than t_max into pieces (counted in stats()) instead of refusing.
+    cost: how blocks are dealt to ranks: "steps" (the default, in their shuffled order) or
+    "attention:A", a piece of L steps costing A*L + L^2: blocks of like cost share a global batch,
+    dealt so that its costliest rank costs least (docs/cost_balance.md). Not with "lanes". The
+    core checks it (a RuntimeError naming cost, the value and what is expected).
     drop_last: only False: every rank already gets the same number of batches, by padding that
     stats() counts; bload never drops a sequence.
 
@@ -146,7 +150,7 @@ class BlockSampler(torch.utils.data.Sampler):
     """
 
     def __init__(self, lengths, t_max, blocks_per_batch=1, *, world_size=None, rank=None, seed=0,
-                 policy="best_fit", split=False, drop_last=False):  # fmt: skip
+                 policy="best_fit", split=False, cost="steps", drop_last=False):  # fmt: skip
         if drop_last is not False:
             raise ValueError(
                 f"drop_last = {drop_last!r}: expected False: bload gives every rank the same number "
@@ -160,9 +164,11 @@ class BlockSampler(torch.utils.data.Sampler):
             raise ValueError(f"policy = {policy!r}: expected one of {', '.join(POLICIES)}")
         if not isinstance(split, bool):
             raise TypeError(f"split = {split!r}: expected True (cut sequences longer than t_max) or False")
+        if not isinstance(cost, str):
+            raise TypeError(f'cost = {cost!r}: expected a string, "steps" or "attention:A"')
         self.planner = torch.classes.bload.Planner(
             _lengths_tensor(lengths), self.t_max, blocks_per_batch=self.blocks_per_batch,
-            world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=split,
+            world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=split, cost=cost,
         )  # fmt: skip
         self._start(0)
 
@@ -229,8 +235,11 @@ class BlockSampler(torch.utils.data.Sampler):
     def stats(self):
         """What this epoch's plan costs, as a dict of counts: sequences, steps, pieces, blocks,
         padding (steps), deleted, split_sequences, split_pieces, rounding_blocks,
-        rounding_padding, empty_blocks, lower_bound_blocks, lower_bound_padding."""
-        return dict(self.plan.stats())
+        rounding_padding, empty_blocks, lower_bound_blocks, lower_bound_padding; and
+        rank_cost_imbalance, {"mean": ..., "worst": ...}: per global batch, the costliest rank's
+        cost over the mean rank's in the sampler's cost, over the global batches."""
+        mean, worst = self.plan.rank_cost_imbalance()
+        return {**self.plan.stats(), "rank_cost_imbalance": {"mean": mean, "worst": worst}}
 
     def plan_hash(self) -> PlanHash:
         """This epoch's plan's fingerprint, equal on ranks that planned alike, as the CLI prints."""
@@ -323,6 +332,7 @@ class BlockSampler(torch.utils.data.Sampler):
         self.planner = torch.classes.bload.Planner(
             lengths, options["t_max"], blocks_per_batch=options["blocks_per_batch"], world_size=options["world_size"],
             seed=options["seed"], policy=options["policy"], split_oversized=options["oversize"] == "split",
+            cost=options.get("cost", "steps"),  # pickles from before the option were dealt by steps
         )  # fmt: skip
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next

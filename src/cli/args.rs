@@ -85,6 +85,13 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
             "--seed" if command != "sweep" => args.options.seed = number(flag, value()?, ANY_U64)?,
             "--epoch" if command != "sweep" => args.epoch = number(flag, value()?, ANY_U64)?,
             "--split" => args.options.oversize = Oversize::Split,
+            "--cost" if command != "sweep" => {
+                // The core names the option `cost`; here the user typed the flag.
+                args.options.cost = value()?.parse().map_err(|mut err: Error| {
+                    err.argument = flag.clone();
+                    err
+                })?
+            }
             "--json" => args.json = true,
             "--rank" if command == "plan" => rank_text = Some(value()?),
             "--policy" if command == "plan" => {

@@ -11,7 +11,7 @@
 use crate::cli::args::Args;
 use crate::{copy_of, cost, Failure};
 use bload::stats::{mix, truncate};
-use bload::{read_lengths_as, LowerBound, MethodStats, Options, Oversize, Planner, Policy};
+use bload::{read_lengths_as, Cost, LowerBound, MethodStats, Options, Oversize, Planner, Policy};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::Instant;
@@ -48,8 +48,16 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     // The packing policies share one bound; lanes, whose rows run for the whole epoch, another.
     let (mut bound, mut lanes_bound) = (None, None);
     for policy in Policy::ALL {
+        // Lanes keep their rows all epoch and so cannot be dealt by cost (the core refuses
+        // both): their row is planned by steps and measured in the cost asked, like the others.
+        let planned_cost = if policy.carries_state() {
+            Cost::Steps
+        } else {
+            o.cost
+        };
         let options = Options {
             policy,
+            cost: planned_cost,
             ..o.clone()
         };
         let start = Instant::now();
@@ -69,8 +77,15 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         } else {
             &mut bound
         }) = Some(planner.lower_bound());
-        let mut row = cost(&planner.plan(args.epoch)?);
-        row.plan_ms = milliseconds_since(start);
+        let plan = planner.plan(args.epoch)?;
+        // The planning alone: measuring the imbalance (when the stats are read) is not timed.
+        let plan_ms = milliseconds_since(start);
+        let mut row = cost(&plan);
+        row.plan_ms = plan_ms;
+        if policy.carries_state() {
+            // Planned by steps; measured in the cost asked, as the other rows are.
+            row.rank_cost_imbalance = Some(plan.rank_cost_imbalance(o.cost));
+        }
         rows.push(Row::from(policy, Ok(row)));
     }
     let start = Instant::now();
@@ -118,25 +133,30 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     )?;
     writeln!(
         out,
-        "t_max {}, {} rank(s) x {} block(s) per batch, seed {}, epoch {}",
-        o.t_max, o.world_size, o.blocks_per_batch, o.seed, args.epoch
+        "t_max {}, {} rank(s) x {} block(s) per batch, seed {}, epoch {}, cost {}",
+        o.t_max, o.world_size, o.blocks_per_batch, o.seed, args.epoch, o.cost
     )?;
     writeln!(
         out,
-        "{:<14} {:>9} {:>10} {:>9} {:>11} {:>9}",
-        "method", "blocks", "padding", "deleted", "efficiency", "plan_ms"
+        "{:<14} {:>9} {:>10} {:>9} {:>11} {:>9} {:>15}",
+        "method", "blocks", "padding", "deleted", "efficiency", "plan_ms", "imbalance"
     )?;
     for row in &rows {
         match &row.cost {
             Ok(cost) => writeln!(
                 out,
-                "{:<14} {:>9} {:>10} {:>9} {:>10.2}% {:>9.2}",
+                "{:<14} {:>9} {:>10} {:>9} {:>10.2}% {:>9.2} {:>15}",
                 row.label,
                 cost.blocks,
                 cost.padding,
                 cost.deleted,
                 cost.efficiency * 100.0,
-                cost.plan_ms
+                cost.plan_ms,
+                cost.rank_cost_imbalance
+                    .map_or("-".into(), |imbalance| format!(
+                        "{:.2} / {:.2}",
+                        imbalance.mean, imbalance.worst
+                    )),
             )?,
             Err(why) => writeln!(out, "{:<14} {why}", row.label)?,
         }

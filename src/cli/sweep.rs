@@ -11,7 +11,7 @@
 use crate::cli::args::Args;
 use crate::cli::progress::Progress;
 use crate::cli::svg::{self, Chart, Line};
-use crate::{copy_of, cost, Failure};
+use crate::{copy_of, Failure};
 use bload::{read_lengths_as, Error, Options, Oversize, Planner, Policy};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -242,8 +242,11 @@ fn costs(
             Ok(planner) => planner,
             Err(reason) => return Ok(Err(reason)),
         };
-        let plan = cost(&planner.plan(0)?);
-        costs[slot] = Cost::new(plan.blocks, plan.padding, t_max);
+        // Blocks and padding from the plan's shape, not its stats, which would measure the
+        // ranks' imbalance too (a pass over every piece that a sweep has no use for).
+        let blocks = planner.plan(0)?.num_blocks() as u64;
+        let padding = blocks * u64::from(t_max) - planner.steps();
+        costs[slot] = Cost::new(blocks, padding, t_max);
         // The same for every packing policy: it bounds any packing of these lengths and options.
         if !policy.carries_state() {
             let bound = planner.lower_bound();

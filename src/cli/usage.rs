@@ -9,12 +9,12 @@ const COMMANDS: [(&str, &str); 4] = [
     (
         "stats",
         "  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
-              [--epoch E] [--split] [--truncate-to N] [--mix-to N] [--json]",
+              [--epoch E] [--split] [--cost C] [--truncate-to N] [--mix-to N] [--json]",
     ),
     (
         "plan",
         "  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
-              [--seed S] [--epoch E] [--split] [--policy P] [--json]",
+              [--seed S] [--epoch E] [--split] [--policy P] [--cost C] [--json]",
     ),
     (
         "sweep",
@@ -56,7 +56,7 @@ takes more than a second shows its progress on stderr."
 }
 
 /// Every option: as the help shows it, what it means, and the commands that take it.
-const OPTIONS: [(&str, &str, &[&str]); 19] = [
+const OPTIONS: [(&str, &str, &[&str]); 20] = [
     (
         "--lengths FILE",
         "the sequences' lengths: text (one per line), .npy or Megatron .idx",
@@ -117,6 +117,13 @@ const OPTIONS: [(&str, &str, &[&str]); 19] = [
         "--policy P",
         "best_fit (the default), random_fill, pad_to_max or lanes",
         &["plan"],
+    ),
+    (
+        "--cost C",
+        "how blocks are dealt to ranks: steps (the default) or attention:A, a piece of
+                         L steps costing A*L + L^2 (in stats: lanes rows are planned by steps;
+                         the imbalance column is the costliest rank over the mean, mean / worst)",
+        &["stats", "plan"],
     ),
     (
         "--truncate-to N",

@@ -88,6 +88,8 @@ impl Planner {
             empty_blocks: spans.iter().filter(|span| span.start == span.end).count() as u64,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
+            // Measured when the stats are first read (`EpochPlan::stats`).
+            rank_cost_imbalance: Default::default(),
         };
         Ok(EpochPlan {
             epoch,
@@ -97,6 +99,7 @@ impl Planner {
             split_pieces,
             spans,
             stats,
+            measured: std::sync::OnceLock::new(),
             origin: super::resume::Origin::own(options.world_size),
         })
     }

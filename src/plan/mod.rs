@@ -13,6 +13,7 @@
 //! [`Planner::resume`] goes on with an epoch part-way, on the same or another world size
 //! (`resume.rs`).
 
+mod balance;
 mod block;
 mod deal;
 mod hash;
@@ -27,7 +28,9 @@ mod validate;
 pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
 pub use resume::{EpochPosition, Resumed};
-pub use state::{ResumedState, SamplerPlace, StateValue, MAX_EPOCH, STATE_VERSION};
+pub use state::{
+    ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
+};
 
 use crate::alloc::{try_copy, try_with_capacity};
 use crate::error::Result;
@@ -38,7 +41,7 @@ use crate::stats::{self, LowerBound, PlanStats};
 use resume::Origin;
 use shard::{split_blocks_to_reach, Span};
 use split::SplitPiece;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Plans epochs for fixed lengths and options. Construction checks everything, so planning an
 /// epoch fails only where memory runs out.
@@ -156,12 +159,14 @@ impl Planner {
             split_pieces: Vec::new(),
             spans,
             stats: PlanStats::default(),
+            measured: OnceLock::new(),
             origin: Origin::own(options.world_size),
         };
         self.add_split_pieces(&mut plan)?;
 
         let empty_blocks = split_blocks_to_reach(&mut plan.spans, capacity);
         PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut plan.spans);
+        plan.deal_by_cost()?;
 
         let t_max = u64::from(options.t_max);
         let padding = blocks * t_max - self.steps;
@@ -180,6 +185,8 @@ impl Planner {
             empty_blocks,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
+            // Measured when the stats are first read (`EpochPlan::stats`).
+            rank_cost_imbalance: Default::default(),
         };
         Ok(plan)
     }
@@ -202,7 +209,12 @@ pub struct EpochPlan {
     /// The pieces of split sequences (split mode only), ascending by position.
     split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
+    /// The counts, known when the plan is made; `rank_cost_imbalance` is not filled in.
     stats: PlanStats,
+    /// The counts with the imbalance measured, made the first time the stats are read: measuring
+    /// expands every piece of every block, which can take as long as planning the epoch, so a
+    /// plan that is only served never pays for it.
+    measured: OnceLock<PlanStats>,
     /// Where its blocks come from: its own world size's plan, or another's it resumes.
     origin: Origin,
 }
@@ -216,8 +228,13 @@ impl EpochPlan {
         &self.options
     }
 
+    /// What the plan costs. The first call measures `rank_cost_imbalance` (a pass over every
+    /// piece of every block); later calls return the same stats.
     pub fn stats(&self) -> &PlanStats {
-        &self.stats
+        self.measured.get_or_init(|| PlanStats {
+            rank_cost_imbalance: self.rank_cost_imbalance(self.options.cost),
+            ..self.stats.clone()
+        })
     }
 
     /// The lengths the plan was made from.

@@ -252,6 +252,8 @@ impl Planner {
         stats.empty_blocks += added;
         stats.efficiency = stats::efficiency(stats.steps, stats.deleted, stats.padding);
         planned.options = self.options.clone();
+        // Its imbalance is its own deal's, measured when read.
+        planned.measured = std::sync::OnceLock::new();
         planned.origin = origin;
         Ok(planned)
     }

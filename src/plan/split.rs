@@ -93,6 +93,7 @@ mod tests {
             split_pieces: Vec::new(),
             spans: vec![Span { start: 0, end }],
             stats: PlanStats::default(),
+            measured: std::sync::OnceLock::new(),
             origin: Origin::own(planner.options.world_size),
         }
     }

@@ -14,7 +14,7 @@
 
 use super::{EpochPosition, Planner, Resumed};
 use crate::error::{Error, Result};
-use crate::options::Oversize;
+use crate::options::{Cost, Oversize};
 use std::fmt;
 
 /// The version of the state's format; changes whenever the meaning of a field does.
@@ -46,8 +46,10 @@ pub struct ResumedState {
     pub next_epoch: u64,
 }
 
-/// The fields that say what a plan depends on, between the version and the place.
-const IDENTITY: [&str; 8] = [
+/// The fields that say what a plan depends on, between the version and the place. `cost` is
+/// saved only when it is not `steps`, so states saved before it existed (and every `steps`
+/// state since) read as `steps` and keep their checksum.
+const IDENTITY: [&str; 9] = [
     "sequences",
     "lengths_hash",
     "t_max",
@@ -56,7 +58,15 @@ const IDENTITY: [&str; 8] = [
     "seed",
     "policy",
     "split_oversized",
+    "cost",
 ];
+
+/// The cost a state without a `cost` field was saved with.
+const DEFAULT_COST: &str = "steps";
+
+/// Fields a state holds only sometimes (`cost`, when not `steps`): a reader that looks entries
+/// up by name (C++ archives) reads these where present, whatever its own sampler saves.
+pub const OPTIONAL_STATE_FIELDS: [&str; 1] = ["cost"];
 
 /// The saver's own: the core's resume decides which may differ (see [`Planner::resume`]).
 const THE_SAVERS: [&str; 2] = ["blocks_per_batch", "world_size"];
@@ -99,6 +109,13 @@ impl Planner {
             ("planned_world_size", int(at.planned_world_size.into())),
             ("first_block", int(at.first_block)),
         ];
+        if options.cost != Cost::Steps {
+            let after = fields
+                .iter()
+                .position(|(name, _)| *name == "split_oversized");
+            let at = after.map_or(fields.len(), |at| at + 1);
+            fields.insert(at, ("cost", StateValue::Text(options.cost.to_string())));
+        }
         let checksum = checksum_of(fields.iter().map(|(_, value)| value));
         fields.push(("checksum", StateValue::Int(checksum as i64)));
         fields
@@ -112,10 +129,21 @@ impl Planner {
         fields: &[(String, StateValue)],
         where_: &dyn Fn(&str) -> String,
     ) -> Result<ResumedState> {
-        let expected = self.sampler_state(&SamplerPlace {
+        let mut expected = self.sampler_state(&SamplerPlace {
             position: None,
             next_epoch: 0,
         });
+        // A `steps` sampler saves no cost: the field it may still be given goes where others save it.
+        if !expected.iter().any(|(name, _)| *name == "cost") {
+            let after = expected
+                .iter()
+                .position(|(name, _)| *name == "split_oversized");
+            let at = after.map_or(expected.len(), |at| at + 1);
+            expected.insert(at, ("cost", StateValue::Text(DEFAULT_COST.into())));
+        }
+        let default_cost = StateValue::Text(DEFAULT_COST.into());
+        // Whether the state holds a cost field: only then is it part of its checksum.
+        let mut cost_saved = true;
         let mine: Vec<(&str, &StateValue)> = expected
             .iter()
             .map(|(name, value)| (*name, value))
@@ -133,17 +161,19 @@ impl Planner {
         }
         let mut saved = Vec::with_capacity(expected.len());
         for (name, mine) in &expected {
-            let value = fields
-                .iter()
-                .find(|(field, _)| field == name)
-                .map(|(_, value)| value)
-                .ok_or_else(|| {
-                    Error::invalid(
-                        where_(name),
-                        "missing",
-                        "every field a sampler's state_dict() or save() writes",
-                    )
-                })?;
+            let found = fields.iter().find(|(field, _)| field == name);
+            if found.is_none() && *name == "cost" {
+                cost_saved = false;
+                saved.push((*name, &default_cost));
+                continue;
+            }
+            let value = found.map(|(_, value)| value).ok_or_else(|| {
+                Error::invalid(
+                    where_(name),
+                    "missing",
+                    "every field a sampler's state_dict() or save() writes",
+                )
+            })?;
             if std::mem::discriminant(value) != std::mem::discriminant(mine) {
                 let expected = format!("{} (a corrupted state)", mine.kind());
                 return Err(Error::invalid(where_(name), value.kind(), expected));
@@ -156,7 +186,12 @@ impl Planner {
             saved.push((*name, value));
         }
         let (values, checksum) = saved.split_at(saved.len() - 1);
-        let computed = checksum_of(values.iter().map(|(_, value)| *value)) as i64;
+        let computed = checksum_of(
+            values
+                .iter()
+                .filter(|(name, _)| cost_saved || *name != "cost")
+                .map(|(_, value)| *value),
+        ) as i64;
         if *checksum[0].1 != StateValue::Int(computed) {
             let expected = format!(
                 "{computed}, the checksum of the values the state holds: the state is corrupted"

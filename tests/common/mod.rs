@@ -1,7 +1,8 @@
-//! What the property tests share: random plan options over every policy and both oversize
-//! modes, with the ranges each test chooses for t_max and the world size.
+//! What the property tests share: random plan options over every policy, both oversize modes and
+//! the costs blocks are dealt by (steps only for lanes, which refuse others), with the ranges each
+//! test chooses for t_max and the world size.
 
-use bload::{Options, Oversize, Policy};
+use bload::{Cost, Options, Oversize, Policy};
 use proptest::prelude::*;
 use std::ops::RangeInclusive;
 
@@ -16,9 +17,14 @@ pub fn options_strategy(
         any::<u64>(),
         prop::sample::select(Policy::ALL.to_vec()),
         prop::bool::ANY,
+        prop::sample::select(vec![
+            Cost::Steps,
+            Cost::Attention { linear: 0 },
+            Cost::Attention { linear: 64 },
+        ]),
     )
         .prop_map(
-            |(t_max, blocks_per_batch, world_size, seed, policy, split)| Options {
+            |(t_max, blocks_per_batch, world_size, seed, policy, split, cost)| Options {
                 t_max,
                 blocks_per_batch,
                 world_size,
@@ -28,6 +34,11 @@ pub fn options_strategy(
                     Oversize::Split
                 } else {
                     Oversize::Reject
+                },
+                cost: if policy.carries_state() {
+                    Cost::Steps
+                } else {
+                    cost
                 },
             },
         )

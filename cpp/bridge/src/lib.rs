@@ -8,6 +8,7 @@
 //! under `catch_unwind`: a panic, which would abort the process if it reached C++, becomes an
 //! error instead. Values from C++ arrive as torch's signed 64-bit ints and are checked here.
 
+mod cost;
 mod guard;
 mod lengths;
 mod state;
@@ -16,9 +17,10 @@ mod tables;
 pub mod types;
 
 use bload::Error;
+use cost::{cost_code, cost_of_code};
 use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
-use state::ReadState;
+use state::{optional_state_fields, ReadState};
 use store::open_sequence_store;
 use tables::{
     batch_fields, check_block_table, max_seqlen, policy_names, table_column_names,
@@ -184,10 +186,15 @@ mod ffi {
         fn next_epoch(self: &ReadState) -> i64;
         fn batches(self: &ReadState) -> i64;
         fn take_plan(self: &mut ReadState) -> Result<Box<EpochPlan>>;
+        /// Fields a state holds only sometimes (the core's `OPTIONAL_STATE_FIELDS`).
+        fn optional_state_fields() -> Vec<String>;
 
         fn default_plan_options(t_max: i64) -> PlanOptions;
         fn parse_policy(name: &str) -> Result<Policy>;
         fn policy_name(policy: Policy) -> Result<String>;
+        /// A cost as one int64 for the DDP agreement (the core's `Cost::code`), and back.
+        fn cost_code(name: &str) -> Result<i64>;
+        fn cost_of_code(code: i64) -> Result<String>;
         /// A lengths file as `format` ("text", "npy", "idx"), or as detected when "".
         fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>>;
         /// The format of a lengths file, by its first bytes, then its extension, else "text".

@@ -57,6 +57,13 @@ impl Planner {
     }
 }
 
+pub(crate) fn optional_state_fields() -> Vec<String> {
+    bload::OPTIONAL_STATE_FIELDS
+        .iter()
+        .map(|name| name.to_string())
+        .collect()
+}
+
 /// A read state: the epoch to go on with (none before the first epoch) and the epoch after.
 pub struct ReadState {
     plan: Option<bload::EpochPlan>,

@@ -363,6 +363,8 @@ fn attention_views_of_a_table_and_a_positions_name_the_core_does_not_know() {
         &mut [0; 6],
         &mut [0; 2],
         &mut [0; 1],
+        &mut [0; 1],
+        &mut [0; 2],
         &mut [0; 6],
         &mut [0; 5],
     )
@@ -372,4 +374,37 @@ fn attention_views_of_a_table_and_a_positions_name_the_core_does_not_know() {
         message.starts_with("positions = \"token\": expected"),
         "{message}"
     );
+}
+
+#[test]
+fn costs_cross_as_the_cores_code_and_bad_ones_are_named() {
+    let o = options(94);
+    assert_eq!(o.cost, -1);
+    let err = cost_code("attention:x").unwrap_err().to_string();
+    assert!(
+        err.contains("cost = \"attention:x\": expected \"steps\" or \"attention:A\""),
+        "{err}"
+    );
+    assert_eq!(cost_code("steps").unwrap(), -1);
+    assert_eq!(
+        cost_of_code(cost_code("attention:7").unwrap()).unwrap(),
+        "attention:7"
+    );
+    assert!(cost_of_code(-5).is_err());
+    // A planner takes the cost's code, and refuses one the core does not know, naming it.
+    let mut o = options(10);
+    o.cost = cost_code("attention:1").unwrap();
+    let planner = new_planner(&[3, 4, 10], &o).unwrap();
+    assert_eq!(
+        planner.0.options().cost,
+        bload::Cost::Attention { linear: 1 }
+    );
+    o.cost = -7;
+    let err = new_planner(&[3, 4, 10], &o).err().unwrap().to_string();
+    assert!(err.contains("cost = -7"), "{err}");
+    // And it travels in the options' JSON, by name.
+    o.cost = 2;
+    let json = plan_options_to_json(&o).unwrap();
+    assert!(json.contains("\"cost\":\"attention:2\""), "{json}");
+    assert_eq!(plan_options_from_json(&json).unwrap().cost, 2);
 }

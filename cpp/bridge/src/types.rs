@@ -41,6 +41,10 @@ pub mod ffi {
         policy: Policy,
         /// Cut sequences longer than t_max into chunks instead of rejecting them.
         split_oversized: bool,
+        /// How blocks are dealt to ranks, as the core's int64 of it (`bload::Cost::code`: -1 for
+        /// "steps", A for "attention:A"; C++ sets and reads it by name through the core). An int,
+        /// not a string, so that the struct stays plain data in the public header.
+        cost: i64,
     }
 
     /// What a plan costs (the core's `bload::PlanStats`, flattened). Every padded, deleted or
@@ -62,6 +66,10 @@ pub mod ffi {
         lower_bound_blocks_unrounded: u64,
         lower_bound_blocks: u64,
         lower_bound_padding: u64,
+        /// The core's `rank_cost_imbalance`: per global batch, the costliest rank's cost over
+        /// the mean rank's, in the plan's cost; its mean and worst over the global batches.
+        rank_cost_imbalance_mean: f64,
+        rank_cost_imbalance_worst: f64,
     }
 
     /// Where every rank stands in an epoch (the core's `bload::EpochPosition`): what a sampler
@@ -202,6 +210,7 @@ impl From<&bload::Options> for ffi::PlanOptions {
             seed,
             policy,
             oversize,
+            cost,
         } = *options;
         ffi::PlanOptions {
             t_max: t_max.into(),
@@ -211,6 +220,7 @@ impl From<&bload::Options> for ffi::PlanOptions {
             seed: seed as i64,
             policy: policy.into(),
             split_oversized: oversize == Oversize::Split,
+            cost: cost.code(),
         }
     }
 }
@@ -225,6 +235,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             seed,
             policy,
             split_oversized,
+            cost,
         } = *options;
         let options = bload::Options {
             // In bounds, so each fits its type.
@@ -238,6 +249,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             } else {
                 Oversize::Reject
             },
+            cost: bload::Cost::from_code(cost)?,
         };
         options.validate()?;
         Ok(options)
@@ -265,6 +277,7 @@ impl From<&bload::PlanStats> for ffi::PlanStats {
                     blocks: lower_bound_blocks,
                     padding: lower_bound_padding,
                 },
+            rank_cost_imbalance,
         } = *stats;
         ffi::PlanStats {
             sequences,
@@ -282,6 +295,8 @@ impl From<&bload::PlanStats> for ffi::PlanStats {
             lower_bound_blocks_unrounded: blocks_unrounded,
             lower_bound_blocks,
             lower_bound_padding,
+            rank_cost_imbalance_mean: rank_cost_imbalance.mean,
+            rank_cost_imbalance_worst: rank_cost_imbalance.worst,
         }
     }
 }

@@ -16,7 +16,7 @@
 
 #include "bload/export.h"
 
-// The planner's options (t_max, blocks_per_batch, world_size, seed, policy, split_oversized),
+// The planner's options (t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost),
 // the block table's columns (TableColumn) and a plan's stats (PlanStats) are the Rust core's,
 // shared through the cxx bridge: this generated header holds their one C++ definition.
 #include "bload-cxx/src/types.rs.h"
@@ -56,6 +56,12 @@ struct BLOAD_API Options {
   // Cut sequences longer than t_max into chunks instead of rejecting them.
   Options& split_oversized(bool value) { return set(plan.split_oversized, value); }
   bool split_oversized() const { return plan.split_oversized; }
+  // How blocks are dealt to ranks: "steps" (the default: in their shuffled order) or
+  // "attention:A" (a piece of L steps costs A*L + L^2; blocks of like cost share a global batch
+  // and are dealt so that its costliest rank costs least; see docs/cost_balance.md). Checked by
+  // the core here (c10::Error naming cost); not with Policy::Lanes, whose rows never move.
+  Options& cost(const std::string& name);
+  std::string cost() const;
 
   // The rank this process is (used by BlockSampler).
   TORCH_ARG(int64_t, rank) = 0;
