@@ -14,10 +14,9 @@ masks are checked equal (dense form) once per case before timing.
 import statistics
 import time
 
+import bload
 import torch
 from torch.nn.attention.flex_attention import create_block_mask
-
-import bload
 
 ROUNDS, BATCHES, BLOCKS, BLOCK_SIZE = 5, 2, 4, 128
 
@@ -51,8 +50,15 @@ def document_mask(batch):
 
 
 def theirs(batch):
-    return create_block_mask(document_mask(batch), batch.blocks, None, batch.t_max, batch.t_max, device="cpu",
-                             BLOCK_SIZE=BLOCK_SIZE)  # fmt: skip
+    return create_block_mask(
+        document_mask(batch),
+        batch.blocks,
+        None,
+        batch.t_max,
+        batch.t_max,
+        device="cpu",
+        BLOCK_SIZE=BLOCK_SIZE,
+    )
 
 
 def ours(batch):
@@ -67,15 +73,21 @@ def seconds(make, batches):
 
 
 def main():
-    print(f"{'t_max':>6} {'blocks':>6} {'bload_ms':>9} {'create_block_mask_ms':>21} {'ratio':>7}", flush=True)
-    print(f"(median of {ROUNDS} rounds of {BATCHES} batches, CPU, BLOCK_SIZE {BLOCK_SIZE}, causal document mask)", flush=True)
+    print(
+        f"{'t_max':>6} {'blocks':>6} {'bload_ms':>9} {'create_block_mask_ms':>21} {'ratio':>7}",
+        flush=True,
+    )
+    print(
+        f"(median of {ROUNDS} rounds of {BATCHES} batches, CPU, BLOCK_SIZE {BLOCK_SIZE}, causal document mask)",
+        flush=True,
+    )
     for t_max in (1024, 2048, 4096):
         planned = lengths(BATCHES * BLOCKS * t_max // 500, t_max)
         sampler = bload.BlockSampler(planned, t_max, BLOCKS, split=True)
         dataset = bload.BlockDataset(Steps(planned), t_max)
         batches = [dataset.__getitems__(request) for _, request in zip(range(BATCHES), sampler)]
         for batch in batches:
-            batch.document_ids  # the tables both masks read, made before the clock
+            batch.document_ids  # noqa: B018 (the tables both masks read, made before the clock)
         assert torch.equal(ours(batches[0]).to_dense(), theirs(batches[0]).to_dense())
         times = {"ours": [], "theirs": []}
         for round in range(ROUNDS):
@@ -83,7 +95,10 @@ def main():
             for name in order:
                 times[name].append(seconds(ours if name == "ours" else theirs, batches))
         mine, torch_s = statistics.median(times["ours"]), statistics.median(times["theirs"])
-        print(f"{t_max:>6} {BLOCKS:>6} {mine * 1e3:>9.2f} {torch_s * 1e3:>21.2f} {torch_s / mine:>6.1f}x", flush=True)
+        print(
+            f"{t_max:>6} {BLOCKS:>6} {mine * 1e3:>9.2f} {torch_s * 1e3:>21.2f} {torch_s / mine:>6.1f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,9 @@ POLICIES = ["pad_to_max", "random_fill", "best_fit"]
 def device_name(device):
     if device.startswith("cuda"):
         return subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     with open("/proc/cpuinfo") as f:
         models = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
@@ -46,6 +48,7 @@ def epoch_runs(command, repeats):
 
 def closest_rows(lengths, t_max, world_size, batches):
     """The blocks per batch whose best_fit plan has the batch count nearest `batches`."""
+
     def count(rows):
         return len(bload.BlockSampler(lengths, t_max, rows, world_size=world_size, rank=0))
 
@@ -61,7 +64,9 @@ def lanes_table(args, extra):
     with open(args.lanes_lengths) as f:
         lengths = [int(line) for line in f if line.strip()][: args.lanes_sequences]
     world = args.world_size
-    lanes = bload.BlockSampler(lengths, args.lanes_t_max, args.lanes_rows, world_size=world, rank=0, policy="lanes")
+    lanes = bload.BlockSampler(
+        lengths, args.lanes_t_max, args.lanes_rows, world_size=world, rank=0, policy="lanes"
+    )
     batches = len(lanes)  # optimizer steps per epoch, which the others match
     longest = max(lengths)
     loops = [
@@ -69,10 +74,23 @@ def lanes_table(args, extra):
         ("bload", "best_fit", longest, closest_rows(lengths, longest, world, batches)),
         ("padded", "-", "longest of each batch", max(1, round(len(lengths) / (world * batches)))),
     ]
-    base = [args.trainer, "--world-size", str(world), "--model", "cpp", "--lengths", args.lanes_lengths,
-            "--sequences", str(len(lengths))]  # fmt: skip
-    print(f"\n{len(lengths)} sequences of {args.lanes_lengths} ({sum(lengths)} steps, longest {longest}), the C++ module:\n")
-    print("| loader | t_max | rows | optimizer steps | sequences per step | real steps | steps in all | sequential steps | epoch s (median) | runs | vs lanes |")
+    base = [
+        args.trainer,
+        "--world-size",
+        str(world),
+        "--model",
+        "cpp",
+        "--lengths",
+        args.lanes_lengths,
+        "--sequences",
+        str(len(lengths)),
+    ]
+    print(
+        f"\n{len(lengths)} sequences of {args.lanes_lengths} ({sum(lengths)} steps, longest {longest}), the C++ module:\n"
+    )
+    print(
+        "| loader | t_max | rows | optimizer steps | sequences per step | real steps | steps in all | sequential steps | epoch s (median) | runs | vs lanes |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows, device = [], None
     for loop, policy, t_max, per_batch in loops:
@@ -101,12 +119,20 @@ def draw_figure(path, rows):
     the median epoch time relative to best_fit's. `rows` is [(policy, padding share, seconds)]."""
     best = dict((policy, seconds) for policy, _, seconds in rows)["best_fit"]
     panels = [
-        ("padding, % of steps", [(policy, 100 * share, f"{100 * share:.1f}%") for policy, share, _ in rows]),
-        ("epoch time, x best_fit", [(policy, s / best, f"{s / best:.2f}x ({s:.2f} s)") for policy, _, s in rows]),
+        (
+            "padding, % of steps",
+            [(policy, 100 * share, f"{100 * share:.1f}%") for policy, share, _ in rows],
+        ),
+        (
+            "epoch time, x best_fit",
+            [(policy, s / best, f"{s / best:.2f}x ({s:.2f} s)") for policy, _, s in rows],
+        ),
     ]
     width, bar, gap, left = 380, 22, 14, 90
     height = 40 + len(rows) * (bar + gap)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * width}" height="{height + 30}" font-family="sans-serif" font-size="12">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * width}" height="{height + 30}" font-family="sans-serif" font-size="12">'
+    ]
     for index, (title, values) in enumerate(panels):
         x0, top = index * width + left, 30
         largest = max(value for _, value, _ in values)
@@ -116,9 +142,13 @@ def draw_figure(path, rows):
             length = (width - left - 130) * value / largest
             colour = "#2b7bb9" if policy == "best_fit" else "#bbbbbb"
             parts.append(f'<text x="{x0 - 6}" y="{y + bar - 7}" text-anchor="end">{policy}</text>')
-            parts.append(f'<rect x="{x0}" y="{y}" width="{length:.1f}" height="{bar}" fill="{colour}"/>')
+            parts.append(
+                f'<rect x="{x0}" y="{y}" width="{length:.1f}" height="{bar}" fill="{colour}"/>'
+            )
             parts.append(f'<text x="{x0 + length + 4:.1f}" y="{y + bar - 7}">{label}</text>')
-    parts.append(f'<text x="10" y="{height + 20}" fill="#555">2 gloo ranks on CPU, one epoch of the Action-Genome-shaped lengths, t_max 94, the same model and data; median of runs (make bench-ddp)</text>')
+    parts.append(
+        f'<text x="10" y="{height + 20}" fill="#555">2 gloo ranks on CPU, one epoch of the Action-Genome-shaped lengths, t_max 94, the same model and data; median of runs (make bench-ddp)</text>'
+    )
     parts.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(parts) + "\n")
@@ -131,23 +161,39 @@ def main():
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="")
-    parser.add_argument("--lanes-lengths", default="examples/data/speech_like.lengths", help="the long sequences of the lanes table")
+    parser.add_argument(
+        "--lanes-lengths",
+        default="examples/data/speech_like.lengths",
+        help="the long sequences of the lanes table",
+    )
     parser.add_argument("--lanes-sequences", type=int, default=400)
     parser.add_argument("--lanes-rows", type=int, default=16, help="lanes per rank")
     parser.add_argument("--lanes-t-max", type=int, default=512)
-    parser.add_argument("--figure", help="draw the C++ module's padding and epoch time per policy to this SVG file")
+    parser.add_argument(
+        "--figure", help="draw the C++ module's padding and epoch time per policy to this SVG file"
+    )
     parser.add_argument("--no-lanes", action="store_true", help="skip the lanes table")
     args = parser.parse_args()
 
     extra = ["--device", args.device] if args.device else []
     print(f"`{' '.join(sys.argv)}`\n")
-    print("| model | policy | batches per rank | padding | epoch s (median) | runs | loader wait | vs best_fit |")
+    print(
+        "| model | policy | batches per rank | padding | epoch s (median) | runs | loader wait | vs best_fit |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     device, figure_rows = None, []
     for model in ["cpp", args.model]:
         rows = {}
         for policy in POLICIES:
-            command = [args.trainer, "--world-size", str(args.world_size), "--model", model, "--policy", policy]
+            command = [
+                args.trainer,
+                "--world-size",
+                str(args.world_size),
+                "--model",
+                model,
+                "--policy",
+                policy,
+            ]
             rows[policy], device = epoch_runs(command + extra, args.repeats)
         best = statistics.median(run["seconds"] for run in rows["best_fit"])
         for policy, runs in rows.items():

@@ -21,10 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-
 import bload
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 SEQUENCES, T_MAX, ROUNDS = 10_000_000, 2048, 7
@@ -44,10 +42,20 @@ def median_s(work):
 
 def rust_planner_new_s(path):
     """The Rust constructor's median on the lengths file, from the bench's machine-readable line."""
-    env = dict(os.environ, BLOAD_BENCH_ONLY="ingest", BLOAD_BENCH_LENGTHS=str(path),
-               BLOAD_BENCH_T_MAX=str(T_MAX))  # fmt: skip
-    run = subprocess.run(["cargo", "bench", "--locked", "--bench", "plan"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    env = dict(
+        os.environ,
+        BLOAD_BENCH_ONLY="ingest",
+        BLOAD_BENCH_LENGTHS=str(path),
+        BLOAD_BENCH_T_MAX=str(T_MAX),
+    )
+    run = subprocess.run(
+        ["cargo", "bench", "--locked", "--bench", "plan"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     match = re.search(r"^planner_new_median_s (\S+)$", run.stdout, re.MULTILINE)
     if match is None:
         sys.exit(f"no planner_new_median_s line in the bench's output:\n{run.stdout}{run.stderr}")
@@ -91,15 +99,22 @@ def main():
     dumps_s, pickled = median_s(lambda: pickle.dumps(sampler))
     rows.append(("pickle.dumps(sampler)", dumps_s))
 
-    print(f"\n{SEQUENCES:,} lognormal lengths (median 200, 1..{T_MAX}), t_max {T_MAX}, "
-          f"median of {ROUNDS} rounds, torch {torch.__version__}, 1 thread")  # fmt: skip
+    print(
+        f"\n{SEQUENCES:,} lognormal lengths (median 200, 1..{T_MAX}), t_max {T_MAX}, "
+        f"median of {ROUNDS} rounds, torch {torch.__version__}, 1 thread"
+    )
     print(f"{'what':<36} {'median ms':>10} {'x Rust':>7}")
     for what, seconds in rows:
         print(f"{what:<36} {seconds * 1e3:>10.2f} {seconds / rust_s:>7.2f}")
-    print(f"pickle.dumps(sampler): {len(pickled):,} bytes, "
-          f"{len(pickled) / SEQUENCES:.2f} bytes per sequence")  # fmt: skip
-    env = " ".join(f"{name}={shlex.quote(os.environ[name])}" for name in
-                   ("PYTHONPATH", "BLOAD_LIBRARY") if name in os.environ)  # fmt: skip
+    print(
+        f"pickle.dumps(sampler): {len(pickled):,} bytes, "
+        f"{len(pickled) / SEQUENCES:.2f} bytes per sequence"
+    )
+    env = " ".join(
+        f"{name}={shlex.quote(os.environ[name])}"
+        for name in ("PYTHONPATH", "BLOAD_LIBRARY")
+        if name in os.environ
+    )
     print(f"command: {env} {shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}")
 
 

@@ -17,10 +17,9 @@ started) alternate between the loaders; the figures are medians over ROUNDS roun
 import statistics
 import time
 
+import bload
 import torch
 from torch.nn.utils.rnn import pad_sequence
-
-import bload
 
 SEQUENCES, T_MAX, BLOCKS, FEATURES = 100_000, 512, 8, 16
 ROUNDS, BATCHES, WORKERS = 5, 200, 2
@@ -73,11 +72,21 @@ def main():
     lengths = [int(n) for n in lengths]
     dataset = Sequences(lengths)
     sampler = bload.BlockSampler(lengths, T_MAX, BLOCKS, seed=0)
-    packed = torch.utils.data.DataLoader(bload.BlockDataset(dataset, T_MAX), batch_sampler=sampler,
-                                         collate_fn=bload.collate, num_workers=WORKERS)  # fmt: skip
+    packed = torch.utils.data.DataLoader(
+        bload.BlockDataset(dataset, T_MAX),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=WORKERS,
+    )
     per_batch = round(SEQUENCES / len(sampler))
-    padded = torch.utils.data.DataLoader(dataset, batch_size=per_batch, shuffle=True, collate_fn=padded_collate,
-                                         num_workers=WORKERS, generator=generator)  # fmt: skip
+    padded = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=per_batch,
+        shuffle=True,
+        collate_fn=padded_collate,
+        num_workers=WORKERS,
+        generator=generator,
+    )
 
     def read_packed(batch):
         return batch.data.sum() + batch.target.sum() + batch.valid.sum()
@@ -87,17 +96,24 @@ def main():
         return data.sum() + target.sum() + valid.sum()
 
     # Rounds alternate between the loaders, so the machine's load falls on both alike.
-    rounds = [(ms_per_batch(packed, read_packed), ms_per_batch(padded, read_padded)) for _ in range(ROUNDS)]
+    rounds = [
+        (ms_per_batch(packed, read_packed), ms_per_batch(padded, read_padded))
+        for _ in range(ROUNDS)
+    ]
     bload_ms = statistics.median(ms for ms, _ in rounds)
     padded_ms = statistics.median(ms for _, ms in rounds)
-    print(f"{SEQUENCES} sequences (lognormal, at most {T_MAX} steps, {FEATURES} features), "
-          f"DataLoader with {WORKERS} workers, median of {ROUNDS} rounds of {BATCHES} batches")  # fmt: skip
+    print(
+        f"{SEQUENCES} sequences (lognormal, at most {T_MAX} steps, {FEATURES} features), "
+        f"DataLoader with {WORKERS} workers, median of {ROUNDS} rounds of {BATCHES} batches"
+    )
     print(f"{'loader':<44} {'ms/batch':>9}")
     print(f"{f'bload ({BLOCKS} x {T_MAX} a batch, {len(sampler)} batches)':<44} {bload_ms:>9.3f}")
     print(f"{f'padded ({per_batch} sequences a batch)':<44} {padded_ms:>9.3f}")
     ratio = statistics.median(ours / theirs for ours, theirs in rounds)
-    print(f"bload / padded: {bload_ms / padded_ms:.2f}x of the medians, {ratio:.2f}x the median of the rounds' ratios "
-          "(target at most 1.25x)")  # fmt: skip
+    print(
+        f"bload / padded: {bload_ms / padded_ms:.2f}x of the medians, {ratio:.2f}x the median of the rounds' ratios "
+        "(target at most 1.25x)"
+    )
 
 
 if __name__ == "__main__":

@@ -17,10 +17,9 @@ import os
 import tempfile
 import time
 
+import bload
 import numpy as np
 import torch
-
-import bload
 
 T_MAX, BLOCKS = 1024, 8
 
@@ -99,30 +98,47 @@ def main():
     steps = int(offsets[-1])
     data = torch.randn(steps, args.features)
     target = torch.randint(0, 10, (steps,))
-    print(f"{len(lengths):,} sequences, {steps:,} steps of {step_bytes} bytes ({steps * step_bytes / 2**30:.2f} GiB); "
-          f"t_max {T_MAX}, {BLOCKS} blocks a batch, split; one process, page cache warm (second epoch of each)")
+    print(
+        f"{len(lengths):,} sequences, {steps:,} steps of {step_bytes} bytes ({steps * step_bytes / 2**30:.2f} GiB); "
+        f"t_max {T_MAX}, {BLOCKS} blocks a batch, split; one process, page cache warm (second epoch of each)"
+    )
     lengths = torch.tensor(lengths)
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
-        items = ((data[offsets[i]:offsets[i + 1]], target[offsets[i]:offsets[i + 1]]) for i in range(len(lengths)))
-        store = bload.SequenceStore(bload.store.write(os.path.join(directory, "store"), items, total=len(lengths),
-                                                      progress=False))
+        items = (
+            (data[offsets[i] : offsets[i + 1]], target[offsets[i] : offsets[i + 1]])
+            for i in range(len(lengths))
+        )
+        store = bload.SequenceStore(
+            bload.store.write(
+                os.path.join(directory, "store"), items, total=len(lengths), progress=False
+            )
+        )
         npy = os.path.join(directory, "npy")
         for field in ("data", "target"):
             os.makedirs(os.path.join(npy, field))
         for i in range(len(lengths)):
-            np.save(os.path.join(npy, "data", f"{i:07d}.npy"), data[offsets[i]:offsets[i + 1]].numpy())
-            np.save(os.path.join(npy, "target", f"{i:07d}.npy"), target[offsets[i]:offsets[i + 1]].numpy())
+            np.save(
+                os.path.join(npy, "data", f"{i:07d}.npy"), data[offsets[i] : offsets[i + 1]].numpy()
+            )
+            np.save(
+                os.path.join(npy, "target", f"{i:07d}.npy"),
+                target[offsets[i] : offsets[i + 1]].numpy(),
+            )
         results = {}
-        for name, inner in [("store (SequenceStore.get_range)", store),
-                            ("one .npy per item (np.load, whole)", NpyFiles(npy, len(lengths))),
-                            ("in-memory tensors (whole items)", InMemory(data, target, offsets))]:
+        for name, inner in [
+            ("store (SequenceStore.get_range)", store),
+            ("one .npy per item (np.load, whole)", NpyFiles(npy, len(lengths))),
+            ("in-memory tensors (whole items)", InMemory(data, target, offsets)),
+        ]:
             counted = Counted(inner)
             epoch(counted, lengths)  # warms the page cache
             counted.steps = 0
             seconds, real = epoch(counted, lengths)
             results[name] = seconds
-            print(f"  {name:<36} {seconds:7.2f} s  {real * step_bytes / seconds / 2**30:6.2f} GiB/s of real steps  "
-                  f"{counted.steps / real:5.2f} steps loaded per step packed")
+            print(
+                f"  {name:<36} {seconds:7.2f} s  {real * step_bytes / seconds / 2**30:6.2f} GiB/s of real steps  "
+                f"{counted.steps / real:5.2f} steps loaded per step packed"
+            )
         source = torch.cat([data.view(torch.int32), target.view(torch.int32).view(-1, 2)], dim=1)
         destination = torch.empty_like(source)
         destination.copy_(source)
@@ -130,8 +146,10 @@ def main():
         destination.copy_(source)
         memcpy = time.perf_counter() - start
         store_seconds = results["store (SequenceStore.get_range)"]
-        print(f"  memcpy of the same bytes              {memcpy:7.2f} s  "
-              f"{steps * step_bytes / memcpy / 2**30:6.2f} GiB/s; the store's epoch is {store_seconds / memcpy:.2f}x it")
+        print(
+            f"  memcpy of the same bytes              {memcpy:7.2f} s  "
+            f"{steps * step_bytes / memcpy / 2**30:6.2f} GiB/s; the store's epoch is {store_seconds / memcpy:.2f}x it"
+        )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ import argparse
 import os
 from typing import Tuple
 
-import torch
-
 import bload  # noqa: F401  (loads torch.ops.bload, which the model calls)
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FEATURES, HIDDEN, OUTPUTS = 16, 64, 1
@@ -48,7 +47,9 @@ class PackedGRU(torch.nn.Module):
         state = state * carry.to(state.device, state.dtype).unsqueeze(1)
         return self._run(data, keep, state)
 
-    def _run(self, data: torch.Tensor, keep: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _run(
+        self, data: torch.Tensor, keep: torch.Tensor, state: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         keep = keep.to(data.device, data.dtype)
         states = []
         for step in range(data.size(1)):

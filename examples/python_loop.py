@@ -13,13 +13,14 @@ when DIR does not exist yet), and the loader packs from it (bload.SequenceStore,
 import os
 import sys
 
+import bload
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-import bload
-
-LENGTHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "action_genome_like.lengths")
+LENGTHS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "action_genome_like.lengths"
+)
 
 
 class Clips(torch.utils.data.Dataset):
@@ -65,8 +66,12 @@ def main():
         lengths = dataset.lengths
     # Rank and world size come from torch.distributed, as DistributedSampler's do.
     sampler = bload.BlockSampler(lengths, t_max=94, blocks_per_batch=8, seed=0)
-    loader = DataLoader(bload.BlockDataset(dataset, t_max=94), batch_sampler=sampler,
-                        collate_fn=bload.collate, num_workers=2)  # fmt: skip
+    loader = DataLoader(
+        bload.BlockDataset(dataset, t_max=94),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=2,
+    )
     torch.manual_seed(0)  # the same weights every run (DDP also starts every rank from rank 0's)
     model = GRU()
     if torch.distributed.is_initialized():
@@ -81,8 +86,10 @@ def main():
             loss.backward()
             optimizer.step()
         stats = sampler.stats()
-        print(f"rank {sampler.rank}: epoch {epoch}: {len(sampler)} batches, loss {loss.item():.4f}, "
-              f"padding {100 * stats['padding'] / (stats['blocks'] * 94):.2f}%, plan {sampler.plan_hash()}")  # fmt: skip
+        print(
+            f"rank {sampler.rank}: epoch {epoch}: {len(sampler)} batches, loss {loss.item():.4f}, "
+            f"padding {100 * stats['padding'] / (stats['blocks'] * 94):.2f}%, plan {sampler.plan_hash()}"
+        )
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

@@ -13,10 +13,9 @@ packed exactly once, as the store holds it, and prints what the packing cost:
 import sys
 import tempfile
 
+import bload
 import numpy as np
 import torch
-
-import bload
 
 COLUMN = bload.ops.COLUMN
 NAMES = ("block", "block_offset", "length", "sequence", "offset")
@@ -34,10 +33,16 @@ def utterances():
 
 def pack(directory, t_max=16, workers=2):
     """Writes the store under `directory`, packs one epoch from it, and returns its counts."""
-    store = bload.SequenceStore(bload.store.write(f"{directory}/japanese_vowels", utterances(), total=640))
+    store = bload.SequenceStore(
+        bload.store.write(f"{directory}/japanese_vowels", utterances(), total=640)
+    )
     sampler = bload.BlockSampler(store.lengths, t_max=t_max, blocks_per_batch=8, split=True)
-    loader = torch.utils.data.DataLoader(bload.BlockDataset(store, t_max=t_max), batch_sampler=sampler,
-                                         collate_fn=bload.collate, num_workers=workers)
+    loader = torch.utils.data.DataLoader(
+        bload.BlockDataset(store, t_max=t_max),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=workers,
+    )
     packed = torch.zeros(int(store.lengths.sum()), dtype=torch.int64)  # times each frame was packed
     starts = torch.cat([torch.zeros(1, dtype=torch.int64), store.lengths.cumsum(0)])
     slots = 0
@@ -46,18 +51,27 @@ def pack(directory, t_max=16, workers=2):
         for row in batch.table.tolist():
             block, at, length, sequence, offset = (row[COLUMN[name]] for name in NAMES)
             data, _ = store.get_range(sequence, offset, length)
-            assert torch.equal(batch.data[block, at:at + length], data)
-            packed[starts[sequence] + offset:starts[sequence] + offset + length] += 1
-    return {"sequences": len(store), "frames": int(store.lengths.sum()), "longest": int(store.lengths.max()),
-            "batches": len(sampler), "slots": slots, "packed_once": bool((packed == 1).all()), "store": store}
+            assert torch.equal(batch.data[block, at : at + length], data)
+            packed[starts[sequence] + offset : starts[sequence] + offset + length] += 1
+    return {
+        "sequences": len(store),
+        "frames": int(store.lengths.sum()),
+        "longest": int(store.lengths.max()),
+        "batches": len(sampler),
+        "slots": slots,
+        "packed_once": bool((packed == 1).all()),
+        "store": store,
+    }
 
 
 def main(directory):
     counts = pack(directory)
     print(counts.pop("store"))
-    print(f"{counts['frames']} frames of {counts['sequences']} utterances (longest {counts['longest']}) in "
-          f"{counts['batches']} batches of 8 x 16 frames: {counts['frames'] / counts['slots']:.1%} of the slots "
-          f"hold a frame; every frame packed once: {counts['packed_once']}")
+    print(
+        f"{counts['frames']} frames of {counts['sequences']} utterances (longest {counts['longest']}) in "
+        f"{counts['batches']} batches of 8 x 16 frames: {counts['frames'] / counts['slots']:.1%} of the slots "
+        f"hold a frame; every frame packed once: {counts['packed_once']}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,15 +14,16 @@ first feature, so the model must carry its state along a sequence and start each
 import argparse
 import os
 
+import bload
 import torch
 import torch.distributed as dist
+from packed_gru import PackedGRU  # the model, beside this file
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-import bload
-from packed_gru import PackedGRU  # the model, beside this file
-
-LENGTHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "action_genome_like.lengths")
+LENGTHS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "action_genome_like.lengths"
+)
 
 
 class RunningSums(torch.utils.data.Dataset):
@@ -61,7 +62,9 @@ def parse():
     parser.add_argument("--t-max", type=int, default=94)
     parser.add_argument("--blocks-per-batch", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--checkpoint", default="", help="save here after each epoch; resume from it")
+    parser.add_argument(
+        "--checkpoint", default="", help="save here after each epoch; resume from it"
+    )
     return parser.parse_args()
 
 
@@ -69,7 +72,9 @@ def main():
     args = parse()
     if "RANK" in os.environ:  # under torchrun
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if torch.cuda.is_available() else "cpu")
+    device = torch.device(
+        f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if torch.cuda.is_available() else "cpu"
+    )
     lengths = bload.read_lengths(args.lengths)[: args.sequences].tolist()
 
     # Every rank plans the same epochs; the first batch of each checks that the ranks agree.
@@ -82,7 +87,11 @@ def main():
     torch.manual_seed(0)  # the same initial weights on every rank
     model = (torch.jit.load(args.model) if args.model else PackedGRU()).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    lanes = bload.LaneState(sampler, shape=(model.hidden,), device=device) if args.policy == "lanes" else None
+    lanes = (
+        bload.LaneState(sampler, shape=(model.hidden,), device=device)
+        if args.policy == "lanes"
+        else None
+    )
 
     first_epoch = 0
     if args.checkpoint and os.path.exists(args.checkpoint):
@@ -116,8 +125,10 @@ def main():
             total, steps = total + error.pow(2).sum().item(), steps + len(error)
         stats = sampler.stats()
         if sampler.rank == 0:
-            print(f"epoch {epoch}: {len(sampler)} batches per rank, mean loss {total / max(steps, 1):.4f}, "
-                  f"padding {100 * stats['padding'] / (stats['blocks'] * args.t_max):.2f}% of steps")
+            print(
+                f"epoch {epoch}: {len(sampler)} batches per rank, mean loss {total / max(steps, 1):.4f}, "
+                f"padding {100 * stats['padding'] / (stats['blocks'] * args.t_max):.2f}% of steps"
+            )
         state = {"sampler": sampler.state_dict()}
         if lanes is not None:
             state["lanes"] = lanes.state_dict()  # a collective: every rank calls it

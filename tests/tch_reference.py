@@ -5,22 +5,33 @@ block tables. Run by `make test-tch`:
     .venv/bin/python tests/tch_reference.py build/tch_reference.pt
 """
 
-import os
 import sys
 from typing import List, Tuple
 
-import torch
-
 import bload  # noqa: F401  (loads torch.ops.bload, which the reference calls)
+import torch
 
 
 class Reference(torch.nn.Module):
-    def __init__(self, lengths: torch.Tensor, t_max: int, blocks_per_batch: int, world_size: int, seed: int, policy: str):
+    def __init__(
+        self,
+        lengths: torch.Tensor,
+        t_max: int,
+        blocks_per_batch: int,
+        world_size: int,
+        seed: int,
+        policy: str,
+    ):
         super().__init__()
         self.planner = torch.classes.bload.Planner(
-            lengths, t_max, blocks_per_batch=blocks_per_batch, world_size=world_size, seed=seed, policy=policy,
+            lengths,
+            t_max,
+            blocks_per_batch=blocks_per_batch,
+            world_size=world_size,
+            seed=seed,
+            policy=policy,
             split_oversized=True,
-        )  # fmt: skip
+        )
         self.blocks, self.t_max, self.planned_lengths = blocks_per_batch, t_max, lengths
 
     @torch.jit.export
@@ -36,9 +47,21 @@ class Reference(torch.nn.Module):
         return self.planner.batch(epoch, rank, index)
 
     def forward(
-        self, data: List[torch.Tensor], target: List[torch.Tensor], table: torch.Tensor, data_padding: float, target_padding: float
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        shape = (table, self.blocks, self.t_max)
+        self,
+        data: List[torch.Tensor],
+        target: List[torch.Tensor],
+        table: torch.Tensor,
+        data_padding: float,
+        target_padding: float,
+    ) -> Tuple[
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+    ]:
         return (
             torch.ops.bload.pack(data, table, self.blocks, self.t_max, data_padding),
             torch.ops.bload.pack(target, table, self.blocks, self.t_max, target_padding),

@@ -14,17 +14,15 @@ and padding is near the least possible.
 process; bload.library_path() names it for C++ and TorchScript users.
 """
 
-from bload import _library
+from bload import _library, distributed, ops, store
 from bload._library import library_path
-from bload import ops
-from bload.lengths import read_lengths, write_lengths_cache
-from bload.sampler import BlockBatch, BlockSampler, PlanHash, POLICIES
 from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
-from bload.lanes import LaneState
-from bload import distributed, store
-from bload.sequence_store import SequenceStore, StoreError
 from bload.hf import HFSequences
+from bload.lanes import LaneState
+from bload.lengths import read_lengths, write_lengths_cache
+from bload.sampler import POLICIES, BlockBatch, BlockSampler, PlanHash
+from bload.sequence_store import SequenceStore, StoreError
 
 __all__ = [
     "BlockBatch",

@@ -27,18 +27,29 @@ def main(argv=None):
     store.add_argument("output", metavar="OUT", help="the store's directory (must not exist)")
     source = store.add_mutually_exclusive_group(required=True)
     source.add_argument("--npy", metavar="DIR", help="a directory of .npy files, one per sequence")
-    source.add_argument("--parquet", metavar="FILE", help="a Parquet or Arrow file with list columns")
+    source.add_argument(
+        "--parquet", metavar="FILE", help="a Parquet or Arrow file with list columns"
+    )
     store.add_argument("--columns", nargs="+", help="the list columns, one per field (--parquet)")
-    store.add_argument("--fields", nargs="+", default=None,
-                       help="field names (default: data for --npy; data target for two columns)")
+    store.add_argument(
+        "--fields",
+        nargs="+",
+        default=None,
+        help="field names (default: data for --npy; data target for two columns)",
+    )
     args = parser.parse_args(argv)
 
     import bload
 
     try:
         if args.command == "lengths":
-            out = bload.write_lengths_cache(args.input, args.out, format=args.lengths_format,
-                                            column=args.column, dtype=args.dtype)
+            out = bload.write_lengths_cache(
+                args.input,
+                args.out,
+                format=args.lengths_format,
+                column=args.column,
+                dtype=args.dtype,
+            )
             count = len(bload.read_lengths(out))
             print(f"{out}: {count} lengths from {args.input}, as {args.dtype}")
             return 0
@@ -51,7 +62,11 @@ def main(argv=None):
             if not args.columns:
                 parser.error("--parquet needs --columns")
             fields = args.fields or (["data", "target"] if len(args.columns) == 2 else args.columns)
-            loader = datasets.Dataset.from_parquet if args.parquet.endswith(".parquet") else datasets.Dataset.from_file
+            loader = (
+                datasets.Dataset.from_parquet
+                if args.parquet.endswith(".parquet")
+                else datasets.Dataset.from_file
+            )
             items = loader(args.parquet)
         path = bload.store.write(args.output, items, fields=fields, columns=args.columns)
         print(bload.SequenceStore(path))

@@ -25,17 +25,25 @@ Tensor = torch.Tensor
 
 _names, _dtypes, _shapes, _from_table, _docs = torch.ops.bload.batch_fields()
 #: The packed batch's fields in the core's order: name -> (dtype, shape rule, doc).
-BATCH_FIELDS = {name: (dtype, shape, doc) for name, dtype, shape, doc in zip(_names, _dtypes, _shapes, _docs)}
+BATCH_FIELDS = {
+    name: (dtype, shape, doc) for name, dtype, shape, doc in zip(_names, _dtypes, _shapes, _docs)
+}
 #: The fields written from the table, in torch.ops.bload.batch_tables' order.
 TABLE_FIELDS = tuple(name for name, made in zip(_names, _from_table) if made)
 #: The batch's host integers (shape "int"): computed from the table when the batch is made.
 HOST_INTS = tuple(name for name, shape in zip(_names, _shapes) if shape == "int")
 if HOST_INTS != ("max_seqlen",):
-    raise ImportError(f"bload: the core declares the batch's host integers {HOST_INTS}: this package knows max_seqlen")
+    raise ImportError(
+        f"bload: the core declares the batch's host integers {HOST_INTS}: this package knows max_seqlen"
+    )
 #: The fields a loader reads or plans.
-_LOADED = tuple(name for name, made in zip(_names, _from_table) if not made and name not in HOST_INTS)
+_LOADED = tuple(
+    name for name, made in zip(_names, _from_table) if not made and name not in HOST_INTS
+)
 if set(_LOADED) != {"data", "target", "table"}:
-    raise ImportError(f"bload: the core declares the batch's loaded fields {_LOADED}: this package knows data, target and table")
+    raise ImportError(
+        f"bload: the core declares the batch's loaded fields {_LOADED}: this package knows data, target and table"
+    )
 
 
 def _map(value, function):
@@ -47,7 +55,13 @@ def _map(value, function):
 def _doc():
     lines = ["One packed batch of one rank; per-step tensors are [blocks, t_max, ...].", ""]
     for name, (dtype, shape, doc) in BATCH_FIELDS.items():
-        kind = "the dataset's dtype" if dtype == "loaded" else "a Python int:" if shape == "int" else dtype
+        kind = (
+            "the dataset's dtype"
+            if dtype == "loaded"
+            else "a Python int:"
+            if shape == "int"
+            else dtype
+        )
         lines.append(f"{name}: {kind} {shape}, {doc}.")
     lines += [
         "",
@@ -60,17 +74,42 @@ def _doc():
 
 class PackedBatch:
     __doc__ = _doc()
-    __slots__ = ("data", "target", "table", "blocks", "t_max", "carries_state", "first_lane", "device", "positions",
-                 "max_seqlen", "_tables")  # fmt: skip
+    __slots__ = (
+        "data",
+        "target",
+        "table",
+        "blocks",
+        "t_max",
+        "carries_state",
+        "first_lane",
+        "device",
+        "positions",
+        "max_seqlen",
+        "_tables",
+    )
 
-    def __init__(self, data, target, table, blocks, t_max, *, carries_state=False, first_lane=0, device=None,
-                 positions="sequence", max_seqlen=None):  # fmt: skip
+    def __init__(
+        self,
+        data,
+        target,
+        table,
+        blocks,
+        t_max,
+        *,
+        carries_state=False,
+        first_lane=0,
+        device=None,
+        positions="sequence",
+        max_seqlen=None,
+    ):
         self.data, self.target, self.table = data, target, table
         self.blocks, self.t_max = blocks, t_max
         #: What position_ids count from: "sequence" or "piece" (see BlockDataset).
         self.positions = positions
         #: The longest piece's steps, a Python int from the (host) table: made with the batch.
-        self.max_seqlen = torch.ops.bload.max_seqlen(table, blocks, t_max) if max_seqlen is None else max_seqlen
+        self.max_seqlen = (
+            torch.ops.bload.max_seqlen(table, blocks, t_max) if max_seqlen is None else max_seqlen
+        )
         #: Whether each row carries its state from the previous batch (policy "lanes").
         self.carries_state, self.first_lane = carries_state, first_lane
         #: Where the fields made from the table go: None for the CPU.
@@ -82,7 +121,12 @@ class PackedBatch:
         time (reading any of them calls this), then kept."""
         if self._tables is None:
             made = torch.ops.bload.batch_tables(
-                self.table, self.blocks, self.t_max, self.carries_state, self.first_lane, self.positions
+                self.table,
+                self.blocks,
+                self.t_max,
+                self.carries_state,
+                self.first_lane,
+                self.positions,
             )
             if self.device is not None:
                 made = [tensor.to(self.device, non_blocking=True) for tensor in made]
@@ -90,8 +134,13 @@ class PackedBatch:
         return self._tables
 
     def _options(self):
-        return {"carries_state": self.carries_state, "first_lane": self.first_lane, "device": self.device,
-                "positions": self.positions, "max_seqlen": self.max_seqlen}  # fmt: skip
+        return {
+            "carries_state": self.carries_state,
+            "first_lane": self.first_lane,
+            "device": self.device,
+            "positions": self.positions,
+            "max_seqlen": self.max_seqlen,
+        }
 
     def block_mask(self, causal=True, block_size=128):
         """flex_attention's BlockMask of the batch's documents (its pieces, and each run of padding
@@ -123,19 +172,29 @@ class PackedBatch:
         moved = PackedBatch(
             _map(self.data, lambda tensor: tensor.to(device, non_blocking=non_blocking)),
             _map(self.target, lambda tensor: tensor.to(device, non_blocking=non_blocking)),
-            self.table, self.blocks, self.t_max, **{**self._options(), "device": torch.device(device)},
-        )  # fmt: skip
+            self.table,
+            self.blocks,
+            self.t_max,
+            **{**self._options(), "device": torch.device(device)},
+        )
         if self._tables is not None:
-            moved._tables = {name: tensor.to(device, non_blocking=non_blocking) for name, tensor in self._tables.items()}
+            moved._tables = {
+                name: tensor.to(device, non_blocking=non_blocking)
+                for name, tensor in self._tables.items()
+            }
         return moved
 
     def pin_memory(self, device=None):
         """The batch in pinned memory: DataLoader(pin_memory=True) calls it."""
         del device  # pinned for the current accelerator, as torch.Tensor.pin_memory() does
         pinned = PackedBatch(
-            _map(self.data, Tensor.pin_memory), _map(self.target, Tensor.pin_memory), self.table, self.blocks,
-            self.t_max, **self._options(),
-        )  # fmt: skip
+            _map(self.data, Tensor.pin_memory),
+            _map(self.target, Tensor.pin_memory),
+            self.table,
+            self.blocks,
+            self.t_max,
+            **self._options(),
+        )
         if self._tables is not None:
             pinned._tables = {name: tensor.pin_memory() for name, tensor in self._tables.items()}
         return pinned
@@ -143,7 +202,10 @@ class PackedBatch:
     # Pickled (sent from a worker) as what a loader read and planned: the tables are made where
     # the batch is used.
     def __reduce__(self):
-        return (_rebuild, (self.data, self.target, self.table, self.blocks, self.t_max, self._options()))
+        return (
+            _rebuild,
+            (self.data, self.target, self.table, self.blocks, self.t_max, self._options()),
+        )
 
     def __getitem__(self, key):
         raise TypeError(
@@ -162,7 +224,10 @@ def _rebuild(data, target, table, blocks, t_max, options):
 
 def _table_field(name):
     dtype, shape, doc = BATCH_FIELDS[name]
-    return property(lambda batch: batch.tables()[name], doc=f"{dtype} {shape}: {doc} (made from the table on first use)")
+    return property(
+        lambda batch: batch.tables()[name],
+        doc=f"{dtype} {shape}: {doc} (made from the table on first use)",
+    )
 
 
 for _name in TABLE_FIELDS:

@@ -46,7 +46,9 @@ class BlockDataset(torch.utils.data.Dataset):
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
     """
 
-    def __init__(self, dataset, t_max, *, data_padding=0.0, target_padding=-100, positions="sequence"):
+    def __init__(
+        self, dataset, t_max, *, data_padding=0.0, target_padding=-100, positions="sequence"
+    ):
         self.dataset = dataset
         self._reads_ranges = callable(getattr(dataset, "get_range", None))
         # Packed tensors reused once their batch is gone: the C++ dataset's cache, whose rule
@@ -97,12 +99,14 @@ class BlockDataset(torch.utils.data.Dataset):
                 f"{type(item).__name__}"
             )
         for name, steps in zip(("data", "target"), item):
-            for key, tensor in (steps.items() if isinstance(steps, dict) else [(None, steps)]):
+            for key, tensor in steps.items() if isinstance(steps, dict) else [(None, steps)]:
                 place = f"{where} {name}" + (f"[{key!r}]" if key is not None else "")
                 if not isinstance(tensor, Tensor) or tensor.dim() == 0:
                     raise TypeError(f"{place}: expected a tensor [T, ...], got {tensor!r:.60}")
                 if length is not None and tensor.size(0) != length:
-                    raise ValueError(f"{place} has {tensor.size(0)} steps: expected {length}, {meaning}")
+                    raise ValueError(
+                        f"{place} has {tensor.size(0)} steps: expected {length}, {meaning}"
+                    )
         return item
 
     def _rows(self, table):
@@ -112,19 +116,27 @@ class BlockDataset(torch.utils.data.Dataset):
         rows = table.tolist()
         if self._reads_ranges:
             return [
-                self._checked(self.dataset.get_range(sequence, offset, length), f"dataset.get_range({sequence}, "
-                              f"{offset}, {length})", length, "the length of the range asked for")
-                for sequence, offset, length in (
-                    (row[column["sequence"]], row[column["offset"]], row[column["length"]]) for row in rows
+                self._checked(
+                    self.dataset.get_range(sequence, offset, length),
+                    f"dataset.get_range({sequence}, {offset}, {length})",
+                    length,
+                    "the length of the range asked for",
                 )
-            ]  # fmt: skip
+                for sequence, offset, length in (
+                    (row[column["sequence"]], row[column["offset"]], row[column["length"]])
+                    for row in rows
+                )
+            ]
         items = {}
         for row in rows:
             sequence = row[column["sequence"]]
             if sequence not in items:
-                items[sequence] = self._checked(self.dataset[sequence], f"dataset[{sequence}]",
-                                                row[column["sequence_length"]],
-                                                "the sequence's length in the lengths the sampler plans with")  # fmt: skip
+                items[sequence] = self._checked(
+                    self.dataset[sequence],
+                    f"dataset[{sequence}]",
+                    row[column["sequence_length"]],
+                    "the sequence's length in the lengths the sampler plans with",
+                )
         return [items[row[column["sequence"]]] for row in rows]
 
     def pack(self, table, blocks, *, carry=False, first_lane=0):
@@ -135,10 +147,27 @@ class BlockDataset(torch.utils.data.Dataset):
         per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
         return PackedBatch(
-            _packed([item[0] for item in per_row], *shape, self.data_padding, "data_padding", self._buffers),
-            _packed([item[1] for item in per_row], *shape, self.target_padding, "target_padding", self._buffers),
-            table, blocks, self.t_max, carries_state=carry, first_lane=first_lane, positions=self.positions,
-        )  # fmt: skip
+            _packed(
+                [item[0] for item in per_row],
+                *shape,
+                self.data_padding,
+                "data_padding",
+                self._buffers,
+            ),
+            _packed(
+                [item[1] for item in per_row],
+                *shape,
+                self.target_padding,
+                "target_padding",
+                self._buffers,
+            ),
+            table,
+            blocks,
+            self.t_max,
+            carries_state=carry,
+            first_lane=first_lane,
+            positions=self.positions,
+        )
 
 
 def _packed(steps, table, blocks, t_max, padding, option, buffers):
@@ -147,8 +176,12 @@ def _packed(steps, table, blocks, t_max, padding, option, buffers):
     `option` names the padding in errors."""
     first = steps[0]
     if isinstance(first, dict):
-        return {key: _packed([item[key] for item in steps], table, blocks, t_max, padding, option, buffers)
-                for key in first}  # fmt: skip
+        return {
+            key: _packed(
+                [item[key] for item in steps], table, blocks, t_max, padding, option, buffers
+            )
+            for key in first
+        }
     # In a worker, the batch goes to the main process through shared memory: packed there
     # directly, sending it moves no byte (an ordinary tensor would be copied there).
     shared = torch.utils.data.get_worker_info() is not None

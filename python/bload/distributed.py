@@ -32,13 +32,32 @@ class Liveness:
     (-1: a launcher or torchrun's agent does); `prefix`: the keys' (a run of its own per
     torchrun restart)."""
 
-    def __init__(self, host, port, rank, world_size, *, window=30.0, join_timeout=300.0, store_rank=-1,
-                 prefix="bload/liveness", act=True):  # fmt: skip
+    def __init__(
+        self,
+        host,
+        port,
+        rank,
+        world_size,
+        *,
+        window=30.0,
+        join_timeout=300.0,
+        store_rank=-1,
+        prefix="bload/liveness",
+        act=True,
+    ):
         import torch
 
         self._liveness = torch.classes.bload.Liveness(
-            host, int(port), int(rank), int(world_size), float(window), float(join_timeout), int(store_rank), prefix, bool(act)
-        )  # fmt: skip
+            host,
+            int(port),
+            int(rank),
+            int(world_size),
+            float(window),
+            float(join_timeout),
+            int(store_rank),
+            prefix,
+            bool(act),
+        )
 
     def started(self):
         """Ready for the first collective: a failure from here on is not a start-up failure."""

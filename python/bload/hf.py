@@ -135,7 +135,9 @@ class HFSequences(torch.utils.data.Dataset):
         steps = []
         for chunks, starts in self._columns:
             chunk = int(np.searchsorted(starts, row, side="right")) - 1
-            steps.append(_tensor(list_steps(chunks[chunk], row - int(starts[chunk]), offset, length)))
+            steps.append(
+                _tensor(list_steps(chunks[chunk], row - int(starts[chunk]), offset, length))
+            )
         return (steps[0], steps[-1])
 
     def __getitem__(self, index):

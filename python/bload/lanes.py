@@ -46,7 +46,9 @@ class LaneState:
         the state's device), the state a model starts the batch from."""
         self._check(batch)
         carry = batch.carry.to(self.state.device).view(-1, *([1] * len(self.shape)))
-        return torch.where(carry, self.state, torch.zeros((), dtype=self.state.dtype, device=self.state.device))
+        return torch.where(
+            carry, self.state, torch.zeros((), dtype=self.state.dtype, device=self.state.device)
+        )
 
     def update(self, batch, final_state, detach=True):
         """Keeps `final_state` [blocks, *shape], the rows' states at the end of `batch`, as their
@@ -54,7 +56,9 @@ class LaneState:
         self._check(batch)
         expected = (self.rows, *self.shape)
         if tuple(final_state.shape) != expected:
-            raise ValueError(f"final_state has shape {list(final_state.shape)}: expected {list(expected)}, a state per row")
+            raise ValueError(
+                f"final_state has shape {list(final_state.shape)}: expected {list(expected)}, a state per row"
+            )
         self.state = final_state.detach() if detach else final_state
 
     def initial_pieces(self, batch):
@@ -75,12 +79,16 @@ class LaneState:
         pieces = len(batch.table)
         expected = (pieces, *self.shape)
         if tuple(final_states.shape) != expected:
-            raise ValueError(f"final_states has shape {list(final_states.shape)}: expected {list(expected)}, a state per piece")
+            raise ValueError(
+                f"final_states has shape {list(final_states.shape)}: expected {list(expected)}, a state per piece"
+            )
         if pieces == 0:  # a batch of padding only: no lane changes
             return
         state_out = batch.state_out.to(final_states.device)
         kept = (state_out >= 0).view(-1, *([1] * len(self.shape)))
-        state = torch.where(kept, final_states[state_out.clamp(min=0)], self.state.to(final_states.device))
+        state = torch.where(
+            kept, final_states[state_out.clamp(min=0)], self.state.to(final_states.device)
+        )
         self.state = state.detach() if detach else state
 
     def state_dict(self):
@@ -106,7 +114,9 @@ class LaneState:
         expected = (self.lanes, *self.shape)
         if not isinstance(saved, torch.Tensor) or tuple(saved.shape) != expected:
             got = list(saved.shape) if isinstance(saved, torch.Tensor) else type(saved).__name__
-            raise ValueError(f"state['state'] is {got}: expected a tensor {list(expected)}, every lane's state")
+            raise ValueError(
+                f"state['state'] is {got}: expected a tensor {list(expected)}, every lane's state"
+            )
         rows = saved[self.rank * self.rows : (self.rank + 1) * self.rows]
         self.state = rows.to(device=self.state.device, dtype=self.state.dtype)
 

@@ -12,7 +12,7 @@ object), the format, the column and what was expected.
 """
 
 import os
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import torch
@@ -29,7 +29,9 @@ _CORE = ("text", "npy", "idx")
 _MAX_LENGTH = 2**32 - 1
 
 
-def read_lengths(source, *, format: Optional[str] = None, column: Optional[str] = None) -> torch.Tensor:
+def read_lengths(
+    source, *, format: Optional[str] = None, column: Optional[str] = None
+) -> torch.Tensor:
     """The lengths of the sequences in `source`, as int64 [sequences].
 
     source: a path (text, .npy, Megatron .idx, Arrow IPC file or stream, Parquet), a
@@ -52,7 +54,9 @@ def read_lengths(source, *, format: Optional[str] = None, column: Optional[str] 
         table = _read_table(path, format, column)
         return _column_lengths(table, column, f"{path} ({format})")
     if format is not None:
-        raise ValueError(f"format = {format!r}: expected None for a {type(source).__name__} (format names a file's)")
+        raise ValueError(
+            f"format = {format!r}: expected None for a {type(source).__name__} (format names a file's)"
+        )
     if _is_hf_dataset(source):
         lengths = _column_lengths(source.data.table, column, "the datasets.Dataset")
         indices = getattr(source, "_indices", None)
@@ -108,7 +112,9 @@ def _read_table(path, format, column):
             schema = pq.read_schema(path)
             column = column if column is not None else _only_list_column(schema, where)
             if column not in schema.names:
-                raise ValueError(f"{where}: column {column!r} not found: expected one of {schema.names}")
+                raise ValueError(
+                    f"{where}: column {column!r} not found: expected one of {schema.names}"
+                )
             _check_list(schema.field(column).type, where, column)
             return pq.read_table(path, columns=[column], memory_map=True)
         source = pa.memory_map(path)
@@ -156,7 +162,9 @@ def _column_lengths(table, column, where) -> torch.Tensor:
     if isinstance(table, pa.Table):
         column = column if column is not None else _only_list_column(table.schema, where)
         if column not in table.column_names:
-            raise ValueError(f"{where}: column {column!r} not found: expected one of {table.column_names}")
+            raise ValueError(
+                f"{where}: column {column!r} not found: expected one of {table.column_names}"
+            )
         array = table.column(column)
     elif isinstance(table, (pa.ChunkedArray, pa.Array)):
         array = table

@@ -60,7 +60,12 @@ def read_lengths(path: Union[str, os.PathLike], format: Optional[str] = None) ->
 
 
 def batch_tables(
-    table: Tensor, blocks: int, t_max: int, carry: bool = False, first_lane: int = 0, positions: str = "sequence"
+    table: Tensor,
+    blocks: int,
+    t_max: int,
+    carry: bool = False,
+    first_lane: int = 0,
+    positions: str = "sequence",
 ) -> Dict[str, Tensor]:
     """Every field of a packed batch that its block table determines, by name (reset, valid, ends,
     carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in, state_out, document_ids,
@@ -159,7 +164,9 @@ def pack(
     gradient. Without it, pack is differentiable with respect to the sequences."""
     if out is not None:
         if tuple(out.shape[:2]) != (blocks, t_max):
-            raise ValueError(f"out: expected shape [blocks, t_max, ...] = [{blocks}, {t_max}, ...], got {list(out.shape)}")
+            raise ValueError(
+                f"out: expected shape [blocks, t_max, ...] = [{blocks}, {t_max}, ...], got {list(out.shape)}"
+            )
         torch.ops.bload.pack_into(out, list(sequences), table, padding_value)
         return out
     return torch.ops.bload.pack(list(sequences), table, blocks, t_max, padding_value)

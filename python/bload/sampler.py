@@ -95,8 +95,11 @@ def _lengths_tensor(lengths):
     if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
         # Say what the caller passed, not the tensor it became.
         dtype = getattr(lengths, "dtype", None)
-        got = f"a {type(lengths).__name__} of {dtype}" if dtype is not None else (
-            f"a {type(lengths).__name__} of {type(next(iter(lengths))).__name__}s")  # fmt: skip
+        got = (
+            f"a {type(lengths).__name__} of {dtype}"
+            if dtype is not None
+            else (f"a {type(lengths).__name__} of {type(next(iter(lengths))).__name__}s")
+        )
         raise TypeError(f"lengths: {expected}, got {got}")
     return tensor
 
@@ -149,8 +152,20 @@ class BlockSampler(torch.utils.data.Sampler):
     bload.integrations.torchdata).
     """
 
-    def __init__(self, lengths, t_max, blocks_per_batch=1, *, world_size=None, rank=None, seed=0,
-                 policy="best_fit", split=False, cost="steps", drop_last=False):  # fmt: skip
+    def __init__(
+        self,
+        lengths,
+        t_max,
+        blocks_per_batch=1,
+        *,
+        world_size=None,
+        rank=None,
+        seed=0,
+        policy="best_fit",
+        split=False,
+        cost="steps",
+        drop_last=False,
+    ):
         if drop_last is not False:
             raise ValueError(
                 f"drop_last = {drop_last!r}: expected False: bload gives every rank the same number "
@@ -158,25 +173,40 @@ class BlockSampler(torch.utils.data.Sampler):
             )
         self.world_size, self.rank = _distributed(world_size, rank)
         self.t_max = integer("t_max", t_max, *BOUNDS["t_max"])
-        self.blocks_per_batch = integer("blocks_per_batch", blocks_per_batch, *BOUNDS["blocks_per_batch"])
+        self.blocks_per_batch = integer(
+            "blocks_per_batch", blocks_per_batch, *BOUNDS["blocks_per_batch"]
+        )
         self.seed = integer("seed", seed, *BOUNDS["seed"])
         if policy not in POLICIES:  # the core's names
             raise ValueError(f"policy = {policy!r}: expected one of {', '.join(POLICIES)}")
         if not isinstance(split, bool):
-            raise TypeError(f"split = {split!r}: expected True (cut sequences longer than t_max) or False")
+            raise TypeError(
+                f"split = {split!r}: expected True (cut sequences longer than t_max) or False"
+            )
         if not isinstance(cost, str):
             raise TypeError(f'cost = {cost!r}: expected a string, "steps" or "attention:A"')
         self.planner = torch.classes.bload.Planner(
-            _lengths_tensor(lengths), self.t_max, blocks_per_batch=self.blocks_per_batch,
-            world_size=self.world_size, seed=self.seed, policy=policy, split_oversized=split, cost=cost,
-        )  # fmt: skip
+            _lengths_tensor(lengths),
+            self.t_max,
+            blocks_per_batch=self.blocks_per_batch,
+            world_size=self.world_size,
+            seed=self.seed,
+            policy=policy,
+            split_oversized=split,
+            cost=cost,
+        )
         self._start(0)
 
     # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
     # set by load_state_dict until the next iteration, which then goes on from the position
     # loaded; any other iteration serves the epoch from its start.
     def _start(self, epoch):
-        self.epoch, self.plan, self.position, self._resumed = epoch, self.planner.plan(epoch), 0, False
+        self.epoch, self.plan, self.position, self._resumed = (
+            epoch,
+            self.planner.plan(epoch),
+            0,
+            False,
+        )
 
     def _served(self):
         return self.position == self.plan.batches_per_rank()
@@ -215,9 +245,16 @@ class BlockSampler(torch.utils.data.Sampler):
             self.check_agreement()
         while self.position < self.plan.batches_per_rank():
             table = self.plan.batch(self.rank, self.position)
-            batch = BlockBatch(table, self.blocks_per_batch, self.t_max, self.epoch, self.position,
-                               carry=self.plan.carries_state(), first_lane=self.rank * self.blocks_per_batch,
-                               sequences=self.planner.num_sequences())
+            batch = BlockBatch(
+                table,
+                self.blocks_per_batch,
+                self.t_max,
+                self.epoch,
+                self.position,
+                carry=self.plan.carries_state(),
+                first_lane=self.rank * self.blocks_per_batch,
+                sequences=self.planner.num_sequences(),
+            )
             # Counted before it is handed out: a state taken as the DataLoader receives it (as
             # StatefulDataLoader takes one) is the state after this batch.
             self.position += 1
@@ -278,7 +315,9 @@ class BlockSampler(torch.utils.data.Sampler):
         (the position alone) loads with a warning that none of that could be checked. Either way
         a refused state leaves the sampler as it was."""
         if not isinstance(state, collections.abc.Mapping):
-            raise TypeError(f"state: expected the dict state_dict() returns, got {type(state).__name__}")
+            raise TypeError(
+                f"state: expected the dict state_dict() returns, got {type(state).__name__}"
+            )
         if "version" not in state:
             return self._load_unchecked(state)
         plan, served, next_epoch = self.planner.resume_state(dict(state))
@@ -291,7 +330,9 @@ class BlockSampler(torch.utils.data.Sampler):
         """A state of bload 0.1: the position alone."""
         missing = [name for name in ("epoch", "position", "world_size") if name not in state]
         if missing:
-            raise ValueError(f"state: no {', '.join(missing)}: expected the dict state_dict() returns")
+            raise ValueError(
+                f"state: no {', '.join(missing)}: expected the dict state_dict() returns"
+            )
         warnings.warn(
             "BlockSampler.load_state_dict: the state has no 'version' (saved by bload 0.1, the position "
             "alone): the lengths and options it was saved for and its checksum cannot be checked; save "
@@ -319,21 +360,36 @@ class BlockSampler(torch.utils.data.Sampler):
         (lengths, options), _ = self.planner.__getstate__()
         skipped = ("planner", "plan")
         state = {name: value for name, value in self.__dict__.items() if name not in skipped}
-        state["_planner"] = (str(lengths.dtype).removeprefix("torch."), lengths.numpy().tobytes(), options)
+        state["_planner"] = (
+            str(lengths.dtype).removeprefix("torch."),
+            lengths.numpy().tobytes(),
+            options,
+        )
         state["_state"] = self.state_dict()
         return state
 
     def __setstate__(self, state):
         saved = state.pop("_state")
         dtype, data, options = state.pop("_planner")
-        lengths = torch.frombuffer(bytearray(data), dtype={"int32": torch.int32, "int64": torch.int64}[dtype]) if data else torch.empty(0, dtype=torch.long)
+        lengths = (
+            torch.frombuffer(
+                bytearray(data), dtype={"int32": torch.int32, "int64": torch.int64}[dtype]
+            )
+            if data
+            else torch.empty(0, dtype=torch.long)
+        )
         options = json.loads(options)
         self.__dict__.update(state)
         self.planner = torch.classes.bload.Planner(
-            lengths, options["t_max"], blocks_per_batch=options["blocks_per_batch"], world_size=options["world_size"],
-            seed=options["seed"], policy=options["policy"], split_oversized=options["oversize"] == "split",
+            lengths,
+            options["t_max"],
+            blocks_per_batch=options["blocks_per_batch"],
+            world_size=options["world_size"],
+            seed=options["seed"],
+            policy=options["policy"],
+            split_oversized=options["oversize"] == "split",
             cost=options.get("cost", "steps"),  # pickles from before the option were dealt by steps
-        )  # fmt: skip
+        )
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.

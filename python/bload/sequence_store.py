@@ -74,7 +74,8 @@ class SequenceStore(torch.utils.data.Dataset):
         if size != field["bytes"]:
             raise StoreError(
                 f"{field['path']} = a file of {size} bytes: expected {field['bytes']} bytes, as the "
-                "offsets say (the file changed while mapped)")
+                "offsets say (the file changed while mapped)"
+            )
 
     def _map(self):
         """This process's mappings, one per field, and the files' descriptors for the size checks."""
@@ -108,14 +109,15 @@ class SequenceStore(torch.utils.data.Dataset):
         if not (0 <= offset and 0 <= length and offset + length <= end - start):
             raise IndexError(
                 f"steps [{offset}, {offset + length}) of sequence {index}: expected a range within its "
-                f"{end - start} steps ({self.path})")
+                f"{end - start} steps ({self.path})"
+            )
         if self._pid != os.getpid():
             self._map()
         out = []
         for field, fd, (array, torch_dtype) in zip(self.fields, self._fds, self._maps):
             # A file shrunk since it was mapped would raise SIGBUS on the lost pages: refuse.
             self._check_size(field, os.fstat(fd).st_size)
-            steps = torch.from_numpy(array[start + offset:start + offset + length])
+            steps = torch.from_numpy(array[start + offset : start + offset + length])
             out.append(steps.view(torch_dtype) if field["dtype"] == "bfloat16" else steps)
         return tuple(out)
 

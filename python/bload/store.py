@@ -49,8 +49,16 @@ DTYPES = {
 }
 
 
-def write(path, items, *, fields=("data", "target"), columns=None, total=None, progress=True,
-          overwrite=False) -> str:
+def write(
+    path,
+    items,
+    *,
+    fields=("data", "target"),
+    columns=None,
+    total=None,
+    progress=True,
+    overwrite=False,
+) -> str:
     """Writes a store at `path` from `items`, streaming (one item in memory at a time), and returns
     its path. items is one of:
     - an iterable of items, each a tuple of one array or tensor per field ([T, *step_shape], the
@@ -64,7 +72,9 @@ def write(path, items, *, fields=("data", "target"), columns=None, total=None, p
     fields = (fields,) if isinstance(fields, str) else tuple(fields)
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"path = {path}: expected a path where no store is yet (or overwrite=True)")
+        raise FileExistsError(
+            f"path = {path}: expected a path where no store is yet (or overwrite=True)"
+        )
     if isinstance(items, (str, os.PathLike)):
         items, total = _npy_directory(os.fspath(items), fields)
     elif type(items).__name__ == "Dataset" and type(items).__module__.startswith("datasets"):
@@ -171,7 +181,9 @@ def _item_arrays(item, fields, index):
     if isinstance(item, dict):
         missing = [name for name in fields if name not in item]
         if missing:
-            raise ValueError(f"item {index}: fields {missing} missing: expected keys {list(fields)}")
+            raise ValueError(
+                f"item {index}: fields {missing} missing: expected keys {list(fields)}"
+            )
         item = tuple(item[name] for name in fields)
     elif len(fields) == 1 and not isinstance(item, (tuple, list)):
         item = (item,)
@@ -207,7 +219,10 @@ def _dtype_name(array):
     if isinstance(array, _Bfloat16):
         return "bfloat16"
     for name, (np_dtype, _) in DTYPES.items():
-        if name != "bfloat16" and (array.dtype.kind, array.dtype.itemsize) == (np_dtype.kind, np_dtype.itemsize):
+        if name != "bfloat16" and (array.dtype.kind, array.dtype.itemsize) == (
+            np_dtype.kind,
+            np_dtype.itemsize,
+        ):
             return name
     return None
 
@@ -247,7 +262,9 @@ def _npy_directory(directory, fields):
     for folder in folders[1:]:
         missing = [name for name in names if not os.path.exists(os.path.join(folder, name))]
         if missing:
-            raise ValueError(f"{folder}: {missing[:3]} missing: expected the same .npy names as {folders[0]}")
+            raise ValueError(
+                f"{folder}: {missing[:3]} missing: expected the same .npy names as {folders[0]}"
+            )
 
     def items():
         for name in names:

@@ -15,7 +15,6 @@ import os
 
 import torch
 import torch.distributed as dist
-
 from bload.ops import COLUMN
 
 CHECKPOINT = "checkpoint.pt"
@@ -42,8 +41,12 @@ def save_checkpoint(directory, model, optimizer, position, identity, lane_state=
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, CHECKPOINT)
     partial = path + ".partial"
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "position": dict(position), "identity": identity}  # fmt: skip
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "position": dict(position),
+        "identity": identity,
+    }
     if lane_state is not None:
         state["position"]["lane_state"] = lane_state
     with open(partial, "wb") as file:
@@ -66,7 +69,9 @@ def load_checkpoint(directory, model, optimizer, identity):
     for name, value in identity.items():
         saved = state["identity"].get(name)
         if saved != value:
-            raise RuntimeError(f"{path} was saved with {name} = {saved!r}: expected {value!r}, as this run has")
+            raise RuntimeError(
+                f"{path} was saved with {name} = {saved!r}: expected {value!r}, as this run has"
+            )
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return state["position"]
@@ -78,8 +83,13 @@ def check_resume_points(point, world_size):
     points = [None] * world_size
     dist.all_gather_object(points, point)
     if points != [points[0]] * world_size:
-        named = ", ".join(f"rank {rank} at " + (f"epoch {p[0]} batch {p[1]}" if p else "the beginning") for rank, p in enumerate(points))
-        raise RuntimeError(f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)")
+        named = ", ".join(
+            f"rank {rank} at " + (f"epoch {p[0]} batch {p[1]}" if p else "the beginning")
+            for rank, p in enumerate(points)
+        )
+        raise RuntimeError(
+            f"ranks resume at different points: {named} (every rank reads --checkpoint's directory)"
+        )
 
 
 class StepLog:
@@ -93,14 +103,22 @@ class StepLog:
             try:
                 self.file = open(f"{path}.{rank}", "a")  # noqa: SIM115 (open for the run)
             except OSError as error:
-                raise RuntimeError(f"--step-log = {path!r}: cannot append to {path}.{rank}: {error.strerror}") from error
+                raise RuntimeError(
+                    f"--step-log = {path!r}: cannot append to {path}.{rank}: {error.strerror}"
+                ) from error
 
     def start(self, state, blocks_per_batch):
         """The run's first line: where it starts (a bload.BlockSampler state, or None for the
         beginning). One resumed on another world size adds where the saved plan stood, as its own
         batches count from 0: "(the plan for P ranks from its batch K)"."""
         if self.file:
-            state = state or {"epoch": 0, "position": 0, "world_size": self.world_size, "planned_world_size": self.world_size, "first_block": 0}
+            state = state or {
+                "epoch": 0,
+                "position": 0,
+                "world_size": self.world_size,
+                "planned_world_size": self.world_size,
+                "first_block": 0,
+            }
             line = f"# run: rank {self.rank} of {self.world_size} from epoch {state['epoch']} batch {state['position']}"
             planned = state["planned_world_size"]
             if planned != state["world_size"] or state["first_block"]:
@@ -110,5 +128,8 @@ class StepLog:
 
     def write(self, epoch, batch, table):
         if self.file:
-            self.file.writelines(f"{epoch} {batch} {row[SEQUENCE]} {row[OFFSET]} {row[LENGTH]}\n" for row in table.tolist())
+            self.file.writelines(
+                f"{epoch} {batch} {row[SEQUENCE]} {row[OFFSET]} {row[LENGTH]}\n"
+                for row in table.tolist()
+            )
             self.file.flush()  # before the all-reduce: a kill after it cannot take these lines

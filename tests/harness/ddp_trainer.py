@@ -24,13 +24,17 @@ import sys
 import time
 import zlib
 
+import bload
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-import bload
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"))
+sys.path.insert(
+    0,
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"
+    ),
+)
 import packed_gru  # noqa: E402  (the examples' model, in examples/)
 from ddp_recovery import StepLog, check_resume_points, load_checkpoint, save_checkpoint
 
@@ -81,7 +85,9 @@ def seconds_at_least(minimum):
         except ValueError:
             value = None
         if value is None or not minimum <= value < 1e9:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds of at least {minimum}")
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected a number of seconds of at least {minimum}"
+            )
         return value
 
     return number
@@ -89,47 +95,97 @@ def seconds_at_least(minimum):
 
 def parse():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=at_least(1), help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)")
-    parser.add_argument("--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths"))
+    parser.add_argument(
+        "--world-size",
+        type=at_least(1),
+        help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)",
+    )
+    parser.add_argument(
+        "--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths")
+    )
     parser.add_argument("--sequences", type=at_least(1), help="use only the first N sequences")
-    parser.add_argument("--store", default="", help="read the sequences from the sequence store at DIR, written "
-                        "there first from the generated ones when DIR does not exist (docs/data.md)")
-    parser.add_argument("--model", default="", help="a saved TorchScript model (default: script PackedGRU here)")
-    parser.add_argument("--policy", default="best_fit", choices=bload.POLICIES,
-                        help="lanes: each row carries the model's state from batch to batch (truncated "
-                             "back-propagation: detached at batch boundaries)")  # fmt: skip
+    parser.add_argument(
+        "--store",
+        default="",
+        help="read the sequences from the sequence store at DIR, written "
+        "there first from the generated ones when DIR does not exist (docs/data.md)",
+    )
+    parser.add_argument(
+        "--model", default="", help="a saved TorchScript model (default: script PackedGRU here)"
+    )
+    parser.add_argument(
+        "--policy",
+        default="best_fit",
+        choices=bload.POLICIES,
+        help="lanes: each row carries the model's state from batch to batch (truncated "
+        "back-propagation: detached at batch boundaries)",
+    )
     parser.add_argument("--t-max", type=at_least(1), default=94)
     parser.add_argument("--blocks-per-batch", type=at_least(1), default=8)
     parser.add_argument("--epochs", type=at_least(1), default=1)
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--workers", type=at_least(0), default=0, help="DataLoader worker processes per rank (0: load in the rank)")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--timeout", type=at_least(1), default=300, help="seconds a collective may wait")
-    parser.add_argument("--heartbeat-window", type=seconds_at_least(0.1), default=30.0,
-                        help="seconds after which a rank silent (stopped) or stuck behind the others is named by "
-                             "every rank, which then stop (default 30; docs/ddp.md)")  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line of figures")
-    parser.add_argument("--checkpoint", default="", help="where rank 0 keeps the last checkpoint, DIR/checkpoint.pt "
-                        "(every rank reads it to resume: on several machines, a shared directory)")  # fmt: skip
-    parser.add_argument("--checkpoint-every", type=at_least(0), default=0, help="write it after every N batches of an epoch")
-    parser.add_argument("--resume", action="store_true", help="start from the checkpoint where there is one")
-    parser.add_argument("--step-log", default="", help='rank R appends to FILE.R a line per piece it trains: "epoch '
-                        'batch sequence offset length", after a "# run" line per run')  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=at_least(0),
+        default=0,
+        help="DataLoader worker processes per rank (0: load in the rank)",
+    )
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu"
+    )
+    parser.add_argument(
+        "--timeout", type=at_least(1), default=300, help="seconds a collective may wait"
+    )
+    parser.add_argument(
+        "--heartbeat-window",
+        type=seconds_at_least(0.1),
+        default=30.0,
+        help="seconds after which a rank silent (stopped) or stuck behind the others is named by "
+        "every rank, which then stop (default 30; docs/ddp.md)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="rank 0 ends with one JSON line of figures"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default="",
+        help="where rank 0 keeps the last checkpoint, DIR/checkpoint.pt "
+        "(every rank reads it to resume: on several machines, a shared directory)",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=at_least(0),
+        default=0,
+        help="write it after every N batches of an epoch",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="start from the checkpoint where there is one"
+    )
+    parser.add_argument(
+        "--step-log",
+        default="",
+        help='rank R appends to FILE.R a line per piece it trains: "epoch '
+        'batch sequence offset length", after a "# run" line per run',
+    )
     args = parser.parse_args()
     if not args.checkpoint and (args.checkpoint_every or args.resume):
         parser.error("--checkpoint = '': expected a directory with --checkpoint-every or --resume")
     if "RANK" in os.environ:  # torchrun's: it says the world size
         world_size = os.environ.get("WORLD_SIZE", "")
         if args.world_size is not None and str(args.world_size) != world_size:
-            parser.error(f"--world-size = {args.world_size}: expected WORLD_SIZE = {world_size!r} under torchrun (or no --world-size)")
+            parser.error(
+                f"--world-size = {args.world_size}: expected WORLD_SIZE = {world_size!r} under torchrun (or no --world-size)"
+            )
     elif args.world_size is None:
         args.world_size = 2
     return args
 
 
 def lengths_of(args):
-    lengths = (bload.SequenceStore(args.store).lengths if args.store else bload.read_lengths(args.lengths)).tolist()
+    lengths = (
+        bload.SequenceStore(args.store).lengths if args.store else bload.read_lengths(args.lengths)
+    ).tolist()
     return lengths[: args.sequences] if args.sequences else lengths
 
 
@@ -137,9 +193,14 @@ def make_sampler(lengths, args, world_size, rank):
     """The plan every rank makes: the spawning process makes it too, so that what every rank would
     refuse (a t_max too small, more blocks than pieces) is said once, before any rank starts."""
     return bload.BlockSampler(
-        lengths, args.t_max, args.blocks_per_batch, world_size=world_size, rank=rank,
-        seed=args.seed, policy=args.policy,
-    )  # fmt: skip
+        lengths,
+        args.t_max,
+        args.blocks_per_batch,
+        world_size=world_size,
+        rank=rank,
+        seed=args.seed,
+        policy=args.policy,
+    )
 
 
 class Progress:
@@ -158,7 +219,11 @@ class Progress:
             return
         self.drawn = time.monotonic()
         line = f"batch {batch}/{self.total}  loss {loss:.4f}  {batch / elapsed:.1f} steps/s  {frames / elapsed:.0f} frames/s"
-        print(("\r" + line) if self.tty else line, end="\n" if last or not self.tty else "", flush=True)
+        print(
+            ("\r" + line) if self.tty else line,
+            end="\n" if last or not self.tty else "",
+            flush=True,
+        )
 
 
 @dataclasses.dataclass
@@ -208,14 +273,36 @@ def connect(rank, args, port):
         world_size, host, store_rank = args.world_size, "127.0.0.1", 0
     # The store first, then the liveness, then the group: the group's rendezvous waits for every
     # rank, and the watchdog is what names one that never comes or comes with another world size.
-    store = dist.TCPStore(host, port, is_master=rank == store_rank, timeout=timeout, wait_for_workers=False)
+    store = dist.TCPStore(
+        host, port, is_master=rank == store_rank, timeout=timeout, wait_for_workers=False
+    )
     prefix = f"bload_trainer/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-    liveness = bload.distributed.Liveness(host, port, rank, world_size, window=args.heartbeat_window,
-                                          join_timeout=args.timeout, store_rank=store_rank, prefix=prefix + "/liveness")  # fmt: skip
+    liveness = bload.distributed.Liveness(
+        host,
+        port,
+        rank,
+        world_size,
+        window=args.heartbeat_window,
+        join_timeout=args.timeout,
+        store_rank=store_rank,
+        prefix=prefix + "/liveness",
+    )
     try:
-        dist.init_process_group(backend, store=dist.PrefixStore(prefix, store), rank=rank, world_size=world_size, timeout=timeout)
-        local_rank = int(os.environ.get("LOCAL_RANK", rank))  # this rank's index on its machine: its GPU
-        device = torch.device(args.device, local_rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore(prefix, store),
+            rank=rank,
+            world_size=world_size,
+            timeout=timeout,
+        )
+        local_rank = int(
+            os.environ.get("LOCAL_RANK", rank)
+        )  # this rank's index on its machine: its GPU
+        device = (
+            torch.device(args.device, local_rank % torch.cuda.device_count())
+            if args.device == "cuda"
+            else torch.device("cpu")
+        )
         if device.type == "cuda":
             torch.cuda.set_device(device)
     except Exception as error:
@@ -244,18 +331,33 @@ def train(rank, world_size, device, args, liveness):
     lengths = lengths_of(args)
     sampler = make_sampler(lengths, args, world_size, rank)
     loader = torch.utils.data.DataLoader(
-        bload.BlockDataset(bload.SequenceStore(args.store) if args.store else RunningSum(lengths, args.seed),
-                           args.t_max, target_padding=0.0),
-        batch_sampler=sampler, collate_fn=bload.collate, num_workers=args.workers,
-        pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
-    )  # fmt: skip
-    module = torch.jit.load(args.model, map_location=device) if args.model else packed_gru.scripted(args.seed).to(device)
+        bload.BlockDataset(
+            bload.SequenceStore(args.store) if args.store else RunningSum(lengths, args.seed),
+            args.t_max,
+            target_padding=0.0,
+        ),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=args.workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=args.workers > 0,
+    )
+    module = (
+        torch.jit.load(args.model, map_location=device)
+        if args.model
+        else packed_gru.scripted(args.seed).to(device)
+    )
     optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
     # What a checkpoint is valid for: the sampler's position means nothing under other ones. The
     # world size and blocks per batch are not part of it: the sampler's load decides which it
     # resumes with (any world size; lanes, any factors of their lane count).
-    identity = {"lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()), "sequences": len(lengths), "t_max": args.t_max,
-                "seed": args.seed, "policy": args.policy}  # fmt: skip
+    identity = {
+        "lengths_crc32": zlib.crc32(torch.tensor(lengths).numpy().tobytes()),
+        "sequences": len(lengths),
+        "t_max": args.t_max,
+        "seed": args.seed,
+        "policy": args.policy,
+    }
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
     lanes = sampler.plan.carries_state()  # the core says which policies carry state
     # Every lane's recurrent state, this rank's rows of it here (bload keeps it, checkpoints it).
@@ -265,7 +367,9 @@ def train(rank, world_size, device, args, liveness):
         sampler.load_state_dict(resumed)
         if lanes:
             if saved_lanes is None:
-                raise RuntimeError(f"{args.checkpoint}: the lanes' state is missing: expected every lane's, from a lanes run")
+                raise RuntimeError(
+                    f"{args.checkpoint}: the lanes' state is missing: expected every lane's, from a lanes run"
+                )
             lane_state.load_state_dict(saved_lanes)
     liveness.started()  # the first collective is next
     if args.resume:
@@ -291,11 +395,15 @@ def train(rank, world_size, device, args, liveness):
                 first_wait = time.perf_counter() - waiting
             index = first_batch + len(losses)  # the batch's index in the plan served
             if not torch.equal(batch.table, sampler.plan.batch(rank, index)):
-                raise RuntimeError(f"rank {rank}: the loader's batch {index} of epoch {epoch} is not the plan's")
+                raise RuntimeError(
+                    f"rank {rank}: the loader's batch {index} of epoch {epoch} is not the plan's"
+                )
             on_device = batch.to(device, non_blocking=True)
             data, target, valid = on_device.data, on_device.target, on_device.valid
             if lanes:  # each row goes on from its lane's state where the batch carries it
-                outputs, final = model(data, batch.table, on_device.carry, lane_state.initial(on_device))
+                outputs, final = model(
+                    data, batch.table, on_device.carry, lane_state.initial(on_device)
+                )
                 lane_state.update(on_device, final)  # detached: gradients stop at the batch's end
             else:
                 outputs = model(data, batch.table)
@@ -313,7 +421,9 @@ def train(rank, world_size, device, args, liveness):
                 if rank == 0:
                     # The batches trained: with workers the sampler has handed out more.
                     state = sampler.state_dict(position=index + 1)
-                    save_checkpoint(args.checkpoint, module, optimizer, state, identity, lanes_saved)
+                    save_checkpoint(
+                        args.checkpoint, module, optimizer, state, identity, lanes_saved
+                    )
             steps = int(batch.valid.sum())
             frames, padding = frames + steps, padding + batch.valid.numel() - steps
             losses.append(loss.item())
@@ -322,10 +432,20 @@ def train(rank, world_size, device, args, liveness):
         seconds = time.perf_counter() - start
         first_loss, last_loss = ends_of(losses)
         after_first = seconds - first_wait
-        epochs.append(EpochFigures(epoch=epoch, first_batch=first_batch, seconds=seconds, first_wait=first_wait,
-                                   wait_share=waited / after_first if after_first > 0 else 0.0,
-                                   batches=len(losses), frames=frames, padding=padding,
-                                   first_loss=first_loss, last_loss=last_loss))  # fmt: skip
+        epochs.append(
+            EpochFigures(
+                epoch=epoch,
+                first_batch=first_batch,
+                seconds=seconds,
+                first_wait=first_wait,
+                wait_share=waited / after_first if after_first > 0 else 0.0,
+                batches=len(losses),
+                frames=frames,
+                padding=padding,
+                first_loss=first_loss,
+                last_loss=last_loss,
+            )
+        )
     return epochs
 
 
@@ -333,8 +453,14 @@ def report(args, world_size, device, gathered):
     """Rank 0's summary of every rank's figures (`gathered`, as dicts): a line per epoch this run
     trained, and with --json one JSON line. False where the ranks ran different batch counts."""
     backend = "nccl" if device.type == "cuda" else "gloo"
-    summary = {"model": args.model or "scripted", "policy": args.policy, "backend": backend, "device": str(device),
-               "world_size": world_size, "epochs": []}  # fmt: skip
+    summary = {
+        "model": args.model or "scripted",
+        "policy": args.policy,
+        "backend": backend,
+        "device": str(device),
+        "world_size": world_size,
+        "epochs": [],
+    }
     equal = True
     for epoch in range(len(gathered[0])):
         ranks = [EpochFigures(**rank_epochs[epoch]) for rank_epochs in gathered]
@@ -343,7 +469,10 @@ def report(args, world_size, device, gathered):
         seconds = max(figures.seconds for figures in ranks)
         waited = max(figures.wait_share for figures in ranks)
         first_wait = max(figures.first_wait for figures in ranks)
-        frames, padding = sum(figures.frames for figures in ranks), sum(figures.padding for figures in ranks)
+        frames, padding = (
+            sum(figures.frames for figures in ranks),
+            sum(figures.padding for figures in ranks),
+        )
         first = sum(figures.first_loss for figures in ranks) / world_size
         last = sum(figures.last_loss for figures in ranks) / world_size
         number, first_batch = ranks[0].epoch, ranks[0].first_batch
@@ -353,10 +482,20 @@ def report(args, world_size, device, gathered):
             f"{100 * padding / max(frames + padding, 1):.2f}% of steps, first batch after {first_wait:.2f} s, then "
             f"loader wait {100 * waited:.2f}% of the steps, loss {first:.4f} -> {last:.4f}"
         )
-        summary["epochs"].append({"epoch": number, "first_batch": first_batch, "seconds": seconds,
-                                  "first_batch_seconds": first_wait, "loader_wait_share": waited,
-                                  "batches_per_rank": per_rank, "frames": frames, "padding": padding,
-                                  "first_loss": first, "last_loss": last})  # fmt: skip
+        summary["epochs"].append(
+            {
+                "epoch": number,
+                "first_batch": first_batch,
+                "seconds": seconds,
+                "first_batch_seconds": first_wait,
+                "loader_wait_share": waited,
+                "batches_per_rank": per_rank,
+                "frames": frames,
+                "padding": padding,
+                "first_loss": first,
+                "last_loss": last,
+            }
+        )
     if args.json:
         print(json.dumps(finite(summary), allow_nan=False), flush=True)
     return equal
@@ -392,7 +531,11 @@ def run_rank(rank, args, port):
     dist.destroy_process_group()
     if failure is not None:
         lost = liveness.failed(failure)  # gloo names a lost peer by its address at best
-        print(f"rank {rank}: stopped: {lost + ': ' if lost else ''}{failure}", file=sys.stderr, flush=True)
+        print(
+            f"rank {rank}: stopped: {lost + ': ' if lost else ''}{failure}",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.exit(3)
     del store  # rank 0's hosts the others' keys: kept until here
     if rank == 0 and not report(args, world_size, device, gathered):
@@ -416,7 +559,9 @@ def write_store(args):
 def main():
     args = parse()
     if "RANK" in os.environ and args.store and not os.path.exists(args.store):
-        sys.exit(f"error: --store {args.store}: no store there; write it first (this trainer without torchrun writes it)")
+        sys.exit(
+            f"error: --store {args.store}: no store there; write it first (this trainer without torchrun writes it)"
+        )
     write_store(args)
     if "RANK" in os.environ:
         run_rank(int(os.environ["RANK"]), args, None)

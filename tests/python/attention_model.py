@@ -17,7 +17,9 @@ class TinyCausalTransformer(nn.Module):
         self.qkv = nn.Linear(width, 3 * width)
         self.out = nn.Linear(width, width)
         self.norm = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+        )
         self.head = nn.Linear(width, 1)
 
     def forward(self, x, positions, attend):
@@ -38,7 +40,9 @@ def causal_alone(q, k, v):
 
 def with_mask(mask):
     """SDPA with bload's dense mask [blocks, t_max, t_max]."""
-    return lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.unsqueeze(1))
+    return lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask.unsqueeze(1)
+    )
 
 
 def with_block_mask(block_mask):

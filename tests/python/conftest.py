@@ -1,9 +1,8 @@
 import pathlib
 
+import bload
 import pytest
 import torch
-
-import bload
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The library under test: the installed package's, or the build named by BLOAD_LIBRARY.

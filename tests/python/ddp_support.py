@@ -8,7 +8,6 @@ import socket
 import subprocess
 
 import pytest
-
 from conftest import ROOT
 
 CPP_TRAINER = ROOT / "build" / "tests" / "harness" / "cpp" / "ddp_trainer"
@@ -28,7 +27,9 @@ def example_module(name):
 
 def run(command, timeout=HARD_TIMEOUT):
     """Runs a trainer; subprocess.TimeoutExpired (a failure) if it outlives `timeout`."""
-    return subprocess.run([str(word) for word in command], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(word) for word in command], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def report_of(result):
@@ -42,9 +43,15 @@ def run_ranks(commands, envs=None, timeout=HARD_TIMEOUT):
     A process still running after `timeout` is killed, with the others, and fails the test."""
     envs = envs or [None] * len(commands)
     processes = [
-        subprocess.Popen([str(word) for word in command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [str(word) for word in command],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for command, env in zip(commands, envs)
-    ]  # fmt: skip
+    ]
     try:
         outputs = [p.communicate(timeout=timeout) for p in processes]
     except subprocess.TimeoutExpired:
@@ -63,5 +70,11 @@ def free_port():
 def torchrun_env(rank, world_size, port):
     """The environment torchrun gives a rank (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
     LOCAL_RANK), here for ranks started by hand on this machine; rank 0 hosts the store."""
-    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))  # fmt: skip
+    return dict(
+        os.environ,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+    )

@@ -5,12 +5,11 @@ create_block_mask's (made in a worker too, and moved), and the dense mask operat
 
 import pickle
 
+import bload
 import pytest
 import torch
 from test_package import Numbered
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
-
-import bload
 
 T_MAX = 40
 COLUMN = bload.ops.COLUMN
@@ -21,7 +20,9 @@ LENGTHS = [7, 33, 12, 5, 90, 21, 18, 2, 40, 3, 61, 9, 14, 27]
 def packed(positions="sequence", blocks=3, workers=0):
     sampler = bload.BlockSampler(LENGTHS, T_MAX, blocks, policy="best_fit", split=True)
     dataset = bload.BlockDataset(Numbered(LENGTHS), T_MAX, positions=positions)
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers
+    )
     return list(loader)
 
 
@@ -31,7 +32,9 @@ def rows(batch):
 
 def test_documents_are_pieces_and_padding_runs_over_the_flattened_layout():
     batches = packed()
-    assert any(row["offset"] > 0 for batch in batches for row in rows(batch)), "no split piece to test"
+    assert any(row["offset"] > 0 for batch in batches for row in rows(batch)), (
+        "no split piece to test"
+    )
     for batch in batches:
         ids = batch.document_ids.flatten().tolist()
         cu = batch.cu_seqlens_padded
@@ -71,12 +74,21 @@ def test_hf_kwargs_equal_transformers_own_collator_on_the_same_sequences():
     transformers = pytest.importorskip("transformers")
     from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
-    collator = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_seq_idx=True)
+    collator = transformers.DataCollatorWithFlattening(
+        return_flash_attn_kwargs=True, return_seq_idx=True
+    )
     for positions in ("sequence", "piece"):
         for batch in packed(positions):
             tokens = (batch.data[..., 0] * 100 + batch.data[..., 1]).long()  # a token per step
             ours = batch.hf_kwargs(input_ids=tokens)
-            pieces = [{"input_ids": tokens[r["block"], r["block_offset"] : r["block_offset"] + r["length"]]} for r in rows(batch)]
+            pieces = [
+                {
+                    "input_ids": tokens[
+                        r["block"], r["block_offset"] : r["block_offset"] + r["length"]
+                    ]
+                }
+                for r in rows(batch)
+            ]
             theirs = collator(pieces, return_tensors="pt")
             assert set(ours) == set(theirs)
             for key, value in theirs.items():
@@ -111,27 +123,60 @@ def dense(counts, indices, tiles):
 def test_block_mask_equals_create_block_mask_of_the_document_mask(causal, block_size):
     for batch in packed():
         ours = batch.block_mask(causal=causal, block_size=block_size)
-        theirs = create_block_mask(document_mask(batch, causal), batch.blocks, None, T_MAX, T_MAX, device="cpu", BLOCK_SIZE=block_size)
+        theirs = create_block_mask(
+            document_mask(batch, causal),
+            batch.blocks,
+            None,
+            T_MAX,
+            T_MAX,
+            device="cpu",
+            BLOCK_SIZE=block_size,
+        )
         assert isinstance(ours, BlockMask)
         assert torch.equal(ours.to_dense(), theirs.to_dense())
         tiles = ours.kv_indices.shape[-1]
-        for counts, indices in (("kv_num_blocks", "kv_indices"), ("full_kv_num_blocks", "full_kv_indices")):
+        for counts, indices in (
+            ("kv_num_blocks", "kv_indices"),
+            ("full_kv_num_blocks", "full_kv_indices"),
+        ):
             mine = dense(getattr(ours, counts), getattr(ours, indices), tiles)
-            assert torch.equal(mine, dense(getattr(theirs, counts), getattr(theirs, indices), tiles)), counts
+            assert torch.equal(
+                mine, dense(getattr(theirs, counts), getattr(theirs, indices), tiles)
+            ), counts
         # The dense operator is the same mask, step by step.
         steps = torch.arange(T_MAX)
         mask_mod = document_mask(batch, causal)
-        expected = torch.stack([mask_mod(b, 0, steps[:, None], steps[None]) for b in range(batch.blocks)])
+        expected = torch.stack(
+            [mask_mod(b, 0, steps[:, None], steps[None]) for b in range(batch.blocks)]
+        )
         assert torch.equal(batch.attention_mask(causal), expected)
 
 
 def test_flex_attention_with_the_block_mask_equals_it_with_create_block_mask():
     batch = packed()[0]
     generator = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(batch.blocks, 2, T_MAX, 8, generator=generator, dtype=torch.float64) for _ in range(3))
+    q, k, v = (
+        torch.randn(batch.blocks, 2, T_MAX, 8, generator=generator, dtype=torch.float64)
+        for _ in range(3)
+    )
     ours = flex_attention(q, k, v, block_mask=batch.block_mask(block_size=16))
-    theirs = flex_attention(q, k, v, block_mask=create_block_mask(document_mask(batch, True), batch.blocks, None, T_MAX, T_MAX, device="cpu", BLOCK_SIZE=16))
-    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=batch.attention_mask().unsqueeze(1))
+    theirs = flex_attention(
+        q,
+        k,
+        v,
+        block_mask=create_block_mask(
+            document_mask(batch, True),
+            batch.blocks,
+            None,
+            T_MAX,
+            T_MAX,
+            device="cpu",
+            BLOCK_SIZE=16,
+        ),
+    )
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=batch.attention_mask().unsqueeze(1)
+    )
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
     torch.testing.assert_close(ours, sdpa, rtol=0, atol=1e-12)
 
@@ -152,21 +197,30 @@ class MasksInWorkers(torch.utils.data.Dataset):
 
 def test_block_mask_is_made_in_a_worker_and_moves_with_to():
     sampler = bload.BlockSampler(LENGTHS, T_MAX, 3, split=True)
-    loader = torch.utils.data.DataLoader(MasksInWorkers(), batch_sampler=sampler, collate_fn=lambda x: x, num_workers=2)
+    loader = torch.utils.data.DataLoader(
+        MasksInWorkers(), batch_sampler=sampler, collate_fn=lambda x: x, num_workers=2
+    )
     made_here = packed()
     for (table, mask), batch in zip(loader, made_here):
         assert torch.equal(table, batch.table)
         assert torch.equal(mask.to_dense(), batch.block_mask(block_size=16).to_dense())
         moved = mask.to("meta")
-        assert moved.kv_indices.device.type == "meta" and moved.mask_mod.document_ids.device.type == "meta"
+        assert (
+            moved.kv_indices.device.type == "meta"
+            and moved.mask_mod.document_ids.device.type == "meta"
+        )
     assert len(made_here) == len(sampler)
 
 
 def test_attention_mask_and_kv_blocks_pass_opcheck_and_name_bad_arguments():
     batch = packed()[0]
     for causal in (True, False):
-        torch.library.opcheck(torch.ops.bload.attention_mask.default, (batch.table, batch.blocks, T_MAX, causal))
-        torch.library.opcheck(torch.ops.bload.kv_blocks.default, (batch.table, batch.blocks, T_MAX, 16, causal))
+        torch.library.opcheck(
+            torch.ops.bload.attention_mask.default, (batch.table, batch.blocks, T_MAX, causal)
+        )
+        torch.library.opcheck(
+            torch.ops.bload.kv_blocks.default, (batch.table, batch.blocks, T_MAX, 16, causal)
+        )
     with pytest.raises(RuntimeError, match="block_size = 0: expected at least 1 step"):
         bload.ops.kv_blocks(batch.table, batch.blocks, T_MAX, 0)
     with pytest.raises(RuntimeError, match=r"table\[0, length\]"):

@@ -4,12 +4,11 @@ piece the outputs and the parameter gradients it gets run alone (1e-10), with an
 sequences, with positions counted from the sequence or from each piece. (flex_attention has no
 CPU backward in eager mode: without CUDA its outputs alone are compared.)"""
 
+import bload
 import pytest
 import torch
 from attention_model import TinyCausalTransformer, causal_alone, with_block_mask, with_mask
 from test_package import Numbered
-
-import bload
 
 T_MAX = 24
 COLUMN = bload.ops.COLUMN
@@ -20,7 +19,9 @@ def batches(split, positions):
     lengths = [5, 17, 9, 3, 24, 11, 2, 14] + ([50, 31] if split else [])
     sampler = bload.BlockSampler(lengths, T_MAX, 3, split=split)
     dataset = bload.BlockDataset(Numbered(lengths), T_MAX, positions=positions)
-    return list(torch.utils.data.DataLoader(dataset, batch_sampler=sampler, collate_fn=bload.collate))
+    return list(
+        torch.utils.data.DataLoader(dataset, batch_sampler=sampler, collate_fn=bload.collate)
+    )
 
 
 def weights(data):
@@ -45,11 +46,17 @@ def test_packed_outputs_and_gradients_equal_each_piece_alone(mask, split, positi
     backward = mask == "sdpa" or device == "cuda"
     model = TinyCausalTransformer(features=2).double().to(device)
     all_batches = batches(split, positions)
-    assert split == any(row[COLUMN["offset"]] > 0 for batch in all_batches for row in batch.table.tolist())
+    assert split == any(
+        row[COLUMN["offset"]] > 0 for batch in all_batches for row in batch.table.tolist()
+    )
     for batch in all_batches[:3]:
         batch = batch.to(device)
         x = batch.data.double()
-        attend = with_mask(batch.attention_mask()) if mask == "sdpa" else with_block_mask(batch.block_mask(block_size=8))
+        attend = (
+            with_mask(batch.attention_mask())
+            if mask == "sdpa"
+            else with_block_mask(batch.block_mask(block_size=8))
+        )
         with torch.set_grad_enabled(backward):
             packed = model(x, batch.position_ids, attend)
         if backward:
@@ -63,7 +70,9 @@ def test_packed_outputs_and_gradients_equal_each_piece_alone(mask, split, positi
             positions_alone = torch.arange(first, first + piece["length"], device=device)[None]
             with torch.set_grad_enabled(backward):
                 alone = model(x[piece["block"], steps][None], positions_alone, causal_alone)
-            torch.testing.assert_close(packed[piece["block"], steps].detach(), alone[0].detach(), rtol=0, atol=1e-10)
+            torch.testing.assert_close(
+                packed[piece["block"], steps].detach(), alone[0].detach(), rtol=0, atol=1e-10
+            )
             alone_loss = alone_loss + (alone * weights(x[piece["block"], steps][None])).sum()
         if backward:
             for mine, theirs in zip(packed_grads, gradients(model, alone_loss)):

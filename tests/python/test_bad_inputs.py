@@ -2,10 +2,9 @@
 dtype cannot hold, meta tensors where values are needed, and a dataset of another size than the
 lengths the sampler plans with."""
 
+import bload
 import pytest
 import torch
-
-import bload
 from bload import ops
 
 
@@ -36,7 +35,9 @@ def test_padding_the_dtype_holds_packs():
     packed = ops.pack([torch.arange(3)], one_piece(), 1, 4, -100.0)
     assert packed.tolist() == [[0, 1, 2, -100]]
     assert ops.pack([torch.zeros(3)], one_piece(), 1, 4, float("-inf"))[0, 3] == float("-inf")
-    assert ops.pack([torch.ones(3, dtype=torch.bool)], one_piece(), 1, 4, 0).tolist() == [[True] * 3 + [False]]
+    assert ops.pack([torch.ones(3, dtype=torch.bool)], one_piece(), 1, 4, 0).tolist() == [
+        [True] * 3 + [False]
+    ]
 
 
 class Sequences(torch.utils.data.Dataset):
@@ -66,7 +67,9 @@ def test_a_dataset_of_another_size_is_refused():
     batch = next(iter(bload.BlockSampler(lengths, 9)))
     assert batch.sequences == 4
     dataset = bload.BlockDataset(Sequences(lengths[:3]), 9)
-    with pytest.raises(ValueError, match="dataset has 3 sequences: expected 4, the lengths the sampler plans with"):
+    with pytest.raises(
+        ValueError, match="dataset has 3 sequences: expected 4, the lengths the sampler plans with"
+    ):
         dataset.__getitems__(batch)
 
 

@@ -8,18 +8,21 @@ import os
 import pickle
 import time
 
+import bload
 import pytest
 import torch
 from test_package import Numbered, lengths_of
-
-import bload
 
 T_MAX = 30
 PER_TABLE = {
     "reset": lambda table, blocks, carry: bload.ops.reset_mask(table, blocks, T_MAX, carry),
     "valid": lambda table, blocks, carry: bload.ops.valid_mask(table, blocks, T_MAX),
     "ends": lambda table, blocks, carry: bload.ops.end_mask(table, blocks, T_MAX),
-    "carry": lambda table, blocks, carry: bload.ops.carry_mask(table, blocks, T_MAX) if carry else torch.zeros(blocks, dtype=torch.bool),
+    "carry": lambda table, blocks, carry: (
+        bload.ops.carry_mask(table, blocks, T_MAX)
+        if carry
+        else torch.zeros(blocks, dtype=torch.bool)
+    ),
     "segment_ids": lambda table, blocks, carry: bload.ops.segment_ids(table, blocks, T_MAX),
     "position_ids": lambda table, blocks, carry: bload.ops.position_ids(table, blocks, T_MAX),
     "cu_seqlens": lambda table, blocks, carry: bload.ops.cu_seqlens(table),
@@ -31,7 +34,9 @@ def batches(policy, workers=0, **loader):
     lengths = lengths_of(80, seed=4) + ([95] if policy == "lanes" else [])
     sampler = bload.BlockSampler(lengths, T_MAX, 3, world_size=2, rank=1, policy=policy)
     dataset = bload.BlockDataset(Numbered(lengths), T_MAX)
-    return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers, **loader)
+    return torch.utils.data.DataLoader(
+        dataset, batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers, **loader
+    )
 
 
 def test_the_batch_has_the_cores_fields_in_its_order():
@@ -64,10 +69,14 @@ def test_batch_tables_passes_opcheck():
 
 def test_a_batch_crosses_as_data_target_and_table_and_makes_its_tables_where_it_is_used():
     batch = next(iter(batches("lanes")))
-    batch.valid  # made here: still not sent
+    batch.valid  # noqa: B018 (made here: still not sent)
     sent = pickle.loads(pickle.dumps(batch))
     tensors = [arg for arg in batch.__reduce__()[1] if isinstance(arg, torch.Tensor)]
-    assert [tensor.shape for tensor in tensors] == [batch.data.shape, batch.target.shape, batch.table.shape]
+    assert [tensor.shape for tensor in tensors] == [
+        batch.data.shape,
+        batch.target.shape,
+        batch.table.shape,
+    ]
     assert sent._tables is None
     for name in bload.batch.TABLE_FIELDS:
         assert torch.equal(getattr(sent, name), getattr(batch, name)), name
@@ -77,13 +86,17 @@ def test_a_batch_crosses_as_data_target_and_table_and_makes_its_tables_where_it_
     for a, b in zip(with_workers, alone):
         assert a._tables is None and torch.equal(a.data, b.data) and torch.equal(a.reset, b.reset)
     moved = alone[0].to("cpu", non_blocking=True)
-    assert moved.device == torch.device("cpu") and torch.equal(moved.position_ids, alone[0].position_ids)
+    assert moved.device == torch.device("cpu") and torch.equal(
+        moved.position_ids, alone[0].position_ids
+    )
 
 
 def test_a_loader_without_bload_collate_says_what_to_pass():
     lengths = lengths_of(20)
-    loader = torch.utils.data.DataLoader(bload.BlockDataset(Numbered(lengths), T_MAX),
-                                         batch_sampler=bload.BlockSampler(lengths, T_MAX))  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        bload.BlockDataset(Numbered(lengths), T_MAX),
+        batch_sampler=bload.BlockSampler(lengths, T_MAX),
+    )
     with pytest.raises(TypeError, match=r"pass collate_fn=bload\.collate to the DataLoader"):
         next(iter(loader))
 
@@ -96,7 +109,10 @@ def test_the_cpp_buffer_cache_reuses_a_tensor_only_once_nothing_holds_it():
     assert held.data_ptr() != address  # `first` is still held
     view = first[1]
     del first
-    assert buffers.take([4, 8], torch.float32, False).data_ptr() not in (address, held.data_ptr())  # a view lives
+    assert buffers.take([4, 8], torch.float32, False).data_ptr() not in (
+        address,
+        held.data_ptr(),
+    )  # a view lives
     del view
     assert buffers.take([4, 8], torch.float32, False).data_ptr() == address
     shared = buffers.take([2, 3], torch.int64, True)
@@ -132,13 +148,25 @@ def test_a_loop_left_with_break_ends_its_workers_at_once():
     [
         ({"t_max": 0}, ValueError, "t_max = 0: expected an int from 1 to 16777216"),
         ({"t_max": 2**40}, ValueError, f"t_max = {2**40}: expected an int from 1 to 16777216"),
-        ({"blocks_per_batch": 0}, ValueError, "blocks_per_batch = 0: expected an int from 1 to 4294967295"),
+        (
+            {"blocks_per_batch": 0},
+            ValueError,
+            "blocks_per_batch = 0: expected an int from 1 to 4294967295",
+        ),
         ({"seed": -1}, ValueError, "seed = -1: expected an int from 0 to 9223372036854775807"),
         ({"split": "False"}, TypeError, "split = 'False': expected True"),
-        ({"policy": "bfd"}, ValueError, "policy = 'bfd': expected one of best_fit, random_fill, pad_to_max, lanes"),
-        ({"lengths": [3.0, 4.5]}, TypeError, "lengths: expected a lengths file's path, a 1-d integer tensor or a sequence of ints, got a list of floats"),
+        (
+            {"policy": "bfd"},
+            ValueError,
+            "policy = 'bfd': expected one of best_fit, random_fill, pad_to_max, lanes",
+        ),
+        (
+            {"lengths": [3.0, 4.5]},
+            TypeError,
+            "lengths: expected a lengths file's path, a 1-d integer tensor or a sequence of ints, got a list of floats",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments_name_the_real_bounds(arguments, error, expected):
     made = {"lengths": [3, 4, 5], "t_max": 8, **arguments}
     with pytest.raises(error) as raised:
@@ -148,7 +176,14 @@ def test_bad_arguments_name_the_real_bounds(arguments, error, expected):
 
 
 def lanes_sampler(world_size, rank, rows):
-    return bload.BlockSampler(lengths_of(60, seed=2) + [200], T_MAX, rows, world_size=world_size, rank=rank, policy="lanes")
+    return bload.BlockSampler(
+        lengths_of(60, seed=2) + [200],
+        T_MAX,
+        rows,
+        world_size=world_size,
+        rank=rank,
+        policy="lanes",
+    )
 
 
 def test_lane_state_carries_each_lanes_state_and_resumes_in_other_factors():
@@ -172,9 +207,16 @@ def test_lane_state_carries_each_lanes_state_and_resumes_in_other_factors():
     assert torch.equal(one.state, torch.cat(states))
     saved = one.state_dict()
     assert saved["lanes"] == 4 and torch.equal(saved["state"], one.state)
-    with pytest.raises(ValueError, match=r"state\['lanes'\] = 4: expected 3 \(world_size \* blocks_per_batch\)"):
+    with pytest.raises(
+        ValueError, match=r"state\['lanes'\] = 4: expected 3 \(world_size \* blocks_per_batch\)"
+    ):
         bload.LaneState(lanes_sampler(1, 0, 3), (3,)).load_state_dict(every)
-    with pytest.raises(ValueError, match=r"state\['state'\] is \[4, 3\]: expected a tensor \[4, 5\]"):
+    with pytest.raises(
+        ValueError, match=r"state\['state'\] is \[4, 3\]: expected a tensor \[4, 5\]"
+    ):
         bload.LaneState(lanes_sampler(1, 0, 4), (5,)).load_state_dict(every)
-    with pytest.raises(ValueError, match="a batch of lanes 2 to 3: expected a lanes batch of this rank's lanes 0 to 1"):
+    with pytest.raises(
+        ValueError,
+        match="a batch of lanes 2 to 3: expected a lanes batch of this rank's lanes 0 to 1",
+    ):
         bload.LaneState(lanes_sampler(2, 0, 2), (3,)).initial(batch)

@@ -9,9 +9,17 @@ import sys
 
 import pytest
 import torch
-
 from conftest import COLUMN
-from ddp_support import CPP_TRAINER, PY_TRAINER, TORCHRUN, example_module, free_port, report_of, run, run_ranks
+from ddp_support import (
+    CPP_TRAINER,
+    PY_TRAINER,
+    TORCHRUN,
+    example_module,
+    free_port,
+    report_of,
+    run,
+    run_ranks,
+)
 
 packed_gru = example_module("packed_gru")
 
@@ -27,7 +35,9 @@ def script_model(tmp_path_factory):
 
 def check_epoch(epoch, lengths, world_size):
     """The epoch's figures against the plan: equal batch counts, every step once, its padding."""
-    planner = torch.classes.bload.Planner(torch.tensor(lengths), 94, blocks_per_batch=8, world_size=world_size)
+    planner = torch.classes.bload.Planner(
+        torch.tensor(lengths), 94, blocks_per_batch=8, world_size=world_size
+    )
     assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * world_size
     assert epoch["frames"] == sum(lengths)
     assert epoch["padding"] == planner.stats(0)["padding"]
@@ -36,8 +46,19 @@ def check_epoch(epoch, lengths, world_size):
 
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("model", ["cpp", "script"])
-def test_cpp_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size, model):
-    command = [CPP_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60, "--json"]
+def test_cpp_trainer_ranks_run_equal_batches(
+    action_genome_lengths, script_model, world_size, model
+):
+    command = [
+        CPP_TRAINER,
+        "--world-size",
+        world_size,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--json",
+    ]
     report = report_of(run(command + ["--model", "cpp" if model == "cpp" else script_model]))
     assert report["backend"] == "gloo" and report["world_size"] == world_size
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
@@ -46,10 +67,29 @@ def test_cpp_trainer_ranks_run_equal_batches(action_genome_lengths, script_model
 def test_cpp_torchscript_and_python_trainers_train_alike(script_model):
     """Same initial weights (the seed) and data: the C++ module, the scripted one in the C++
     trainer and the scripted one under Python's DDP see the same losses."""
-    command = [CPP_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60, "--json", "--model"]
+    command = [
+        CPP_TRAINER,
+        "--world-size",
+        2,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--json",
+        "--model",
+    ]
     native = report_of(run(command + ["cpp"]))["epochs"][0]
     script = report_of(run(command + [script_model]))["epochs"][0]
-    python_command = [sys.executable, PY_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60]
+    python_command = [
+        sys.executable,
+        PY_TRAINER,
+        "--world-size",
+        2,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+    ]
     python = report_of(run(python_command + ["--model", script_model, "--json"]))["epochs"][0]
     for other in (script, python):
         assert native["first_loss"] == pytest.approx(other["first_loss"], rel=1e-4)
@@ -59,37 +99,75 @@ def test_cpp_torchscript_and_python_trainers_train_alike(script_model):
 def test_both_trainers_train_alike_from_a_sequence_store(script_model, tmp_path):
     """--store: the sequences Python's trainer writes to a store, packed from it by Python's
     bload.SequenceStore and C++'s bload::SequenceStore, give the losses of the generated ones."""
-    command = [sys.executable, PY_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60,
-               "--model", script_model, "--json"]
+    command = [
+        sys.executable,
+        PY_TRAINER,
+        "--world-size",
+        2,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--model",
+        script_model,
+        "--json",
+    ]
     generated = report_of(run(command))["epochs"][0]
     stored = report_of(run(command + ["--store", tmp_path / "store"]))["epochs"][0]
     assert (tmp_path / "store" / "header.json").exists()
     cpp = [CPP_TRAINER, "--world-size", 2, "--timeout", 60, "--json", "--model", script_model]
     from_cpp = report_of(run(cpp + ["--store", tmp_path / "store"]))["epochs"][0]
     for epoch in (stored, from_cpp):
-        assert epoch["batches_per_rank"] == generated["batches_per_rank"] and epoch["frames"] == generated["frames"]
+        assert (
+            epoch["batches_per_rank"] == generated["batches_per_rank"]
+            and epoch["frames"] == generated["frames"]
+        )
         assert epoch["first_loss"] == pytest.approx(generated["first_loss"], rel=1e-4)
         assert epoch["last_loss"] == pytest.approx(generated["last_loss"], rel=1e-3)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size):
-    command = [sys.executable, PY_TRAINER, "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60]
+    command = [
+        sys.executable,
+        PY_TRAINER,
+        "--world-size",
+        world_size,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+    ]
     report = report_of(run(command + ["--model", script_model, "--json"]))
     assert report["backend"] == "gloo" and report["world_size"] == world_size
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
 
 
-@pytest.mark.parametrize("trainer, world_size", [("python", 2), ("python", 3), ("cpp", 2), ("cpp", 3)])
-def test_trainers_carry_lanes_with_equal_batches(action_genome_lengths, script_model, trainer, world_size):
+@pytest.mark.parametrize(
+    "trainer, world_size", [("python", 2), ("python", 3), ("cpp", 2), ("cpp", 3)]
+)
+def test_trainers_carry_lanes_with_equal_batches(
+    action_genome_lengths, script_model, trainer, world_size
+):
     # 8 rows a rank: every rank's lanes, the TorchScript model's state carried batch to batch.
     command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + [
-        "--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60, "--policy", "lanes", "--t-max", 16]
+        "--world-size",
+        world_size,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--policy",
+        "lanes",
+        "--t-max",
+        16,
+    ]
     report = report_of(run(command + ["--model", script_model, "--json"]))
     assert report["policy"] == "lanes" and report["world_size"] == world_size
     lengths = action_genome_lengths[:SEQUENCES]
-    planner = torch.classes.bload.Planner(torch.tensor(lengths), 16, blocks_per_batch=8, world_size=world_size,
-                                          policy="lanes")  # fmt: skip
+    planner = torch.classes.bload.Planner(
+        torch.tensor(lengths), 16, blocks_per_batch=8, world_size=world_size, policy="lanes"
+    )
     epoch = report["epochs"][0]
     assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * world_size
     assert epoch["frames"] == sum(lengths) and epoch["padding"] == planner.stats(0)["padding"]
@@ -99,8 +177,18 @@ def test_trainers_carry_lanes_with_equal_batches(action_genome_lengths, script_m
 def torchrun_nodes(nodes, trainer):
     """`nodes` torchrun processes of one rank each, meeting through c10d rendezvous on loopback
     (as machines would at --rdzv-endpoint HOST:PORT): every node's (returncode, stdout, stderr)."""
-    command = [TORCHRUN, "--nnodes", nodes, "--nproc-per-node", 1, "--rdzv-backend", "c10d",
-               "--rdzv-endpoint", f"127.0.0.1:{free_port()}", *trainer]  # fmt: skip
+    command = [
+        TORCHRUN,
+        "--nnodes",
+        nodes,
+        "--nproc-per-node",
+        1,
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{free_port()}",
+        *trainer,
+    ]
     return run_ranks([command] * nodes)
 
 
@@ -108,7 +196,12 @@ def the_report(results):
     """The one JSON report of a run of several processes (rank 0's), all of which succeeded."""
     for returncode, stdout, stderr in results:
         assert returncode == 0, stdout[-2000:] + stderr[-4000:]
-    reports = [json.loads(line) for _, stdout, _ in results for line in stdout.splitlines() if line.startswith("{")]
+    reports = [
+        json.loads(line)
+        for _, stdout, _ in results
+        for line in stdout.splitlines()
+        if line.startswith("{")
+    ]
     assert len(reports) == 1, reports
     return reports[0]
 
@@ -123,7 +216,16 @@ def test_cpp_trainer_under_torchrun_on_two_nodes(action_genome_lengths):
 
 
 def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, script_model):
-    trainer = [PY_TRAINER, "--sequences", SEQUENCES, "--timeout", 60, "--model", script_model, "--json"]
+    trainer = [
+        PY_TRAINER,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--model",
+        script_model,
+        "--json",
+    ]
     report = the_report(torchrun_nodes(2, trainer))
     assert report["world_size"] == 2
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], 2)
@@ -133,15 +235,41 @@ def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, scrip
     "env, flags, expected",
     [
         ({"RANK": "0"}, [], 'WORLD_SIZE = "": expected set where RANK is'),
-        ({"RANK": "x", "WORLD_SIZE": "2"}, [], 'RANK = "x": expected an integer from 0 to 9223372036854775807'),
-        ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, [], 'RANK = "2": expected less than the world size 2'),
-        ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"}, [], 'MASTER_PORT = "70000": expected a port from 1 to 65535'),
-        ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, ["--world-size", 3], '--world-size = "3": expected WORLD_SIZE = 2 under torchrun'),
+        (
+            {"RANK": "x", "WORLD_SIZE": "2"},
+            [],
+            'RANK = "x": expected an integer from 0 to 9223372036854775807',
+        ),
+        (
+            {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+            [],
+            'RANK = "2": expected less than the world size 2',
+        ),
+        (
+            {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"},
+            [],
+            'MASTER_PORT = "70000": expected a port from 1 to 65535',
+        ),
+        (
+            {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+            ["--world-size", 3],
+            '--world-size = "3": expected WORLD_SIZE = 2 under torchrun',
+        ),
     ],
 )
 def test_cpp_trainer_names_a_bad_torchrun_environment(env, flags, expected):
-    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    result = subprocess.run([str(CPP_TRAINER), *map(str, flags)], env={**clean, **env}, capture_output=True, text=True, timeout=60)
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    result = subprocess.run(
+        [str(CPP_TRAINER), *map(str, flags)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1 and expected in result.stderr, result.stderr
 
 
@@ -159,12 +287,32 @@ TOO_MANY_RANKS = "world_size * blocks_per_batch = 800 (100 x 8): expected at mos
     "trainer, flags, status, expected",
     [
         # Refused before any rank starts: a launcher that started them would fork 100,000 processes.
-        ("cpp", ["--world-size", 100000], 1, '--world-size = "100000": expected at most 1024 ranks'),
+        (
+            "cpp",
+            ["--world-size", 100000],
+            1,
+            '--world-size = "100000": expected at most 1024 ranks',
+        ),
         ("cpp", ["--world-size", 100, "--sequences", 5], 1, TOO_MANY_RANKS),
-        ("cpp", ["--model", __file__], 1, f'--model = "{__file__}": expected cpp or a TorchScript file'),
-        ("cpp", ["--epochs", "99999999999999999999"], 1, "expected an integer from 1 to 9223372036854775807"),
+        (
+            "cpp",
+            ["--model", __file__],
+            1,
+            f'--model = "{__file__}": expected cpp or a TorchScript file',
+        ),
+        (
+            "cpp",
+            ["--epochs", "99999999999999999999"],
+            1,
+            "expected an integer from 1 to 9223372036854775807",
+        ),
         ("python", ["--world-size", 100, "--sequences", 5], 1, TOO_MANY_RANKS),
-        ("python", ["--sequences", -1], 2, "argument --sequences: '-1': expected an integer of at least 1"),
+        (
+            "python",
+            ["--sequences", -1],
+            2,
+            "argument --sequences: '-1': expected an integer of at least 1",
+        ),
     ],
 )
 def test_trainers_refuse_bad_runs_before_starting_ranks(trainer, flags, status, expected):
@@ -191,7 +339,10 @@ def packed_and_alone_gradients(model, lengths, seed):
     generator = torch.Generator().manual_seed(seed)
     planner = torch.classes.bload.Planner(torch.tensor(lengths), 24, blocks_per_batch=4, seed=seed)
     table = planner.batch(0, 0, 0)
-    sequences = {int(s): torch.randn(int(lengths[s]), packed_gru.FEATURES, generator=generator) for s in table[:, COLUMN["sequence"]]}
+    sequences = {
+        int(s): torch.randn(int(lengths[s]), packed_gru.FEATURES, generator=generator)
+        for s in table[:, COLUMN["sequence"]]
+    }
     targets = {s: torch.randn(x.size(0), 1, generator=generator) for s, x in sequences.items()}
     rows = table[:, COLUMN["sequence"]].tolist()
 
@@ -216,7 +367,9 @@ def packed_and_alone_gradients(model, lengths, seed):
 
 def test_packed_gradients_equal_the_sum_over_sequences_run_alone():
     model = packed_gru.scripted(0)
-    lengths = [int(n) for n in torch.randint(1, 24, (60,), generator=torch.Generator().manual_seed(5))]
+    lengths = [
+        int(n) for n in torch.randint(1, 24, (60,), generator=torch.Generator().manual_seed(5))
+    ]
     packed, alone, pieces = packed_and_alone_gradients(model, lengths, seed=5)
     assert pieces > 4  # the batch really packs several sequences per block
     for p, a in zip(packed, alone):

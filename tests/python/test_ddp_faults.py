@@ -16,34 +16,58 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
-
-from ddp_support import CPP_TRAINER, HARD_TIMEOUT, PY_TRAINER, free_port, run, run_ranks, torchrun_env
+from ddp_support import (
+    CPP_TRAINER,
+    HARD_TIMEOUT,
+    PY_TRAINER,
+    free_port,
+    run,
+    run_ranks,
+    torchrun_env,
+)
 
 SEQUENCES = 100  # the first 100 Action-Genome-shaped sequences: a batch or two per rank
 
 
 # One rank started with another seed, or another t_max: both still make a valid plan, so
 # without the check they would train (each its own plan) and report success.
-DISAGREEMENTS = [(["--seed", "1"], "ranks disagree on seed: rank 0 has 0, rank 1 has 1"),
-                 (["--t-max", "120"], "ranks disagree on t_max: rank 0 has 94, rank 1 has 120")]  # fmt: skip
+DISAGREEMENTS = [
+    (["--seed", "1"], "ranks disagree on seed: rank 0 has 0, rank 1 has 1"),
+    (["--t-max", "120"], "ranks disagree on t_max: rank 0 has 94, rank 1 has 120"),
+]
 
 
 @pytest.mark.parametrize("other, expected", DISAGREEMENTS)
 def test_cpp_trainer_ranks_that_disagree_stop_naming_the_field(other, expected):
     # The ranks by hand (--rank, --port) at a store this test hosts, as the launcher would.
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    command = [CPP_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60, "--port", store.port]
+    command = [
+        CPP_TRAINER,
+        "--world-size",
+        2,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--port",
+        store.port,
+    ]
     results = run_ranks([command + ["--rank", 0], command + ["--rank", 1] + other])
     for rank, (returncode, _, stderr) in enumerate(results):
         assert returncode == 3, stderr[-2000:]
-        assert f"rank {rank}: stopped after 1 collectives: bload::check_agreement: {expected}" in stderr, stderr[-2000:]
+        assert (
+            f"rank {rank}: stopped after 1 collectives: bload::check_agreement: {expected}"
+            in stderr
+        ), stderr[-2000:]
 
 
 @pytest.mark.parametrize("other, expected", DISAGREEMENTS)
 def test_python_trainer_ranks_that_disagree_stop_naming_the_field(other, expected):
     port = free_port()
     command = [sys.executable, PY_TRAINER, "--sequences", SEQUENCES, "--timeout", 60]
-    results = run_ranks([command, command + other], [torchrun_env(rank, 2, port) for rank in range(2)])
+    results = run_ranks(
+        [command, command + other], [torchrun_env(rank, 2, port) for rank in range(2)]
+    )
     for rank, (returncode, _, stderr) in enumerate(results):
         assert returncode == 3, stderr[-2000:]
         assert f"rank {rank}: stopped: bload::check_agreement: {expected}" in stderr, stderr[-2000:]
@@ -64,17 +88,37 @@ def test_a_batch_of_padding_only_trains_with_loss_zero(action_genome_lengths, tr
     so one rank's batch has no piece. Its loss is 0 (not 0/0): the epoch finishes, and the JSON
     report holds numbers only."""
     lengths = action_genome_lengths[:3]
-    planner = torch.classes.bload.Planner(torch.tensor(lengths), 94, world_size=2, policy="pad_to_max")
-    tables = [planner.batch(0, rank, index) for rank in range(2) for index in range(planner.batches_per_rank(0))]
+    planner = torch.classes.bload.Planner(
+        torch.tensor(lengths), 94, world_size=2, policy="pad_to_max"
+    )
+    tables = [
+        planner.batch(0, rank, index)
+        for rank in range(2)
+        for index in range(planner.batches_per_rank(0))
+    ]
     assert min(len(table) for table in tables) == 0  # the precondition: a batch without a piece
-    options = ["--world-size", 2, "--sequences", 3, "--policy", "pad_to_max", "--blocks-per-batch", 1, "--timeout", 60, "--json"]
+    options = [
+        "--world-size",
+        2,
+        "--sequences",
+        3,
+        "--policy",
+        "pad_to_max",
+        "--blocks-per-batch",
+        1,
+        "--timeout",
+        60,
+        "--json",
+    ]
     command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
     result = run(command + options)
     assert result.returncode == 0, result.stderr[-4000:]
     epoch = strict_json(result.stdout.strip().splitlines()[-1])["epochs"][0]
     assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * 2
     assert epoch["frames"] == sum(lengths) and epoch["padding"] == planner.stats(0)["padding"]
-    assert all(math.isfinite(epoch[key]) for key in ("first_loss", "last_loss", "loader_wait_share"))
+    assert all(
+        math.isfinite(epoch[key]) for key in ("first_loss", "last_loss", "loader_wait_share")
+    )
 
 
 def step_log_runs(path):
@@ -117,7 +161,9 @@ def assert_every_step_once(pieces, lengths):
     for sequence, steps in enumerate(lengths):
         covered = 0
         for offset, length in sorted(by_sequence[sequence]):
-            assert offset == covered, f"sequence {sequence}: steps {covered}.. then a piece at {offset}"
+            assert offset == covered, (
+                f"sequence {sequence}: steps {covered}.. then a piece at {offset}"
+            )
             covered += length
         assert covered == steps, f"sequence {sequence}: {covered} of {steps} steps"
 
@@ -125,16 +171,25 @@ def assert_every_step_once(pieces, lengths):
 EVERY = 5  # batches between checkpoints
 
 
-def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resume_world_size=None, resume_options=()):
+def kill_mid_epoch_then_resume(
+    command, world_size, killed_rank, tmp_path, resume_world_size=None, resume_options=()
+):
     """Runs `command` (a trainer with --checkpoint and --step-log in tmp_path) on `world_size`
     ranks started by hand, and kills `killed_rank` with SIGKILL just past a checkpoint: its log
     holds a batch or two after one (the batch a checkpoint follows is a multiple of EVERY). Then
     runs it again with --resume and `resume_options`, to the end of the epoch. Returns every
     rank's (returncode, stdout, stderr) of both runs, and every rank's step log runs."""
     port = free_port()
-    processes = [subprocess.Popen([str(word) for word in command], env=torchrun_env(rank, world_size, port),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for rank in range(world_size)]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [str(word) for word in command],
+            env=torchrun_env(rank, world_size, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world_size)
+    ]
     log, checkpoint = tmp_path / f"steps.{killed_rank}", tmp_path / "checkpoint" / "checkpoint.pt"
     deadline = time.monotonic() + HARD_TIMEOUT
     try:
@@ -143,7 +198,9 @@ def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resum
             last = runs[-1][1][-1][1] if runs and runs[-1][1] else 0
             if checkpoint.exists() and last > EVERY and last % EVERY in (1, 2):
                 break
-            assert all(p.poll() is None for p in processes), "the ranks ended before the kill: make the epoch longer"
+            assert all(p.poll() is None for p in processes), (
+                "the ranks ended before the kill: make the epoch longer"
+            )
             assert time.monotonic() < deadline, "no checkpoint, or no training past it"
             time.sleep(0.005)
         os.kill(processes[killed_rank].pid, signal.SIGKILL)
@@ -154,17 +211,39 @@ def kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path, resum
     killed = [(p.returncode, *output) for p, output in zip(processes, outputs)]
     port = free_port()
     ranks = resume_world_size or world_size
-    resumed = run_ranks([command + ["--resume", *resume_options]] * ranks, [torchrun_env(rank, ranks, port) for rank in range(ranks)])
-    return killed, resumed, [step_log_runs(tmp_path / f"steps.{rank}") for rank in range(max(world_size, ranks))]
+    resumed = run_ranks(
+        [command + ["--resume", *resume_options]] * ranks,
+        [torchrun_env(rank, ranks, port) for rank in range(ranks)],
+    )
+    return (
+        killed,
+        resumed,
+        [step_log_runs(tmp_path / f"steps.{rank}") for rank in range(max(world_size, ranks))],
+    )
 
 
 # Rank 1, or rank 0, which hosts the ranks' store here (started by hand, as torchrun without its
 # agent store): its loss takes the store with it, and the others tell so.
 @pytest.mark.parametrize("trainer, killed_rank", [("cpp", 1), ("cpp", 0), ("python", 1)])
-def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_once(trainer, killed_rank, tmp_path, action_genome_lengths):
+def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_once(
+    trainer, killed_rank, tmp_path, action_genome_lengths
+):
     sequences, world_size = 1500, 3  # with 2 blocks a batch, about 60 batches per rank
-    options = ["--sequences", sequences, "--blocks-per-batch", 2, "--timeout", 60, "--checkpoint", tmp_path / "checkpoint",
-               "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps", "--json"]  # fmt: skip
+    options = [
+        "--sequences",
+        sequences,
+        "--blocks-per-batch",
+        2,
+        "--timeout",
+        60,
+        "--checkpoint",
+        tmp_path / "checkpoint",
+        "--checkpoint-every",
+        EVERY,
+        "--step-log",
+        tmp_path / "steps",
+        "--json",
+    ]
     command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
     killed, resumed, logs = kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path)
 
@@ -174,7 +253,9 @@ def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_
             assert returncode == -signal.SIGKILL
             continue
         assert returncode == 3, stderr[-3000:]
-        assert f"rank {rank}: stopped" in stderr and f"rank {killed_rank} lost" in stderr, stderr[-3000:]
+        assert f"rank {rank}: stopped" in stderr and f"rank {killed_rank} lost" in stderr, stderr[
+            -3000:
+        ]
 
     for returncode, _, stderr in resumed:
         assert returncode == 0, stderr[-3000:]
@@ -185,9 +266,17 @@ def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_
     assert start[1] > 0 and start[1] % EVERY == 0
     # The killed run had logged batches after its checkpoint: trained again, their lines discarded.
     assert any(line[:2] >= start for line in logs[killed_rank][0][1])
-    assert_every_step_once([piece for runs in logs for piece in trained_pieces(runs)], action_genome_lengths[:sequences])
+    assert_every_step_once(
+        [piece for runs in logs for piece in trained_pieces(runs)],
+        action_genome_lengths[:sequences],
+    )
     # The resumed run trained what its log says, the rest of the epoch.
-    planner = torch.classes.bload.Planner(torch.tensor(action_genome_lengths[:sequences]), 94, blocks_per_batch=2, world_size=world_size)
+    planner = torch.classes.bload.Planner(
+        torch.tensor(action_genome_lengths[:sequences]),
+        94,
+        blocks_per_batch=2,
+        world_size=world_size,
+    )
     assert epoch["batches_per_rank"] == [planner.batches_per_rank(0) - start[1]] * world_size
     assert epoch["frames"] == sum(line[4] for runs in logs for line in runs[1][1])
 
@@ -197,22 +286,48 @@ def test_a_checkpoint_of_other_options_is_refused_naming_them(trainer, tmp_path)
     """--resume with another seed than the checkpoint's: no rank trains from a position that
     means nothing under this run's plan; each stops naming the option."""
     command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + [
-        "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60, "--checkpoint", tmp_path, "--checkpoint-every", 1]
+        "--world-size",
+        2,
+        "--sequences",
+        SEQUENCES,
+        "--timeout",
+        60,
+        "--checkpoint",
+        tmp_path,
+        "--checkpoint-every",
+        1,
+    ]
     run(command, timeout=HARD_TIMEOUT).check_returncode()
     assert (tmp_path / "checkpoint.pt").exists()
     result = run(command + ["--resume", "--seed", 1], timeout=HARD_TIMEOUT)
     assert result.returncode != 0
-    expected = "'bload_sampler.seed' = 0: expected 1 as this sampler has" if trainer == "cpp" else "was saved with seed = 0: expected 1"
+    expected = (
+        "'bload_sampler.seed' = 0: expected 1 as this sampler has"
+        if trainer == "cpp"
+        else "was saved with seed = 0: expected 1"
+    )
     assert expected in result.stderr, result.stderr[-3000:]
 
 
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        (["--resume"], '--checkpoint = "": expected a directory with --checkpoint-every or --resume'),
-        (["--checkpoint-every", 5], '--checkpoint = "": expected a directory with --checkpoint-every or --resume'),
-        (["--checkpoint-every", -1, "--checkpoint", "x"], '--checkpoint-every = "-1": expected an integer from 0 to 9223372036854775807'),
-        (["--loop", "naive", "--step-log", "x"], '--loop = "naive": expected bload with --checkpoint or --step-log'),
+        (
+            ["--resume"],
+            '--checkpoint = "": expected a directory with --checkpoint-every or --resume',
+        ),
+        (
+            ["--checkpoint-every", 5],
+            '--checkpoint = "": expected a directory with --checkpoint-every or --resume',
+        ),
+        (
+            ["--checkpoint-every", -1, "--checkpoint", "x"],
+            '--checkpoint-every = "-1": expected an integer from 0 to 9223372036854775807',
+        ),
+        (
+            ["--loop", "naive", "--step-log", "x"],
+            '--loop = "naive": expected bload with --checkpoint or --step-log',
+        ),
     ],
 )
 def test_cpp_trainer_names_bad_recovery_options(flags, expected):
@@ -221,13 +336,28 @@ def test_cpp_trainer_names_bad_recovery_options(flags, expected):
 
 
 @pytest.mark.parametrize("trainer", ["cpp", "python"])
-def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(trainer, tmp_path, action_genome_lengths):
+def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(
+    trainer, tmp_path, action_genome_lengths
+):
     """3 ranks, one killed mid-epoch; the job goes on from the last checkpoint on 2 ranks (the
     sampler re-deals the blocks not yet trained, padding the last global batch): every step of
     the epoch is trained exactly once, and the 2 ranks run equal batch counts."""
     sequences = 1500
-    options = ["--sequences", sequences, "--blocks-per-batch", 2, "--timeout", 60, "--checkpoint", tmp_path / "checkpoint",
-               "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps", "--json"]  # fmt: skip
+    options = [
+        "--sequences",
+        sequences,
+        "--blocks-per-batch",
+        2,
+        "--timeout",
+        60,
+        "--checkpoint",
+        tmp_path / "checkpoint",
+        "--checkpoint-every",
+        EVERY,
+        "--step-log",
+        tmp_path / "steps",
+        "--json",
+    ]
     command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
     _, resumed, logs = kill_mid_epoch_then_resume(command, 3, 1, tmp_path, resume_world_size=2)
     for returncode, _, stderr in resumed:
@@ -258,15 +388,35 @@ def test_a_lanes_run_killed_mid_epoch_resumes_exactly(trainer, tmp_path):
     """Lanes carry the model's state from batch to batch: a run killed mid-epoch and resumed from
     its checkpoint (the sampler's position and every lane's state) ends with the weights and lane
     states of the same run left alone, as if it had never stopped."""
-    options = ["--sequences", 300, "--t-max", 16, "--blocks-per-batch", 2, "--policy", "lanes", "--timeout", 60,
-               "--checkpoint-every", 1]  # fmt: skip
+    options = [
+        "--sequences",
+        300,
+        "--t-max",
+        16,
+        "--blocks-per-batch",
+        2,
+        "--policy",
+        "lanes",
+        "--timeout",
+        60,
+        "--checkpoint-every",
+        1,
+    ]
     command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
     reference = tmp_path / "reference"
     port = free_port()
-    alone = run_ranks([command + options + ["--checkpoint", reference]] * 2, [torchrun_env(rank, 2, port) for rank in range(2)])
+    alone = run_ranks(
+        [command + options + ["--checkpoint", reference]] * 2,
+        [torchrun_env(rank, 2, port) for rank in range(2)],
+    )
     assert [returncode for returncode, _, _ in alone] == [0, 0], alone[0][2][-3000:]
 
-    killed_options = options + ["--checkpoint", tmp_path / "checkpoint", "--step-log", tmp_path / "steps"]
+    killed_options = options + [
+        "--checkpoint",
+        tmp_path / "checkpoint",
+        "--step-log",
+        tmp_path / "steps",
+    ]
     killed, resumed, logs = kill_mid_epoch_then_resume(command + killed_options, 2, 1, tmp_path)
     assert killed[1][0] == -signal.SIGKILL
     assert [returncode for returncode, _, _ in resumed] == [0, 0], resumed[0][2][-3000:]
@@ -277,20 +427,43 @@ def test_a_lanes_run_killed_mid_epoch_resumes_exactly(trainer, tmp_path):
     assert expected.keys() == got.keys() and "lane_state" in got
     for name, tensor in expected.items():
         # Same operations on the same values: equal up to the last bits of an all-reduce.
-        torch.testing.assert_close(got[name], tensor, rtol=0, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        message = f"{name}: {{}}"
+        torch.testing.assert_close(got[name], tensor, rtol=0, atol=1e-6, msg=message.format)
 
 
 @pytest.mark.parametrize("trainer", ["cpp", "python"])
-def test_a_lanes_run_resumes_on_other_factors_of_its_lane_count(trainer, tmp_path, action_genome_lengths):
+def test_a_lanes_run_resumes_on_other_factors_of_its_lane_count(
+    trainer, tmp_path, action_genome_lengths
+):
     """4 lanes as 2 ranks of 2 rows, one killed mid-epoch; the job goes on as 1 rank of 4 rows
     from the same batch, each lane from its checkpointed state: every step of the epoch is trained
     exactly once."""
     sequences = 300
-    options = ["--sequences", sequences, "--t-max", 16, "--policy", "lanes", "--timeout", 60, "--checkpoint",
-               tmp_path / "checkpoint", "--checkpoint-every", EVERY, "--step-log", tmp_path / "steps"]  # fmt: skip
+    options = [
+        "--sequences",
+        sequences,
+        "--t-max",
+        16,
+        "--policy",
+        "lanes",
+        "--timeout",
+        60,
+        "--checkpoint",
+        tmp_path / "checkpoint",
+        "--checkpoint-every",
+        EVERY,
+        "--step-log",
+        tmp_path / "steps",
+    ]
     command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
-    _, resumed, logs = kill_mid_epoch_then_resume(command + ["--blocks-per-batch", 2], 2, 1, tmp_path, resume_world_size=1,
-                                                  resume_options=["--blocks-per-batch", 4])  # fmt: skip
+    _, resumed, logs = kill_mid_epoch_then_resume(
+        command + ["--blocks-per-batch", 2],
+        2,
+        1,
+        tmp_path,
+        resume_world_size=1,
+        resume_options=["--blocks-per-batch", 4],
+    )
     assert resumed[0][0] == 0, resumed[0][2][-3000:]
     start = logs[0][1][0]
     assert start[1] > 0 and start[1] % EVERY == 0  # rank 0 went on mid-epoch, from the checkpoint

@@ -37,8 +37,16 @@ def test_a_stopped_rank_is_named_and_the_other_stops(name, stopped, tmp_path):
         name, "--sequences", 3000, "--blocks-per-batch", 1, "--step-log", tmp_path / "steps"
     )
     port = free_port()
-    processes = [subprocess.Popen(command, env=torchrun_env(rank, 2, port), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for rank in range(2)]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            command,
+            env=torchrun_env(rank, 2, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
     try:
         deadline = time.monotonic() + WAIT
         # Both ranks past their first batch: training, in step.
@@ -91,8 +99,11 @@ def test_a_rank_that_fails_at_start_up_is_named_on_every_rank(name, tmp_path):
     long.write_text("5\n500\n7\n" * 40)
     port = free_port()
     command = trainer(name, "--sequences", 100)
-    results = run_ranks([command, command + ["--lengths", long]], [torchrun_env(rank, 2, port) for rank in range(2)],
-                        timeout=WAIT)  # fmt: skip
+    results = run_ranks(
+        [command, command + ["--lengths", long]],
+        [torchrun_env(rank, 2, port) for rank in range(2)],
+        timeout=WAIT,
+    )
     (status_0, _, stderr_0), (status_1, _, stderr_1) = results
     assert status_1 == 3 and "rank 1: stopped" in stderr_1 and "500" in stderr_1, stderr_1[-3000:]
     own_error = stderr_1[stderr_1.index("rank 1: stopped") :].splitlines()[0].split(": ", 2)[-1]

@@ -17,7 +17,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md"] + sorted((ROOT / "docs").glob("*.md"))
 RUNS_MARK = re.compile(r"<!-- runs: (\w+) -->\n```(\w+)\n(.*?)\n```", re.S)
 # Folders whose paths the docs name; build/, target/ and .venv are made by the build.
-SOURCE_FOLDERS = ("src/", "cpp/", "cmake/", "python/", "tests/", "examples/", "benches/", "docs/", ".ci/")
+SOURCE_FOLDERS = (
+    "src/",
+    "cpp/",
+    "cmake/",
+    "python/",
+    "tests/",
+    "examples/",
+    "benches/",
+    "docs/",
+    ".ci/",
+)
 BLOAD = ROOT / "target" / "release" / "bload"
 
 
@@ -53,7 +63,9 @@ def test_every_link_leads_somewhere(page):
     assert not broken, f"{page_id(page)} links to what is not there: {broken}"
 
 
-@pytest.mark.parametrize("page", [page for page in PAGES if page.name != "CHANGELOG.md"], ids=page_id)
+@pytest.mark.parametrize(
+    "page", [page for page in PAGES if page.name != "CHANGELOG.md"], ids=page_id
+)
 def test_every_path_named_exists(page):  # the changelog names files of the past too
     missing = []
     for token in set(re.findall(r"`([\w.\-/]+)`", page.read_text())):
@@ -93,19 +105,27 @@ def bload_commands():
 @pytest.mark.parametrize("command", bload_commands())
 def test_every_bload_command_named_exists(command):
     result = subprocess.run([BLOAD, command, "--help"], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, f"`bload {command}`, named in the docs, is not a command: {result.stderr}"
+    assert result.returncode == 0, (
+        f"`bload {command}`, named in the docs, is not a command: {result.stderr}"
+    )
 
 
 def marked_blocks():
     blocks = []
     for page in PAGES:
         for number, (mark, language, code) in enumerate(RUNS_MARK.findall(page.read_text())):
-            blocks.append(pytest.param(page, mark, language, code, id=f"{page_id(page)}-{number}-{mark}"))
+            blocks.append(
+                pytest.param(page, mark, language, code, id=f"{page_id(page)}-{number}-{mark}")
+            )
     return blocks
 
 
 def test_the_readme_has_a_runnable_loop_in_each_language():
-    marks = [mark for page, mark, _, _ in (block.values for block in marked_blocks()) if page.name == "README.md"]
+    marks = [
+        mark
+        for page, mark, _, _ in (block.values for block in marked_blocks())
+        if page.name == "README.md"
+    ]
     assert sorted(marks) == ["cpp", "python"]
 
 
@@ -120,6 +140,8 @@ def test_marked_code_runs(page, mark, language, code, tmp_path):
     script = tmp_path / "block.py"
     script.write_text(code)
     # As a user runs it: the installed package (or the one PYTHONPATH names), from the root.
-    result = subprocess.run([sys.executable, script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, script], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, f"the block in {page_id(page)} failed:\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), "the block printed nothing"

@@ -20,20 +20,33 @@ SMALL = ["--sequences", "300"]
 def command(language, ranks):
     if language == "python":
         program = [str(ROOT / "examples" / "train.py")]
-        launcher = [sys.executable] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks)]
+        launcher = (
+            [sys.executable] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks)]
+        )
     else:
         if not CPP_TRAIN.exists():
-            pytest.skip("build/examples/cpp/train is built by `make plugin` where gloo's headers are")
+            pytest.skip(
+                "build/examples/cpp/train is built by `make plugin` where gloo's headers are"
+            )
         program = [str(CPP_TRAIN)]
-        launcher = [] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks), "--no-python"]
+        launcher = (
+            [] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks), "--no-python"]
+        )
     return launcher + program
 
 
 def run(language, ranks, *arguments):
-    result = subprocess.run(command(language, ranks) + SMALL + list(arguments), cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        command(language, ranks) + SMALL + list(arguments),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    return re.findall(r"^epoch (\d+): (\d+) batches per rank, mean loss ([\d.]+)", result.stdout, re.M)
+    return re.findall(
+        r"^epoch (\d+): (\d+) batches per rank, mean loss ([\d.]+)", result.stdout, re.M
+    )
 
 
 @pytest.mark.parametrize("language", ["python", "cpp"])

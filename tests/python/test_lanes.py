@@ -4,10 +4,9 @@ when its sequence runs whole on its own; with the state detached at batch bounda
 gradients are the per-sequence gradients truncated at the same boundaries; and no sequence's
 outputs depend on another's steps, for packed and lane batches, in the example model."""
 
+import bload
 import pytest
 import torch
-
-import bload
 from conftest import COLUMN
 from ddp_support import example_module
 
@@ -22,7 +21,10 @@ class Sequences(torch.utils.data.Dataset):
 
     def __init__(self, lengths, seed=0):
         generator = torch.Generator().manual_seed(seed)
-        self.items = [torch.randn(length, FEATURES, generator=generator, dtype=torch.float64) for length in lengths]
+        self.items = [
+            torch.randn(length, FEATURES, generator=generator, dtype=torch.float64)
+            for length in lengths
+        ]
 
     def __len__(self):
         return len(self.items)
@@ -35,11 +37,19 @@ class Sequences(torch.utils.data.Dataset):
 
 
 def lane_batches(dataset, world_size=1, rank=0, blocks_per_batch=3, seed=0, epoch=0):
-    sampler = bload.BlockSampler(LENGTHS, T_MAX, blocks_per_batch, world_size=world_size, rank=rank,
-                                 seed=seed, policy="lanes")  # fmt: skip
+    sampler = bload.BlockSampler(
+        LENGTHS,
+        T_MAX,
+        blocks_per_batch,
+        world_size=world_size,
+        rank=rank,
+        seed=seed,
+        policy="lanes",
+    )
     sampler.set_epoch(epoch)
-    loader = torch.utils.data.DataLoader(bload.BlockDataset(dataset, T_MAX), batch_sampler=sampler,
-                                         collate_fn=bload.collate)  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        bload.BlockDataset(dataset, T_MAX), batch_sampler=sampler, collate_fn=bload.collate
+    )
     return list(loader)
 
 
@@ -67,8 +77,13 @@ def whole(cell, sequence, state=None):
 def pieces(batch):
     column = bload.ops.COLUMN
     for row in batch.table.tolist():
-        yield (row[column["block"]], row[column["block_offset"]], row[column["length"]],
-               row[column["sequence"]], row[column["offset"]])  # fmt: skip
+        yield (
+            row[column["block"]],
+            row[column["block_offset"]],
+            row[column["length"]],
+            row[column["sequence"]],
+            row[column["offset"]],
+        )
 
 
 @pytest.mark.parametrize("world_size", [1, 2])
@@ -87,13 +102,17 @@ def test_carried_state_gives_every_step_its_whole_sequence_output(world_size):
                 outputs, state = step(cell, batch, state)
                 for block, start, length, sequence, offset in pieces(batch):
                     got = outputs[block, start : start + length]
-                    torch.testing.assert_close(got, expected[sequence][offset : offset + length], atol=1e-5, rtol=0)
+                    torch.testing.assert_close(
+                        got, expected[sequence][offset : offset + length], atol=1e-5, rtol=0
+                    )
                     served[sequence][offset : offset + length] = True
                     if offset > 0:
                         assert start == 0 and batch.carry[block] and not batch.reset[block, 0]
                     else:
                         assert batch.reset[block, start]
-                    assert batch.ends[block, start + length - 1] == (offset + length == LENGTHS[sequence])
+                    assert batch.ends[block, start + length - 1] == (
+                        offset + length == LENGTHS[sequence]
+                    )
     assert all(mask.all() for mask in served)
 
 
@@ -148,14 +167,15 @@ def test_the_example_model_leaks_nothing_across_sequences(policy):
     lengths = [5, 3, 8, 2, 7, 4, 6, 1, 9, 3]
     dataset = Sequences(lengths, seed=2)
     sampler = bload.BlockSampler(lengths, 9, 2, policy=policy, split=True)
-    loader = torch.utils.data.DataLoader(bload.BlockDataset(dataset, 9), batch_sampler=sampler,
-                                         collate_fn=bload.collate)  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        bload.BlockDataset(dataset, 9), batch_sampler=sampler, collate_fn=bload.collate
+    )
     state = torch.zeros(2, HIDDEN, dtype=torch.float64)
     for batch in loader:
         if policy == "lanes":
-            run = lambda data: model.forward_lanes(data, batch.table, batch.carry, state)[0]  # noqa: E731
+            run = lambda data: model.forward_lanes(data, batch.table, batch.carry, state)[0]  # noqa: E731, B023
         else:
-            run = lambda data: model(data, batch.table)  # noqa: E731
+            run = lambda data: model(data, batch.table)  # noqa: E731, B023
         for sequence in batch.indices.unique().tolist():
             assert_no_leaks(run, batch, dataset.items, sequence)
         if policy == "lanes":
@@ -179,10 +199,21 @@ def test_a_table_that_continues_a_sequence_inside_a_row_is_refused_with_carry():
     column = bload.ops.COLUMN
     table = torch.zeros(2, len(column), dtype=torch.long)
     table[0, [column["length"], column["sequence_length"]]] = torch.tensor([2, 2])
-    table[1, [column["block_offset"], column["length"], column["sequence"], column["offset"],
-              column["sequence_length"]]] = torch.tensor([2, 3, 1, 4, 7])  # fmt: skip
-    assert not bload.ops.reset_mask(table, 1, 8)[0, 2].item() is False
-    with pytest.raises(RuntimeError, match=r"table\[1, offset\] = 4: expected 0 where the piece does not open its block"):
+    table[
+        1,
+        [
+            column["block_offset"],
+            column["length"],
+            column["sequence"],
+            column["offset"],
+            column["sequence_length"],
+        ],
+    ] = torch.tensor([2, 3, 1, 4, 7])
+    assert bload.ops.reset_mask(table, 1, 8)[0, 2].item() is not False
+    with pytest.raises(
+        RuntimeError,
+        match=r"table\[1, offset\] = 4: expected 0 where the piece does not open its block",
+    ):
         bload.ops.reset_mask(table, 1, 8, carry=True)
     with pytest.raises(RuntimeError, match=r"table\[1, offset\]"):
         bload.ops.carry_mask(table, 1, 8)
@@ -191,7 +222,10 @@ def test_a_table_that_continues_a_sequence_inside_a_row_is_refused_with_carry():
 
 def test_lanes_resume_with_their_lane_count_in_other_factors_and_refuse_another_count():
     # 2 ranks of 2 lanes, saved after 2 batches; 1 rank of 4 lanes goes on with the same lanes.
-    saved = [bload.BlockSampler(LENGTHS, T_MAX, 2, world_size=2, rank=rank, policy="lanes") for rank in range(2)]
+    saved = [
+        bload.BlockSampler(LENGTHS, T_MAX, 2, world_size=2, rank=rank, policy="lanes")
+        for rank in range(2)
+    ]
     for sampler in saved:
         batches = iter(sampler)
         next(batches), next(batches)
@@ -206,5 +240,7 @@ def test_lanes_resume_with_their_lane_count_in_other_factors_and_refuse_another_
         halves[1][:, COLUMN["block"]] += 2  # rank 1's rows are rows 2 and 3 of the one rank
         assert torch.equal(batch.table, torch.cat(halves)), index
     other = bload.BlockSampler(LENGTHS, T_MAX, 2, world_size=1, rank=0, policy="lanes")
-    with pytest.raises(RuntimeError, match=r"world_size \* blocks_per_batch = 1 \* 2 = 2: expected 4 .*lane count"):
+    with pytest.raises(
+        RuntimeError, match=r"world_size \* blocks_per_batch = 1 \* 2 = 2: expected 4 .*lane count"
+    ):
         other.load_state_dict(state)

@@ -7,10 +7,9 @@ import re
 import subprocess
 from collections import defaultdict
 
+import bload
 import pytest
 from conftest import ROOT
-
-import bload
 
 CASES = ROOT / "tests" / "data" / "lengths"
 CLI = ROOT / "target" / "release" / "bload"
@@ -35,8 +34,21 @@ def where_refused(name, message):
 
 def cli_lengths(name, t_max):
     """The lengths the CLI read, from the pieces of its plan (split where longer than t_max)."""
-    command = [CLI, "plan", "--lengths", CASES / name, "--t-max", t_max, "--split", "--rank", 0, "--json"]
-    result = subprocess.run([str(word) for word in command], capture_output=True, text=True, timeout=60)
+    command = [
+        CLI,
+        "plan",
+        "--lengths",
+        CASES / name,
+        "--t-max",
+        t_max,
+        "--split",
+        "--rank",
+        0,
+        "--json",
+    ]
+    result = subprocess.run(
+        [str(word) for word in command], capture_output=True, text=True, timeout=60
+    )
     if result.returncode != 0:
         return result.stderr
     steps = defaultdict(int)

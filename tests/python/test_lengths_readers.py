@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 
+import bload
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,14 +16,14 @@ import pytest
 import torch
 from conftest import ROOT
 
-import bload
-
 LENGTHS = [3, 1, 7, 2, 9]
 
 
 def list_column(lengths, large=False):
     values = pa.array(np.arange(sum(lengths), dtype=np.int32))
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64() if large else pa.int32())
+    offsets = pa.array(
+        np.concatenate([[0], np.cumsum(lengths)]), pa.int64() if large else pa.int32()
+    )
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(offsets, values)
 
@@ -42,13 +43,16 @@ def test_numpy_written_npy_of_every_integer_dtype(tmp_path, dtype):
     assert bload.read_lengths(tmp_path / "lengths.bin").tolist() == LENGTHS
 
 
-@pytest.mark.parametrize("array, found", [
-    (np.array([1.0, 2.0], np.float32), 'dtype "<f4"'),
-    (np.array([[1, 2], [3, 4]], np.int64), "an array of 2-D shape [2, 2]"),
-    (np.asfortranarray(np.ones((2, 2), np.int32)), "an array in Fortran order"),
-    (np.array([True, False]), 'dtype "|b1"'),
-    (np.array([3, 0], np.int64), "0 (not positive)"),
-])
+@pytest.mark.parametrize(
+    "array, found",
+    [
+        (np.array([1.0, 2.0], np.float32), 'dtype "<f4"'),
+        (np.array([[1, 2], [3, 4]], np.int64), "an array of 2-D shape [2, 2]"),
+        (np.asfortranarray(np.ones((2, 2), np.int32)), "an array in Fortran order"),
+        (np.array([True, False]), 'dtype "|b1"'),
+        (np.array([3, 0], np.int64), "0 (not positive)"),
+    ],
+)
 def test_npy_refusals_name_the_file_and_what_was_expected(tmp_path, array, found):
     path = tmp_path / "bad.npy"
     np.save(path, array)
@@ -59,9 +63,13 @@ def test_npy_refusals_name_the_file_and_what_was_expected(tmp_path, array, found
 
 def megatron_idx(lengths, version=1):
     pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2
-    return (b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", version, 8, len(lengths), len(lengths) + 1)
-            + np.array(lengths, "<i4").tobytes() + pointers.astype("<i8").tobytes()
-            + np.arange(len(lengths) + 1, dtype="<i8").tobytes())
+    return (
+        b"MMIDIDX\x00\x00"
+        + struct.pack("<QBQQ", version, 8, len(lengths), len(lengths) + 1)
+        + np.array(lengths, "<i4").tobytes()
+        + pointers.astype("<i8").tobytes()
+        + np.arange(len(lengths) + 1, dtype="<i8").tobytes()
+    )
 
 
 def test_megatron_idx_and_its_refusals(tmp_path):
@@ -69,7 +77,9 @@ def test_megatron_idx_and_its_refusals(tmp_path):
     path.write_bytes(megatron_idx(LENGTHS))
     assert bload.read_lengths(path).tolist() == LENGTHS
     path.write_bytes(megatron_idx(LENGTHS, version=2))
-    with pytest.raises(RuntimeError, match="Megatron .idx of version 2: expected a Megatron .idx of version 1"):
+    with pytest.raises(
+        RuntimeError, match="Megatron .idx of version 2: expected a Megatron .idx of version 1"
+    ):
         bload.read_lengths(path)
     path.write_bytes(megatron_idx(LENGTHS)[:-9])
     with pytest.raises(RuntimeError, match="truncated"):
@@ -89,7 +99,10 @@ def test_arrow_file_stream_and_parquet_list_columns(tmp_path, large):
         assert lengths.dtype == torch.int64 and lengths.tolist() == LENGTHS, name
     # Forced formats, and the table itself.
     os.rename(tmp_path / "t.parquet", tmp_path / "t.data")
-    assert bload.read_lengths(tmp_path / "t.data", format="parquet", column="input_ids").tolist() == LENGTHS
+    assert (
+        bload.read_lengths(tmp_path / "t.data", format="parquet", column="input_ids").tolist()
+        == LENGTHS
+    )
     assert bload.read_lengths(data, column="input_ids").tolist() == LENGTHS
     assert bload.read_lengths(data["labels"]).tolist() == LENGTHS
 
@@ -97,16 +110,26 @@ def test_arrow_file_stream_and_parquet_list_columns(tmp_path, large):
 def test_arrow_and_parquet_refusals_name_file_format_and_column(tmp_path):
     pq.write_table(table(), tmp_path / "t.parquet")
     path = tmp_path / "t.parquet"
-    with pytest.raises(ValueError, match=r"t.parquet \(parquet\) column 'id' = a column of int64: expected a list column"):
+    with pytest.raises(
+        ValueError,
+        match=r"t.parquet \(parquet\) column 'id' = a column of int64: expected a list column",
+    ):
         bload.read_lengths(path, column="id")
-    with pytest.raises(ValueError, match=r"column = None: expected column= naming a list column, since the file has 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"column = None: expected column= naming a list column, since the file has 2",
+    ):
         bload.read_lengths(path)
     with pytest.raises(ValueError, match=r"column 'nope' not found"):
         bload.read_lengths(path, column="nope")
-    with pytest.raises(ValueError, match=r"t.parquet \(arrow\): expected an Arrow IPC file or stream"):
+    with pytest.raises(
+        ValueError, match=r"t.parquet \(arrow\): expected an Arrow IPC file or stream"
+    ):
         bload.read_lengths(path, format="arrow", column="labels")
     empty = pa.table({"x": list_column([2, 0, 1])})
-    with pytest.raises(ValueError, match=r"column 'x'\[1\] = a list of 0: expected a sequence length"):
+    with pytest.raises(
+        ValueError, match=r"column 'x'\[1\] = a list of 0: expected a sequence length"
+    ):
         bload.read_lengths(empty, column="x")
     nulls = pa.table({"x": pa.array([[1], None], pa.list_(pa.int32()))})
     with pytest.raises(ValueError, match=r"column 'x'\[1\] = null"):
@@ -128,23 +151,45 @@ def test_a_hugging_face_dataset_through_its_indices_mapping():
 
 def test_the_cache_from_python_and_from_the_command_lines(tmp_path):
     pq.write_table(table(), tmp_path / "t.parquet")
-    out = bload.write_lengths_cache(tmp_path / "t.parquet", tmp_path / "cache.npy", column="labels", dtype="int32")
+    out = bload.write_lengths_cache(
+        tmp_path / "t.parquet", tmp_path / "cache.npy", column="labels", dtype="int32"
+    )
     cached = np.load(out)
     assert cached.dtype == np.int32 and cached.tolist() == LENGTHS
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     run = subprocess.run(
-        [sys.executable, "-m", "bload", "lengths", str(tmp_path / "t.parquet"), "--column", "input_ids",
-         "--out", str(tmp_path / "py.npy")], capture_output=True, text=True, env=env, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "bload",
+            "lengths",
+            str(tmp_path / "t.parquet"),
+            "--column",
+            "input_ids",
+            "--out",
+            str(tmp_path / "py.npy"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert np.load(tmp_path / "py.npy").dtype == np.int64
     assert bload.read_lengths(tmp_path / "py.npy").tolist() == LENGTHS
     cli = ROOT / "target" / "release" / "bload"
-    run = subprocess.run([str(cli), "lengths", str(tmp_path / "py.npy"), "--out", str(tmp_path / "rs.npy")],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [str(cli), "lengths", str(tmp_path / "py.npy"), "--out", str(tmp_path / "rs.npy")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     assert np.array_equal(np.load(tmp_path / "rs.npy"), np.load(tmp_path / "py.npy"))
     # The sampler takes any lengths file (here the only list column of an Arrow file).
-    with pa.ipc.new_file(tmp_path / "one.arrow", pa.schema([("x", pa.list_(pa.int32()))])) as writer:
+    with pa.ipc.new_file(
+        tmp_path / "one.arrow", pa.schema([("x", pa.list_(pa.int32()))])
+    ) as writer:
         writer.write_table(pa.table({"x": list_column(LENGTHS)}))
     sampler = bload.BlockSampler(tmp_path / "one.arrow", t_max=10)
     assert sum(len(batch.table) > 0 for batch in sampler) > 0

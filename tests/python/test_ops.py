@@ -113,7 +113,9 @@ def test_opcheck_pack_with_gradients(device):
     grads = [s.double().requires_grad_() for s in sequences(device=device)]
     table = TABLE.to(device)
     opcheck(ops.pack.default, (grads, table, BLOCKS, T_MAX, 0.0))
-    opcheck(ops.pack_backward.default, (torch.randn(BLOCKS, T_MAX, 2, device=device), table, [3, 2, 6]))
+    opcheck(
+        ops.pack_backward.default, (torch.randn(BLOCKS, T_MAX, 2, device=device), table, [3, 2, 6])
+    )
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
@@ -238,10 +240,15 @@ def with_cell(row, column, value):
             "table[2, sequence_length] = 5: expected at least offset + length = 6",
         ),
         (lambda: ops.cu_seqlens(with_cell(0, 2, 0)), "table[0, length] = 0: expected at least 1"),
-        (lambda: ops.pack(sequences()[:2], TABLE, 2, 6), "sequences: expected 3 tensors, one per table row, got 2"),
+        (
+            lambda: ops.pack(sequences()[:2], TABLE, 2, 6),
+            "sequences: expected 3 tensors, one per table row, got 2",
+        ),
         (lambda: ops.pack([], TABLE[:0], 2, 6), "sequences: expected at least one tensor"),
         (
-            lambda: ops.pack([s.double() if i == 1 else s for i, s in enumerate(sequences())], TABLE, 2, 6),
+            lambda: ops.pack(
+                [s.double() if i == 1 else s for i, s in enumerate(sequences())], TABLE, 2, 6
+            ),
             "sequences[1]: expected dtype Float like sequences[0], got Double",
         ),
         (
@@ -252,7 +259,10 @@ def with_cell(row, column, value):
             lambda: ops.pack(sequences()[:2] + [torch.zeros(6, 2, device="meta")], TABLE, 2, 6),
             "sequences[2]: expected device cpu like sequences[0], got meta",
         ),
-        (lambda: ops.unpack(torch.zeros(2), TABLE), "packed: expected a tensor [blocks, t_max, ...]"),
+        (
+            lambda: ops.unpack(torch.zeros(2), TABLE),
+            "packed: expected a tensor [blocks, t_max, ...]",
+        ),
         (
             lambda: ops.pack(sequences()[:2] + [torch.tensor(1.0)], TABLE, 2, 6),
             "sequences[2]: expected a tensor [steps, ...], got a 0-d tensor",
@@ -271,7 +281,10 @@ def with_cell(row, column, value):
             lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2, -6]),
             "steps[2] has -6 steps: expected 6",
         ),
-        (lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2]), "steps: expected 3 lengths"),
+        (
+            lambda: ops.pack_backward(torch.ones(2, 6, 2), TABLE, [3, 2]),
+            "steps: expected 3 lengths",
+        ),
         (
             lambda: ops.pack_backward(torch.ones(2, 6, 2, device="meta"), TABLE.to("meta"), [3, 2]),
             "steps: expected 3 lengths",
@@ -296,8 +309,13 @@ def test_meta_kernels_check_layout_too():
 def test_table_columns_are_the_cores_layout():
     # The layout TABLE above is written in; the core defines it, the operator reports it.
     assert torch.ops.bload.table_columns() == [
-        "block", "block_offset", "length", "sequence", "offset", "sequence_length",
-    ]  # fmt: skip
+        "block",
+        "block_offset",
+        "length",
+        "sequence",
+        "offset",
+        "sequence_length",
+    ]
 
 
 def test_read_lengths_is_the_cores_reader(tmp_path):
@@ -305,6 +323,6 @@ def test_read_lengths_is_the_cores_reader(tmp_path):
     path.write_bytes(b"# comment\r\n3\r\n\n 7 # seven\n12")
     assert torch.ops.bload.read_lengths(str(path)).tolist() == [3, 7, 12]
     path.write_text("3\nfive\n")
-    assert f"{path}:2 = \"five\": expected one sequence length per line" in message(
+    assert f'{path}:2 = "five": expected one sequence length per line' in message(
         lambda: torch.ops.bload.read_lengths(str(path))
     )

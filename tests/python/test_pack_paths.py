@@ -3,12 +3,11 @@ caller's buffer, and every output element written (padding only in the gaps), ch
 reference built step by step in Python on random plans, for several dtypes and trailing shapes.
 The tests taking `device` run on the CPU and, where torch sees one, on CUDA (conftest.DEVICES)."""
 
+import bload
 import pytest
 import torch
-from torch.library import opcheck
-
-import bload
 from bload import ops
+from torch.library import opcheck
 
 COLUMN = ops.COLUMN
 
@@ -48,7 +47,8 @@ def rows_of(batch, whole, pieces_alone):
 @pytest.mark.parametrize("pieces_alone", [False, True])
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize(
-    "dtype, trailing", [(torch.float32, (3,)), (torch.int64, ()), (torch.bool, (2,)), (torch.float16, (2, 2))]
+    "dtype, trailing",
+    [(torch.float32, (3,)), (torch.int64, ()), (torch.bool, (2,)), (torch.float16, (2, 2))],
 )
 def test_pack_and_pack_into_match_the_reference(pieces_alone, split, dtype, trailing, device):
     batches, whole = random_batches(seed=3, split=split)
@@ -57,7 +57,11 @@ def test_pack_and_pack_into_match_the_reference(pieces_alone, split, dtype, trai
         if len(batch.table) == 0:
             continue
         rows = [
-            (steps.to(dtype) if not trailing else steps.to(dtype).view(-1, *[1] * len(trailing)).expand(-1, *trailing))
+            (
+                steps.to(dtype)
+                if not trailing
+                else steps.to(dtype).view(-1, *[1] * len(trailing)).expand(-1, *trailing)
+            )
             for steps in rows_of(batch, whole, pieces_alone)
         ]
         want = reference_pack(rows, batch.table, batch.blocks, batch.t_max, padding)
@@ -77,8 +81,12 @@ def test_pack_into_into_a_non_contiguous_buffer(device):
     rows = [steps.float().unsqueeze(1) for steps in rows_of(batch, whole, False)]
     wide = torch.zeros(batch.blocks, batch.t_max, 2, device=device)
     out = wide[:, :, 1:]  # every other element of the buffer
-    ops.pack([row.to(device) for row in rows], batch.table, batch.blocks, batch.t_max, -1.0, out=out)
-    assert torch.equal(out.cpu(), reference_pack(rows, batch.table, batch.blocks, batch.t_max, -1.0))
+    ops.pack(
+        [row.to(device) for row in rows], batch.table, batch.blocks, batch.t_max, -1.0, out=out
+    )
+    assert torch.equal(
+        out.cpu(), reference_pack(rows, batch.table, batch.blocks, batch.t_max, -1.0)
+    )
     assert torch.all(wide[:, :, 0] == 0)
 
 
@@ -94,7 +102,10 @@ def test_pack_backward_of_pieces_alone(device):
     """The gradient of a piece given alone is the gradient at its steps, nothing else."""
     batches, whole = random_batches(seed=9, split=True)
     batch = next(b for b in batches if len(b.table) > 1)
-    rows = [steps.double().unsqueeze(1).to(device).requires_grad_() for steps in rows_of(batch, whole, True)]
+    rows = [
+        steps.double().unsqueeze(1).to(device).requires_grad_()
+        for steps in rows_of(batch, whole, True)
+    ]
     weights = torch.randn(batch.blocks, batch.t_max, 1, dtype=torch.double, device=device)
     (ops.pack(rows, batch.table, batch.blocks, batch.t_max) * weights).sum().backward()
     for row, sequence in zip(batch.table.tolist(), rows):
@@ -121,8 +132,14 @@ def test_pack_into_a_buffer_of_another_batch_shape():
 @pytest.mark.parametrize(
     "out, expected",
     [
-        (torch.zeros(2, 6, 3), "out: expected shape [blocks, t_max, [2]] (the sequences' trailing shape)"),
-        (torch.zeros(2, 6, 2, dtype=torch.int64), "out: expected dtype Float on cpu like the sequences, got Long"),
+        (
+            torch.zeros(2, 6, 3),
+            "out: expected shape [blocks, t_max, [2]] (the sequences' trailing shape)",
+        ),
+        (
+            torch.zeros(2, 6, 2, dtype=torch.int64),
+            "out: expected dtype Float on cpu like the sequences, got Long",
+        ),
     ],
 )
 def test_pack_into_names_a_bad_buffer(out, expected):

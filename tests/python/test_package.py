@@ -8,12 +8,11 @@ import pickle
 import re
 import subprocess
 
+import bload
 import pytest
 import torch
 from conftest import COLUMN, ROOT
 from ddp_support import HARD_TIMEOUT, TORCHRUN, free_port
-
-import bload
 
 T_MAX = 30
 
@@ -29,7 +28,10 @@ class Numbered(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         steps = torch.arange(self.lengths[i], dtype=torch.float32)
-        data, target = torch.stack([torch.full_like(steps, i), steps], 1), torch.full((self.lengths[i],), i)
+        data, target = (
+            torch.stack([torch.full_like(steps, i), steps], 1),
+            torch.full((self.lengths[i],), i),
+        )
         if self.as_dict:
             return {"x": data, "t": steps.long()}, {"y": target}
         return data, target
@@ -41,8 +43,12 @@ def lengths_of(count, seed=0):
 
 
 def loader_for(lengths, sampler, workers=0, **kwargs):
-    return torch.utils.data.DataLoader(bload.BlockDataset(Numbered(lengths, **kwargs), T_MAX), batch_sampler=sampler,
-                                       collate_fn=bload.collate, num_workers=workers)  # fmt: skip
+    return torch.utils.data.DataLoader(
+        bload.BlockDataset(Numbered(lengths, **kwargs), T_MAX),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=workers,
+    )
 
 
 def test_set_epoch_changes_the_order_and_the_same_epoch_repeats_it():
@@ -80,7 +86,11 @@ def check_against_table(batch, lengths, blocks):
     assert torch.equal(batch.indices, table[:, COLUMN["sequence"]])
     expected_cu = [0]
     for piece, row in enumerate(table.tolist()):
-        block, start, length = row[COLUMN["block"]], row[COLUMN["block_offset"]], row[COLUMN["length"]]
+        block, start, length = (
+            row[COLUMN["block"]],
+            row[COLUMN["block_offset"]],
+            row[COLUMN["length"]],
+        )
         sequence, offset = row[COLUMN["sequence"]], row[COLUMN["offset"]]
         assert row[COLUMN["sequence_length"]] == lengths[sequence]
         steps = slice(start, start + length)
@@ -89,16 +99,28 @@ def check_against_table(batch, lengths, blocks):
         assert data[block, steps, 1].tolist() == list(range(offset, offset + length))
         target = batch.target["y"] if isinstance(batch.target, dict) else batch.target
         assert bool((target[block, steps] == sequence).all())
-        assert batch.reset[block, start] and not batch.reset[block, start + 1 : start + length].any()
-        assert bool((batch.segment_ids[block, steps] == sum(1 for r in table[:piece].tolist() if r[0] == block)).all())
+        assert (
+            batch.reset[block, start] and not batch.reset[block, start + 1 : start + length].any()
+        )
+        assert bool(
+            (
+                batch.segment_ids[block, steps]
+                == sum(1 for r in table[:piece].tolist() if r[0] == block)
+            ).all()
+        )
         assert batch.position_ids[block, steps].tolist() == list(range(offset, offset + length))
         expected_cu.append(expected_cu[-1] + length)
     valid = torch.zeros(blocks, T_MAX, dtype=torch.bool)
     for row in table.tolist():
-        valid[row[COLUMN["block"]], row[COLUMN["block_offset"]] : row[COLUMN["block_offset"]] + row[COLUMN["length"]]] = True
+        valid[
+            row[COLUMN["block"]],
+            row[COLUMN["block_offset"]] : row[COLUMN["block_offset"]] + row[COLUMN["length"]],
+        ] = True
     assert torch.equal(batch.valid, valid)
     assert batch.reset.sum() == len(table) and not batch.reset[~valid].any()
-    assert bool((batch.segment_ids[~valid] == -1).all()) and bool((batch.position_ids[~valid] == 0).all())
+    assert bool((batch.segment_ids[~valid] == -1).all()) and bool(
+        (batch.position_ids[~valid] == 0).all()
+    )
     assert batch.cu_seqlens.tolist() == expected_cu and batch.cu_seqlens.dtype == torch.int32
     data = batch.data["x"] if isinstance(batch.data, dict) else batch.data
     assert data.shape == (blocks, T_MAX, 2) and bool((data[~valid] == 0).all())
@@ -109,7 +131,9 @@ def check_against_table(batch, lengths, blocks):
 @pytest.mark.parametrize("as_dict", [False, True])
 @pytest.mark.parametrize("split", [False, True])
 def test_block_dataset_fields_match_the_table(as_dict, split):
-    lengths = lengths_of(120, seed=3) + ([70, 45] if split else [])  # longer than t_max: split in pieces
+    lengths = lengths_of(120, seed=3) + (
+        [70, 45] if split else []
+    )  # longer than t_max: split in pieces
     sampler = bload.BlockSampler(lengths, T_MAX, 4, seed=5, split=split)
     for batch in loader_for(lengths, sampler, as_dict=as_dict):
         check_against_table(batch, lengths, 4)
@@ -125,7 +149,9 @@ def test_state_dict_mid_epoch_resumes_exactly_the_uninterrupted_batches(workers)
     interrupted = bload.BlockSampler(lengths, T_MAX, 2, world_size=2, rank=1, seed=4)
     interrupted.set_epoch(3)
     trained = []
-    for batch in loader_for(lengths, interrupted, workers):  # workers fetch batches ahead of this loop
+    for batch in loader_for(
+        lengths, interrupted, workers
+    ):  # workers fetch batches ahead of this loop
         trained.append(batch.table)
         if len(trained) == 7:
             # The loop says what it has had: with workers the sampler has handed out more.
@@ -162,7 +188,10 @@ def test_pickling_the_sampler_the_dataset_and_a_batch():
     dataset = pickle.loads(pickle.dumps(bload.BlockDataset(Numbered(lengths), T_MAX)))
     batch = dataset.__getitems__(next(iter(bload.BlockSampler(lengths, T_MAX, 2))))
     again = pickle.loads(pickle.dumps(batch))
-    assert all(torch.equal(getattr(batch, name), getattr(again, name)) for name in ("data", "target", "table", "reset"))
+    assert all(
+        torch.equal(getattr(batch, name), getattr(again, name))
+        for name in ("data", "target", "table", "reset")
+    )
     moved = batch.to("cpu")
     assert moved.table is batch.table and torch.equal(moved.data, batch.data)
     if torch.cuda.is_available():
@@ -176,10 +205,14 @@ def test_rank_and_world_size_are_checked_and_drop_last_is_refused():
         bload.BlockSampler([3, 4, 5], 8, drop_last=True)
     with pytest.raises(TypeError, match="t_max = '8': expected an int"):
         bload.BlockSampler([3, 4, 5], "8")
-    with pytest.raises(RuntimeError, match=r"t_max = 4: expected at least the longest sequence \(5 steps\)"):
+    with pytest.raises(
+        RuntimeError, match=r"t_max = 4: expected at least the longest sequence \(5 steps\)"
+    ):
         bload.BlockSampler([3, 4, 5], 4)
     with pytest.raises(ValueError, match="t_max = 8: the sampler plans blocks of t_max = 10"):
-        bload.BlockDataset(Numbered([3, 4]), 8).__getitems__(next(iter(bload.BlockSampler([3, 4], 10))))
+        bload.BlockDataset(Numbered([3, 4]), 8).__getitems__(
+            next(iter(bload.BlockSampler([3, 4], 10)))
+        )
     with pytest.raises(ValueError, match=r"dataset\[0\] data has 4 steps: expected 9"):
         bload.BlockDataset(Numbered([4]), 10).__getitems__(next(iter(bload.BlockSampler([9], 10))))
 
@@ -187,7 +220,12 @@ def test_rank_and_world_size_are_checked_and_drop_last_is_refused():
 def test_the_library_names_the_torch_it_was_built_for(monkeypatch):
     monkeypatch.delenv("BLOAD_LIBRARY", raising=False)
     monkeypatch.setattr(bload._library, "_built_for", lambda: "2.11.0")
-    with pytest.raises(ImportError, match=re.escape(f"built for torch 2.11.0, but torch {torch.__version__} is running: rebuild")):
+    with pytest.raises(
+        ImportError,
+        match=re.escape(
+            f"built for torch 2.11.0, but torch {torch.__version__} is running: rebuild"
+        ),
+    ):
         bload.library_path()
 
 
@@ -206,14 +244,34 @@ def test_the_readme_loop_runs_on_two_torchrun_ranks(tmp_path):
     """examples/python_loop.py (the README's loop) under torchrun with gloo: rank and world size
     come from torch.distributed, and both ranks run the same batch count with the same plan."""
     port = free_port()
-    command = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-               "--master-port", str(port), str(ROOT / "examples" / "python_loop.py")]  # fmt: skip
+    command = [
+        str(TORCHRUN),
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        str(ROOT / "examples" / "python_loop.py"),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=tmp_path)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     # The ranks' lines may interleave: each is found by its pattern.
-    found = re.findall(r"rank (\d): epoch (\d): (\d+) batches, loss [\d.]+, padding [\d.]+%, plan (0x[0-9a-f]{16})", result.stdout)
-    assert sorted((rank, epoch) for rank, epoch, _, _ in found) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], result.stdout
+    found = re.findall(
+        r"rank (\d): epoch (\d): (\d+) batches, loss [\d.]+, padding [\d.]+%, plan (0x[0-9a-f]{16})",
+        result.stdout,
+    )
+    assert sorted((rank, epoch) for rank, epoch, _, _ in found) == [
+        ("0", "0"),
+        ("0", "1"),
+        ("1", "0"),
+        ("1", "1"),
+    ], result.stdout
     for epoch in "01":
         batches_and_plan = {(batches, plan) for _, e, batches, plan in found if e == epoch}
         assert len(batches_and_plan) == 1, result.stdout

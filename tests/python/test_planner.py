@@ -6,11 +6,10 @@ import shutil
 import subprocess
 import sys
 
+import bload
 import pytest
 import torch
 from conftest import COLUMN, LIBRARY
-
-import bload
 
 Planner = torch.classes.bload.Planner
 
@@ -30,19 +29,25 @@ class Sequences(torch.utils.data.Dataset):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(action_genome_lengths, workers):
+def test_data_loader_ranks_get_equal_batches_and_every_sequence_once(
+    action_genome_lengths, workers
+):
     lengths = action_genome_lengths
     world_size, blocks = 3, 8
-    planner = Planner(torch.tensor(lengths), 94, blocks_per_batch=blocks, world_size=world_size, seed=3)
+    planner = Planner(
+        torch.tensor(lengths), 94, blocks_per_batch=blocks, world_size=world_size, seed=3
+    )
     seen = torch.zeros(len(lengths), dtype=torch.long)
     counts = []
     for rank in range(world_size):
         sampler = bload.BlockSampler(lengths, 94, blocks, world_size=world_size, rank=rank, seed=3)
         sampler.set_epoch(1)
         loader = torch.utils.data.DataLoader(
-            bload.BlockDataset(Sequences(lengths), 94), batch_sampler=sampler, collate_fn=bload.collate,
+            bload.BlockDataset(Sequences(lengths), 94),
+            batch_sampler=sampler,
+            collate_fn=bload.collate,
             num_workers=workers,
-        )  # fmt: skip
+        )
         counts.append(0)
         for batch in loader:
             table, data, target = batch.table, batch.data, batch.target
@@ -61,9 +66,14 @@ def test_a_batch_with_no_piece_is_padding_only():
     to 4 blocks leaves rank 0 a batch of one empty block. It comes through the DataLoader as
     padding only, with an int64 table of no row and data and target of the sequences' kind."""
     sampler = bload.BlockSampler([5, 7, 3], 8, world_size=2, rank=0, policy="pad_to_max")
-    assert sampler.plan.batch(0, 0).shape == (0, len(COLUMN))  # the precondition: a batch without a piece
+    assert sampler.plan.batch(0, 0).shape == (
+        0,
+        len(COLUMN),
+    )  # the precondition: a batch without a piece
     loader = torch.utils.data.DataLoader(
-        bload.BlockDataset(Sequences([5, 7, 3]), 8, data_padding=-1.0), batch_sampler=sampler, collate_fn=bload.collate
+        bload.BlockDataset(Sequences([5, 7, 3]), 8, data_padding=-1.0),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
     )
     empty, full = list(loader)
     assert empty.table.dtype == torch.int64 and empty.table.shape == (0, len(COLUMN))
@@ -72,7 +82,10 @@ def test_a_batch_with_no_piece_is_padding_only():
     assert not empty.valid.any() and not empty.reset.any()
     assert empty.cu_seqlens.tolist() == [0] and empty.indices.numel() == 0
     # The batch beside it, with a piece, is packed as ever.
-    assert full.table.shape == (1, len(COLUMN)) and int(full.valid.sum()) == full.table[0, COLUMN["length"]]
+    assert (
+        full.table.shape == (1, len(COLUMN))
+        and int(full.valid.sum()) == full.table[0, COLUMN["length"]]
+    )
     assert full.data.dtype == empty.data.dtype and full.target.dtype == empty.target.dtype
 
 
@@ -94,7 +107,9 @@ def test_planner_agreement_names_what_ranks_disagree_on(action_genome_lengths):
     lengths = torch.tensor(action_genome_lengths[:50])
     mine, other = Planner(lengths, 94, world_size=2), Planner(lengths, 94, world_size=2, seed=3)
     assert mine.agreement(1).dtype == torch.int64
-    mine.check_agreement(1, torch.stack([mine.agreement(1), Planner(lengths, 94, world_size=2).agreement(1)]))
+    mine.check_agreement(
+        1, torch.stack([mine.agreement(1), Planner(lengths, 94, world_size=2).agreement(1)])
+    )
     with pytest.raises(RuntimeError, match="ranks disagree on seed: rank 0 has 0, rank 1 has 3"):
         mine.check_agreement(1, torch.stack([mine.agreement(1), other.agreement(1)]))
     with pytest.raises(RuntimeError, match="ranks disagree on epoch: rank 0 has 1, rank 1 has 2"):
@@ -105,16 +120,34 @@ def test_planner_agreement_names_what_ranks_disagree_on(action_genome_lengths):
     "make, expected",
     [
         (lambda: Planner(torch.tensor([3, -1]), 4), "lengths[1] = -1: expected a length from 1"),
-        (lambda: Planner(torch.tensor([3, 0]), 4), "lengths[1] = 0: expected every sequence to have at least 1 step"),
+        (
+            lambda: Planner(torch.tensor([3, 0]), 4),
+            "lengths[1] = 0: expected every sequence to have at least 1 step",
+        ),
         (lambda: Planner(torch.tensor([3.0]), 4), "lengths: expected a 1-d integer tensor"),
-        (lambda: Planner(torch.tensor([3, 9]), 4), "t_max = 4: expected at least the longest sequence (9 steps)"),
+        (
+            lambda: Planner(torch.tensor([3, 9]), 4),
+            "t_max = 4: expected at least the longest sequence (9 steps)",
+        ),
         (lambda: Planner(torch.tensor([3]), 0), "t_max = 0: expected from 1 to 16777216 steps"),
-        (lambda: Planner(torch.tensor([3]), 4, policy="tetris"), 'policy = "tetris": expected best_fit, random_fill, pad_to_max or lanes'),
+        (
+            lambda: Planner(torch.tensor([3]), 4, policy="tetris"),
+            'policy = "tetris": expected best_fit, random_fill, pad_to_max or lanes',
+        ),
         (lambda: Planner(torch.tensor([3]), 4, world_size=2), "world_size = 2: expected at most 1"),
-        (lambda: Planner(torch.tensor([3]), 4, seed=-5), "seed = -5: expected from 0 to 9223372036854775807"),
+        (
+            lambda: Planner(torch.tensor([3]), 4, seed=-5),
+            "seed = -5: expected from 0 to 9223372036854775807",
+        ),
         (lambda: Planner(torch.tensor([3, 1]), 4).batch(-1, 0, 0), "epoch = -1"),
-        (lambda: Planner(torch.tensor([3, 1]), 4).batch(0, 1, 0), "rank = 1: expected a rank below world_size (1)"),
-        (lambda: Planner(torch.tensor([3, 1]), 4).batch(0, 0, 5), "batch = 5: expected a batch index below 1"),
+        (
+            lambda: Planner(torch.tensor([3, 1]), 4).batch(0, 1, 0),
+            "rank = 1: expected a rank below world_size (1)",
+        ),
+        (
+            lambda: Planner(torch.tensor([3, 1]), 4).batch(0, 0, 5),
+            "batch = 5: expected a batch index below 1",
+        ),
     ],
 )
 def test_bad_planner_inputs_raise_instead_of_aborting(make, expected):
@@ -160,9 +193,16 @@ except RuntimeError as error:
 
 def test_running_out_of_memory_raises_instead_of_aborting():
     # 50M lengths under a memory cap: the interpreter used to abort inside the planner.
-    result = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(LIBRARY)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", OUT_OF_MEMORY, str(LIBRARY)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.startswith("memory for the lengths as 32-bit integers = 50000000 elements"), result.stdout
+    assert result.stdout.startswith(
+        "memory for the lengths as 32-bit integers = 50000000 elements"
+    ), result.stdout
 
 
 def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
@@ -174,14 +214,18 @@ def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
     checked = 0
     for index in range(planner.batches_per_rank(0)):
         table = planner.batch(0, 0, index)
-        packed = torch.ops.bload.pack([sequences[s] for s in table[:, COLUMN["sequence"]].tolist()], table, 4, 24, 0.0)
+        packed = torch.ops.bload.pack(
+            [sequences[s] for s in table[:, COLUMN["sequence"]].tolist()], table, 4, 24, 0.0
+        )
         pieces = torch.ops.bload.unpack(model(packed, table), table)
         for row, piece in zip(table.tolist(), pieces):
             # The piece alone, at the start of a block of its own.
             alone_row = [0] * len(COLUMN)
             for name in ("length", "sequence", "sequence_length"):
                 alone_row[COLUMN[name]] = row[COLUMN[name]]
-            alone = model(sequences[row[COLUMN["sequence"]]].unsqueeze(0), torch.tensor([alone_row]))
+            alone = model(
+                sequences[row[COLUMN["sequence"]]].unsqueeze(0), torch.tensor([alone_row])
+            )
             torch.testing.assert_close(piece, alone[0], rtol=0, atol=1e-5)
             checked += 1
     assert checked == len(lengths)
@@ -190,11 +234,28 @@ def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs nm")
 def test_only_bload_symbols_are_exported():
     symbols = subprocess.run(
-        ["nm", "-D", "--defined-only", "--demangle", str(LIBRARY)], capture_output=True, text=True, check=True
+        ["nm", "-D", "--defined-only", "--demangle", str(LIBRARY)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    for api in ("bload::Planner::Planner", "bload::BlockSampler::next", "bload::pack_into", "vtable for bload::BlockSampler"):
+    for api in (
+        "bload::Planner::Planner",
+        "bload::BlockSampler::next",
+        "bload::pack_into",
+        "vtable for bload::BlockSampler",
+    ):
         assert api in symbols, api
     # Rust's std, the bridge and cxx's runtime stay inside, and so does the plugin's own code
     # (the bridge's C++ side, the TorchScript class, the autograd functions).
-    for hidden in ("rust_", "std::panicking", "cxxbridge", "__rust", "bload$", "bload::ffi", "ScriptPlanner", "PackFunction"):
+    for hidden in (
+        "rust_",
+        "std::panicking",
+        "cxxbridge",
+        "__rust",
+        "bload$",
+        "bload::ffi",
+        "ScriptPlanner",
+        "PackFunction",
+    ):
         assert hidden not in symbols, hidden

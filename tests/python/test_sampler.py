@@ -1,15 +1,13 @@
 """bload.BlockSampler's state saved and restored, onto another world size too, and the
 DataLoader misuse it refuses."""
 
+import warnings
 from typing import Dict
 
-import warnings
-
+import bload
 import pytest
 import torch
 from conftest import COLUMN
-
-import bload
 
 Planner = torch.classes.bload.Planner
 T_MAX, BLOCKS = 94, 2
@@ -30,7 +28,9 @@ class Clips(torch.utils.data.Dataset):
 
 
 def planner_for(lengths, world_size):
-    return Planner(torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=world_size, seed=3)
+    return Planner(
+        torch.tensor(lengths), T_MAX, blocks_per_batch=BLOCKS, world_size=world_size, seed=3
+    )
 
 
 def sampler_for(lengths, world_size, rank):
@@ -39,7 +39,10 @@ def sampler_for(lengths, world_size, rank):
 
 def tables_through_loader(lengths, sampler, workers=0):
     loader = torch.utils.data.DataLoader(
-        bload.BlockDataset(Clips(lengths), T_MAX), batch_sampler=sampler, collate_fn=bload.collate, num_workers=workers
+        bload.BlockDataset(Clips(lengths), T_MAX),
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=workers,
     )
     return [batch.table for batch in loader]
 
@@ -54,7 +57,9 @@ def assert_every_step_once(lengths, tables):
     pieces = {}
     for table in tables:
         for row in table.tolist():
-            pieces.setdefault(row[COLUMN["sequence"]], []).append((row[COLUMN["offset"]], row[COLUMN["length"]]))
+            pieces.setdefault(row[COLUMN["sequence"]], []).append(
+                (row[COLUMN["offset"]], row[COLUMN["length"]])
+            )
     assert sorted(pieces) == list(range(len(lengths)))
     for sequence, own in pieces.items():
         covered = 0
@@ -65,7 +70,9 @@ def assert_every_step_once(lengths, tables):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(action_genome_lengths, workers):
+def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(
+    action_genome_lengths, workers
+):
     lengths = action_genome_lengths
     served, states = [], []
     for rank in range(3):
@@ -75,8 +82,22 @@ def test_resumed_on_two_ranks_the_rest_of_an_epoch_on_three_is_served_once(actio
         states.append(sampler.state_dict())
     # The state is the epoch's, not the rank's: every rank saves the same.
     assert states == [states[0]] * 3
-    place = ("epoch", "position", "world_size", "blocks_per_batch", "planned_world_size", "first_block")
-    assert {name: states[0][name] for name in place} == {"epoch": 1, "position": 40, "world_size": 3, "blocks_per_batch": BLOCKS, "planned_world_size": 3, "first_block": 0}
+    place = (
+        "epoch",
+        "position",
+        "world_size",
+        "blocks_per_batch",
+        "planned_world_size",
+        "first_block",
+    )
+    assert {name: states[0][name] for name in place} == {
+        "epoch": 1,
+        "position": 40,
+        "world_size": 3,
+        "blocks_per_batch": BLOCKS,
+        "planned_world_size": 3,
+        "first_block": 0,
+    }
 
     two = planner_for(lengths, 2)
     rest = []
@@ -108,7 +129,11 @@ def test_a_resumed_epoch_resumed_again_on_three_ranks_is_served_once(action_geno
         second.load_state_dict(state)
         served += served_from(second, 10)
     again = second.state_dict()
-    assert (again["planned_world_size"], again["first_block"], again["world_size"]) == (3, 25 * 3 * BLOCKS, 2)
+    assert (again["planned_world_size"], again["first_block"], again["world_size"]) == (
+        3,
+        25 * 3 * BLOCKS,
+        2,
+    )
     counts = []
     for rank in range(3):
         last = sampler_for(lengths, 3, rank)
@@ -142,11 +167,16 @@ def test_the_same_world_size_resumes_at_the_next_batch(action_genome_lengths):
     "change, expected",
     [
         ({"batches": 10**6}, "state['position'] = 1000000: expected from 0 to "),
-        ({"planned_world_size": 100000}, "planned_world_size * blocks_per_batch = 200000 (100000 x 2): expected at most 7464"),
+        (
+            {"planned_world_size": 100000},
+            "planned_world_size * blocks_per_batch = 200000 (100000 x 2): expected at most 7464",
+        ),
         ({"first_block": 10**6}, "state['first_block'] = 1000000: expected from 0 to "),
     ],
 )
-def test_a_whole_state_of_a_place_outside_the_epoch_names_the_field_and_its_bounds(action_genome_lengths, change, expected):
+def test_a_whole_state_of_a_place_outside_the_epoch_names_the_field_and_its_bounds(
+    action_genome_lengths, change, expected
+):
     planner = planner_for(action_genome_lengths, 2)
     sampler = sampler_for(action_genome_lengths, 2, 0)
     # A state as a sampler would save it there (its checksum right), for a place no epoch has.
@@ -158,15 +188,36 @@ def test_a_whole_state_of_a_place_outside_the_epoch_names_the_field_and_its_boun
         planner.resume(planner.plan(0).position(0) | {"rank": 1})
 
 
-@pytest.mark.parametrize("field", ["epoch", "position", "seed", "t_max", "policy", "split_oversized", "lengths_hash", "first_block"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "epoch",
+        "position",
+        "seed",
+        "t_max",
+        "policy",
+        "split_oversized",
+        "lengths_hash",
+        "first_block",
+    ],
+)
 def test_a_changed_value_is_caught_by_the_checksum(action_genome_lengths, field):
     sampler = sampler_for(action_genome_lengths, 2, 0)
     served_from(sampler, 3)
     state = sampler.state_dict()
     value = state[field]
-    state[field] = (not value) if isinstance(value, bool) else value + "x" if isinstance(value, str) else value + 1
+    state[field] = (
+        (not value)
+        if isinstance(value, bool)
+        else value + "x"
+        if isinstance(value, str)
+        else value + 1
+    )
     before = sampler.state_dict()
-    with pytest.raises(RuntimeError, match=r"state\['checksum'\] = -?\d+: expected -?\d+, the checksum of the values the state holds: the state is corrupted"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"state\['checksum'\] = -?\d+: expected -?\d+, the checksum of the values the state holds: the state is corrupted",
+    ):
         sampler.load_state_dict(state)
     assert sampler.state_dict() == before
 
@@ -175,14 +226,32 @@ def test_a_changed_value_is_caught_by_the_checksum(action_genome_lengths, field)
     "state, error, expected",
     [
         (None, TypeError, "state: expected the dict state_dict() returns, got NoneType"),
-        ({}, ValueError, "state: no epoch, position, world_size: expected the dict state_dict() returns"),
+        (
+            {},
+            ValueError,
+            "state: no epoch, position, world_size: expected the dict state_dict() returns",
+        ),
         ({"epoch": 0, "world_size": 2}, ValueError, "state: no position"),
-        ({"epoch": "3", "position": 0, "world_size": 2}, TypeError, "state['epoch'] = '3': expected an int"),
-        ({"epoch": True, "position": 0, "world_size": 2}, TypeError, "state['epoch'] = True: expected an int"),
-        ({"epoch": 0, "position": 2**64, "world_size": 2}, ValueError, f"state['position'] = {2**64}: expected an int from"),
+        (
+            {"epoch": "3", "position": 0, "world_size": 2},
+            TypeError,
+            "state['epoch'] = '3': expected an int",
+        ),
+        (
+            {"epoch": True, "position": 0, "world_size": 2},
+            TypeError,
+            "state['epoch'] = True: expected an int",
+        ),
+        (
+            {"epoch": 0, "position": 2**64, "world_size": 2},
+            ValueError,
+            f"state['position'] = {2**64}: expected an int from",
+        ),
     ],
-)  # fmt: skip
-def test_a_malformed_state_of_bload_0_1_names_what_is_wrong_and_changes_nothing(action_genome_lengths, state, error, expected):
+)
+def test_a_malformed_state_of_bload_0_1_names_what_is_wrong_and_changes_nothing(
+    action_genome_lengths, state, error, expected
+):
     # States without a version are bload 0.1's (the position alone): read with a warning.
     sampler = sampler_for(action_genome_lengths, 2, 0)
     before = sampler.state_dict()
@@ -193,7 +262,9 @@ def test_a_malformed_state_of_bload_0_1_names_what_is_wrong_and_changes_nothing(
     assert sampler.state_dict() == before
 
 
-@pytest.mark.parametrize("epoch, error", [(2**63, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "epoch, error", [(2**63, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)]
+)
 def test_set_epoch_names_a_bad_epoch(action_genome_lengths, epoch, error):
     sampler = sampler_for(action_genome_lengths, 2, 0)
     with pytest.raises(error, match=f"epoch = {epoch!r}: expected an int"):
@@ -201,15 +272,26 @@ def test_set_epoch_names_a_bad_epoch(action_genome_lengths, epoch, error):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_the_sampler_passed_as_sampler_with_a_batch_size_is_an_error(action_genome_lengths, workers):
+def test_the_sampler_passed_as_sampler_with_a_batch_size_is_an_error(
+    action_genome_lengths, workers
+):
     sampler = sampler_for(action_genome_lengths, 1, 0)
     loader = torch.utils.data.DataLoader(
-        bload.BlockDataset(Clips(action_genome_lengths), T_MAX), sampler=sampler, batch_size=8, drop_last=True,
-        collate_fn=bload.collate, num_workers=workers,
-    )  # fmt: skip
-    with pytest.raises(TypeError, match=r"expected a BlockBatch from bload.BlockSampler, passed to the DataLoader as batch_sampler= \(not sampler=\)"):
+        bload.BlockDataset(Clips(action_genome_lengths), T_MAX),
+        sampler=sampler,
+        batch_size=8,
+        drop_last=True,
+        collate_fn=bload.collate,
+        num_workers=workers,
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"expected a BlockBatch from bload.BlockSampler, passed to the DataLoader as batch_sampler= \(not sampler=\)",
+    ):
         next(iter(loader))
-    plain = torch.utils.data.DataLoader(Clips(action_genome_lengths), batch_sampler=sampler_for(action_genome_lengths, 1, 0))
+    plain = torch.utils.data.DataLoader(
+        Clips(action_genome_lengths), batch_sampler=sampler_for(action_genome_lengths, 1, 0)
+    )
     with pytest.raises(TypeError, match="wrap the dataset in bload.BlockDataset"):
         next(iter(plain))
 

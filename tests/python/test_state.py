@@ -8,11 +8,10 @@ import pickle
 import subprocess
 import warnings
 
+import bload
 import pytest
 import torch
 from conftest import DATA, ROOT
-
-import bload
 
 T_MAX, BLOCKS = 94, 2
 AG = DATA / "action_genome_like.lengths"
@@ -33,11 +32,30 @@ def saved_after(count=3, **options):
 def test_the_state_holds_plain_values_with_the_identity_of_the_plan():
     state = saved_after()
     assert set(state) == {
-        "version", "sequences", "lengths_hash", "t_max", "blocks_per_batch", "world_size", "seed", "policy",
-        "split_oversized", "epoch", "position", "next_epoch", "planned_world_size", "first_block", "checksum",
-    }  # fmt: skip
+        "version",
+        "sequences",
+        "lengths_hash",
+        "t_max",
+        "blocks_per_batch",
+        "world_size",
+        "seed",
+        "policy",
+        "split_oversized",
+        "epoch",
+        "position",
+        "next_epoch",
+        "planned_world_size",
+        "first_block",
+        "checksum",
+    }
     assert all(type(value) in (int, bool, str) for value in state.values())
-    assert (state["sequences"], state["t_max"], state["seed"], state["policy"], state["position"]) == (7464, T_MAX, 3, "best_fit", 3)
+    assert (
+        state["sequences"],
+        state["t_max"],
+        state["seed"],
+        state["policy"],
+        state["position"],
+    ) == (7464, T_MAX, 3, "best_fit", 3)
     buffer = io.BytesIO()
     torch.save(state, buffer)
     buffer.seek(0)
@@ -49,17 +67,28 @@ def test_the_state_holds_plain_values_with_the_identity_of_the_plan():
     [
         ({"seed": 4}, "state['seed'] = 3: expected 4 as this sampler has"),
         ({"t_max": 95}, "state['t_max'] = 94: expected 95 as this sampler has"),
-        ({"policy": "random_fill"}, "state['policy'] = \"best_fit\": expected \"random_fill\" as this sampler has"),
-        ({"policy": "lanes"}, "state['policy'] = \"best_fit\": expected \"lanes\" as this sampler has"),
+        (
+            {"policy": "random_fill"},
+            'state[\'policy\'] = "best_fit": expected "random_fill" as this sampler has',
+        ),
+        (
+            {"policy": "lanes"},
+            'state[\'policy\'] = "best_fit": expected "lanes" as this sampler has',
+        ),
         ({"split": True}, "state['split_oversized'] = false: expected true as this sampler has"),
         ({"lengths": bload.read_lengths(AG).flip(0)}, "state['lengths_hash'] = "),
-        ({"lengths": list(range(1, 95))}, "state['sequences'] = 7464: expected 94 as this sampler has"),
+        (
+            {"lengths": list(range(1, 95))},
+            "state['sequences'] = 7464: expected 94 as this sampler has",
+        ),
     ],
 )
 def test_a_state_of_other_lengths_or_options_is_refused_naming_each_field(options, expected):
     state = saved_after()
     made = {"lengths": AG, "t_max": T_MAX, "seed": 3, **options}
-    sampler = bload.BlockSampler(made.pop("lengths"), made.pop("t_max"), BLOCKS, world_size=2, rank=0, **made)
+    sampler = bload.BlockSampler(
+        made.pop("lengths"), made.pop("t_max"), BLOCKS, world_size=2, rank=0, **made
+    )
     before = sampler.state_dict()
     with pytest.raises(RuntimeError) as error:
         sampler.load_state_dict(state)
@@ -100,16 +129,29 @@ def test_a_pickled_sampler_with_any_byte_flipped_is_refused_or_serves_the_same_b
     assert refused > len(data) // 2
 
 
-@pytest.mark.skipif(not INTEROP.exists(), reason="the C++ tests were not built (make test-cpp builds them)")
+@pytest.mark.skipif(
+    not INTEROP.exists(), reason="the C++ tests were not built (make test-cpp builds them)"
+)
 def test_a_state_saved_by_python_loads_into_the_cpp_sampler_and_back(tmp_path):
     python = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=1, seed=0)
     served(python, 3)
     torch.save(python.state_dict(), tmp_path / "python.pt")
     following = [batch.table for batch in python]  # batches 3, 4, ... of the epoch
     result = subprocess.run(
-        [INTEROP, AG, str(T_MAX), "2", "1", str(BLOCKS), tmp_path / "python.pt", tmp_path / "cpp.pt"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            INTEROP,
+            AG,
+            str(T_MAX),
+            "2",
+            "1",
+            str(BLOCKS),
+            tmp_path / "python.pt",
+            tmp_path / "cpp.pt",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     cells = [int(cell) for cell in result.stdout.split()]
     assert cells == following[0].flatten().tolist()
@@ -123,7 +165,9 @@ def test_a_state_saved_by_python_loads_into_the_cpp_sampler_and_back(tmp_path):
     torch.save(other.state_dict(), tmp_path / "other.pt")
     result = subprocess.run(
         [INTEROP, AG, str(T_MAX), "2", "1", str(BLOCKS), tmp_path / "other.pt", tmp_path / "x.pt"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "state['seed'] = 9: expected 0 as this sampler has" in result.stderr

@@ -12,11 +12,10 @@ import subprocess
 import sys
 import zlib
 
+import bload
 import numpy as np
 import pytest
 import torch
-
-import bload
 
 
 def sequences(count=40, seed=0):
@@ -24,7 +23,12 @@ def sequences(count=40, seed=0):
     out = []
     for i in range(count):
         length = int(rng.integers(1, 30))
-        out.append((rng.standard_normal((length, 3)).astype(np.float32), np.arange(length, dtype=np.int64) + i))
+        out.append(
+            (
+                rng.standard_normal((length, 3)).astype(np.float32),
+                np.arange(length, dtype=np.int64) + i,
+            )
+        )
     return out
 
 
@@ -46,8 +50,8 @@ def test_round_trip_lengths_items_and_ranges(store, items):
         assert np.array_equal(got[0].numpy(), data) and np.array_equal(got[1].numpy(), target)
         offset, length = len(data) // 3, len(data) - len(data) // 3 - 1
         part = store.get_range(i, offset, length)
-        assert np.array_equal(part[0].numpy(), data[offset:offset + length])
-        assert np.array_equal(part[1].numpy(), target[offset:offset + length])
+        assert np.array_equal(part[0].numpy(), data[offset : offset + length])
+        assert np.array_equal(part[1].numpy(), target[offset : offset + length])
     # Views of one mapping: the same steps twice are the same memory, not copies.
     assert store.get_range(3, 1, 1)[0].data_ptr() == store[3][0][1:].data_ptr()
     with pytest.raises(IndexError, match="expected a range within its"):
@@ -58,19 +62,29 @@ def test_round_trip_lengths_items_and_ranges(store, items):
 
 def test_dtypes_shapes_and_tensors(tmp_path):
     items = [
-        {"x": torch.randn(n, 2, 2).to(torch.bfloat16), "mask": torch.rand(n) > 0.5, "tok": np.arange(n, dtype=">u2")}
+        {
+            "x": torch.randn(n, 2, 2).to(torch.bfloat16),
+            "mask": torch.rand(n) > 0.5,
+            "tok": np.arange(n, dtype=">u2"),
+        }
         for n in (3, 1, 5)
     ]
-    store = bload.SequenceStore(bload.store.write(tmp_path / "s", iter(items), fields=["x", "mask", "tok"],
-                                                  progress=False))
+    store = bload.SequenceStore(
+        bload.store.write(tmp_path / "s", iter(items), fields=["x", "mask", "tok"], progress=False)
+    )
     for i, item in enumerate(items):
         x, mask, tok = store[i]
         assert x.dtype == torch.bfloat16 and torch.equal(x, item["x"])
         assert mask.dtype == torch.bool and torch.equal(mask, item["mask"])
         assert tok.tolist() == item["tok"].tolist()
-    with pytest.raises(ValueError, match=r"item 1: field 'data' = float64 \[T, 3\]: expected float32 \[T, 2\]"):
-        bload.store.write(tmp_path / "t", [(np.zeros((2, 2), np.float32), np.zeros(2)),
-                                           (np.zeros((2, 3)), np.zeros(2))], progress=False)
+    with pytest.raises(
+        ValueError, match=r"item 1: field 'data' = float64 \[T, 3\]: expected float32 \[T, 2\]"
+    ):
+        bload.store.write(
+            tmp_path / "t",
+            [(np.zeros((2, 2), np.float32), np.zeros(2)), (np.zeros((2, 3)), np.zeros(2))],
+            progress=False,
+        )
     with pytest.raises(ValueError, match="expected the same steps in every field"):
         bload.store.write(tmp_path / "t", [(np.zeros((2, 2)), np.zeros(3))], progress=False)
     # A failed write leaves nothing behind: no store, no temporary directory.
@@ -86,7 +100,9 @@ def test_from_a_directory_of_npy_files(tmp_path, items):
             np.save(tmp_path / "npy" / field / f"{i:04d}.npy", item[column])
     store = bload.SequenceStore(bload.store.write(tmp_path / "s", tmp_path / "npy", progress=False))
     assert np.array_equal(store[7][0].numpy(), items[7][0])
-    one = bload.store.write(tmp_path / "one", tmp_path / "npy" / "target", fields="data", progress=False)
+    one = bload.store.write(
+        tmp_path / "one", tmp_path / "npy" / "target", fields="data", progress=False
+    )
     assert bload.SequenceStore(one)[5][0].tolist() == items[5][1].tolist()
 
 
@@ -96,12 +112,18 @@ def test_pickles_as_its_path_and_packs_in_workers(store, items):
     sampler = bload.BlockSampler(store.lengths, t_max=16, blocks_per_batch=2, split=True)
     dataset = bload.BlockDataset(store, t_max=16)
     # The same sequences in memory, read whole: the packing every other dataset gets.
-    reference = bload.BlockDataset([(torch.from_numpy(d), torch.from_numpy(t)) for d, t in items], t_max=16)
+    reference = bload.BlockDataset(
+        [(torch.from_numpy(d), torch.from_numpy(t)) for d, t in items], t_max=16
+    )
     batches = list(sampler)
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=batches, collate_fn=bload.collate, num_workers=2)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=batches, collate_fn=bload.collate, num_workers=2
+    )
     for batch, packed in zip(batches, loader):
         expected = reference.__getitems__(batch)
-        assert torch.equal(packed.data, expected.data) and torch.equal(packed.target, expected.target)
+        assert torch.equal(packed.data, expected.data) and torch.equal(
+            packed.target, expected.target
+        )
 
 
 def rewrite(path, name, change):
@@ -114,6 +136,7 @@ def header_edit(edit):
         header = json.loads(text)
         edit(header)
         return json.dumps(header).encode()
+
     return change
 
 
@@ -122,21 +145,45 @@ def swapped_offsets(path):
     offsets[[2, 3]] = offsets[[3, 2]]
     (path / "offsets.bin").write_bytes(offsets.tobytes())
     # A checksum that matches, so that the order itself is what is refused.
-    rewrite(path, "header.json", header_edit(lambda h: h.update(offsets_crc32=zlib.crc32(offsets.tobytes()))))
+    rewrite(
+        path,
+        "header.json",
+        header_edit(lambda h: h.update(offsets_crc32=zlib.crc32(offsets.tobytes()))),
+    )
 
 
-@pytest.mark.parametrize("damage, file, message", [
-    (swapped_offsets, "offsets.bin", "strictly increasing offsets"),
-    (lambda p: rewrite(p, "data.bin", lambda b: b[:-4]), "data.bin", "bytes: "),
-    (lambda p: rewrite(p, "offsets.bin", lambda b: b[:8] + bytes([b[8] ^ 1]) + b[9:]), "offsets.bin", "CRC-32"),
-    (lambda p: rewrite(p, "header.json", header_edit(lambda h: h.update(version=2))), "header.json",
-     "version 2: expected version 1"),
-    (lambda p: rewrite(p, "header.json", header_edit(lambda h: h["fields"][0].update(dtype="complex64"))),
-     "header.json", 'dtype "complex64"'),
-    (lambda p: rewrite(p, "header.json", header_edit(lambda h: h["fields"][0].update(dtype="float64"))),
-     "data.bin", "steps of float64"),
-    (lambda p: os.remove(p / "target.bin"), "target.bin", "missing"),
-])
+@pytest.mark.parametrize(
+    "damage, file, message",
+    [
+        (swapped_offsets, "offsets.bin", "strictly increasing offsets"),
+        (lambda p: rewrite(p, "data.bin", lambda b: b[:-4]), "data.bin", "bytes: "),
+        (
+            lambda p: rewrite(p, "offsets.bin", lambda b: b[:8] + bytes([b[8] ^ 1]) + b[9:]),
+            "offsets.bin",
+            "CRC-32",
+        ),
+        (
+            lambda p: rewrite(p, "header.json", header_edit(lambda h: h.update(version=2))),
+            "header.json",
+            "version 2: expected version 1",
+        ),
+        (
+            lambda p: rewrite(
+                p, "header.json", header_edit(lambda h: h["fields"][0].update(dtype="complex64"))
+            ),
+            "header.json",
+            'dtype "complex64"',
+        ),
+        (
+            lambda p: rewrite(
+                p, "header.json", header_edit(lambda h: h["fields"][0].update(dtype="float64"))
+            ),
+            "data.bin",
+            "steps of float64",
+        ),
+        (lambda p: os.remove(p / "target.bin"), "target.bin", "missing"),
+    ],
+)
 def test_bad_stores_name_the_file_and_what_was_expected(store, damage, file, message):
     path = store.path
     damage(pathlib.Path(path))
@@ -158,29 +205,48 @@ try:
 except bload.StoreError as err:
     print("refused:", err)
 """
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
     assert run.returncode == 0, (run.returncode, run.stderr)
-    assert "refused:" in run.stdout and "data.bin = a file of 4096 bytes: expected 6400000 bytes" in run.stdout
+    assert (
+        "refused:" in run.stdout
+        and "data.bin = a file of 4096 bytes: expected 6400000 bytes" in run.stdout
+    )
 
 
 def test_hf_sequences_and_a_store_from_a_dataset(tmp_path, items):
     datasets = pytest.importorskip("datasets")
-    ds = datasets.Dataset.from_dict({
-        "input_ids": [data.tolist() for data, _ in items], "labels": [target.tolist() for _, target in items]})
+    ds = datasets.Dataset.from_dict(
+        {
+            "input_ids": [data.tolist() for data, _ in items],
+            "labels": [target.tolist() for _, target in items],
+        }
+    )
     shuffled = ds.shuffle(seed=1)
     order = shuffled._indices.column(0).to_numpy()
     sequences = bload.HFSequences(shuffled, data="input_ids", target="labels")
     assert sequences.lengths.tolist() == [len(items[i][0]) for i in order]
     for i, row in enumerate(order[:10]):
         data, target = sequences.get_range(i, 1, 0 if len(items[row][0]) < 2 else 1)
-        assert data.shape[1:] == (3,) and np.allclose(data.numpy(), items[row][0][1:1 + len(data)])
-        assert target.tolist() == items[row][1][1:1 + len(target)].tolist()
-    store = bload.SequenceStore(bload.store.write(tmp_path / "hf", shuffled, columns=["input_ids", "labels"],
-                                                  progress=False))
+        assert data.shape[1:] == (3,) and np.allclose(
+            data.numpy(), items[row][0][1 : 1 + len(data)]
+        )
+        assert target.tolist() == items[row][1][1 : 1 + len(target)].tolist()
+    store = bload.SequenceStore(
+        bload.store.write(
+            tmp_path / "hf", shuffled, columns=["input_ids", "labels"], progress=False
+        )
+    )
     assert torch.equal(store.lengths, sequences.lengths)
     for i in range(len(store)):
-        assert torch.equal(store[i][1], sequences[i][1]) and torch.allclose(store[i][0].double(), sequences[i][0])
+        assert torch.equal(store[i][1], sequences[i][1]) and torch.allclose(
+            store[i][0].double(), sequences[i][0]
+        )
 
 
 def test_the_store_command_from_npy_files_and_parquet(tmp_path, items):
@@ -189,8 +255,18 @@ def test_the_store_command_from_npy_files_and_parquet(tmp_path, items):
         for i, item in enumerate(items[:5]):
             np.save(tmp_path / "npy" / field / f"{i}.npy", item[column])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    command = [sys.executable, "-m", "bload", "store", str(tmp_path / "s"), "--npy", str(tmp_path / "npy"),
-               "--fields", "data", "target"]
+    command = [
+        sys.executable,
+        "-m",
+        "bload",
+        "store",
+        str(tmp_path / "s"),
+        "--npy",
+        str(tmp_path / "npy"),
+        "--fields",
+        "data",
+        "target",
+    ]
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "5 sequences" in run.stdout

@@ -9,17 +9,18 @@ import importlib.metadata
 import re
 import subprocess
 
+import bload
 import pytest
 from conftest import LIBRARY, ROOT
-
-import bload
 
 CLI = ROOT / "target" / "release" / "bload"
 
 
 def cargo_version():
     """The [package] version: the first `version = "X.Y.Z"` line, as CMake and pyproject read it."""
-    found = re.search(r'^version = "([0-9]+\.[0-9]+\.[0-9]+)"', (ROOT / "Cargo.toml").read_text(), re.MULTILINE)
+    found = re.search(
+        r'^version = "([0-9]+\.[0-9]+\.[0-9]+)"', (ROOT / "Cargo.toml").read_text(), re.MULTILINE
+    )
     assert found, "Cargo.toml has no version line"
     return found.group(1)
 
@@ -32,7 +33,9 @@ def test_the_package_version_is_the_loaded_librarys_and_cargos():
 
 
 def test_the_command_line_says_the_same_version():
-    result = subprocess.run([str(CLI), "--version"], capture_output=True, text=True, timeout=60, check=True)
+    result = subprocess.run(
+        [str(CLI), "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
     assert result.stdout == f"bload {bload.__version__}\n"
 
 
