@@ -49,7 +49,7 @@ TEST(BatchTables, EqualThePerTableOperators) {
   const auto& table = request.table;
   for (bool carry : {false, true}) {
     const auto tables = bload::batch_tables(table, 2, 4, carry, 2);
-    ASSERT_EQ(tables.size(), 11u);
+    ASSERT_EQ(tables.size(), 13u);
     EXPECT_TRUE(torch::equal(tables[0], bload::reset_mask(table, 2, 4, carry)));
     EXPECT_TRUE(torch::equal(tables[1], bload::valid_mask(table, 2, 4)));
     EXPECT_TRUE(torch::equal(tables[2], bload::end_mask(table, 2, 4)));
@@ -73,7 +73,7 @@ TEST(Attention, MasksFollowTheDocuments) {
   const auto& table = request.table;
   const auto tables = bload::batch_tables(table, 2, 4, false, 2, "piece");
   EXPECT_TRUE(torch::equal(tables[6], torch::tensor({0, 1, 0, 1, 0, 1, 2, 3}).view({2, 4})));
-  const auto ids = tables[9];
+  const auto ids = tables[11];  // document_ids
   EXPECT_TRUE(torch::equal(ids, torch::tensor({0, 0, 1, 1, 2, 2, 2, 2}, torch::kInt).view({2, 4})));
   for (bool causal : {false, true}) {
     auto expected = ids.unsqueeze(2) == ids.unsqueeze(1);

@@ -61,7 +61,8 @@ TEST(BatchTables, FollowTheCoresDeclaration) {
   const std::map<std::string, at::ScalarType> dtype_of{
       {"bool", at::kBool}, {"int32", at::kInt}, {"int64", at::kLong}};
   const std::map<std::string, std::vector<int64_t>> dims_of{
-      {"[blocks, t_max]", {4, 4}}, {"[blocks]", {4}}, {"[pieces]", {5}}, {"[pieces + 1]", {6}}};
+      {"[blocks, t_max]", {4, 4}}, {"[blocks]", {4}}, {"[pieces]", {5}}, {"[pieces + 1]", {6}},
+      {"[2 * pieces + blocks + 1]", {15}}};
   const auto table = lanes_table();
   for (const auto& device : {at::Device(at::kCPU), at::Device(at::kMeta)}) {
     const auto tables = bload::batch_tables(table.to(device), 4, 4, true, 0);
