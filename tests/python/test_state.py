@@ -136,6 +136,8 @@ def test_a_state_saved_by_python_loads_into_the_cpp_sampler_and_back(tmp_path):
     python = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=1, seed=0)
     served(python, 3)
     torch.save(python.state_dict(), tmp_path / "python.pt")
+    # A new iteration starts the epoch over; going on from batch 3 is a resume from the state.
+    python.load_state_dict(python.state_dict())
     following = [batch.table for batch in python]  # batches 3, 4, ... of the epoch
     result = subprocess.run(
         [

@@ -54,7 +54,9 @@ def test_the_fields_are_the_batchs_with_their_shapes_and_docs():
     )
     # The meta kernel (torch.compile's fake tensors) gives state_in the table's (ragged) row count.
     made = torch.ops.bload.batch_tables(LANES.to("meta"), 4, 4, True, 0)
-    assert made[-2].shape == (5,) and made[-1].shape == (4,) and made[-1].dtype == torch.int64
+    names = bload.batch.TABLE_FIELDS
+    state_in, state_out = made[names.index("state_in")], made[names.index("state_out")]
+    assert state_in.shape == (5,) and state_out.shape == (4,) and state_out.dtype == torch.int64
 
 
 def lane_state_of(rows, world_size=1, rank=0):
