@@ -157,8 +157,7 @@ def test_the_readme_loop_trains_on_the_plans_the_command_makes(fresh, tmp_path):
     out = run(
         env,
         bin_dir / "python",
-        pathlib.Path(__file__).with_name("readme_loop.py"),
-        LENGTHS,
+        ROOT / "examples" / "python_loop.py",  # the README's loop on LENGTHS, as a user runs it
         cwd=tmp_path,
     )
     epochs = re.findall(
