@@ -22,6 +22,9 @@ use bload::{read_lengths, Cost, EpochPlan, Options, Oversize, Planner};
 use std::path::Path;
 use std::time::Instant;
 
+mod common;
+use common::lognormal_lengths;
+
 /// LLM-like document lengths: lognormal, drawn from a fixed xorshift stream (an input of the
 /// benchmark, not a plan's randomness).
 fn documents(count: usize) -> Vec<u32> {
@@ -84,29 +87,8 @@ fn main() {
     overhead(rounds);
 }
 
-/// Lognormal lengths, median 200, sigma 1, within 1..=t_max (`benches/plan.rs`' synthetic set).
-fn short_lognormal(count: usize, t_max: u32) -> Vec<u32> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    let mut lengths = Vec::with_capacity(count);
-    while lengths.len() < count {
-        let normal =
-            (-2.0 * uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * uniform()).cos();
-        let length = (200f64.ln() + normal).exp().round();
-        if (1.0..=f64::from(t_max)).contains(&length) {
-            lengths.push(length as u32);
-        }
-    }
-    lengths
-}
-
 fn overhead(rounds: usize) {
-    let lengths = short_lognormal(10_000_000, 2048);
+    let lengths = lognormal_lengths(10_000_000, 200.0, 2048);
     let mut options = Options::new(2048);
     options.world_size = 8;
     let planner = Planner::new(lengths, options).unwrap();
