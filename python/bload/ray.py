@@ -59,7 +59,7 @@ class RayLoader:
         *,
         ranges=False,
         batches_in_flight=4,
-        items_per_task=8,
+        items_per_task=16,
         concurrency=None,
         num_cpus=1,
         data_padding=0.0,
@@ -81,9 +81,7 @@ class RayLoader:
         self.sampler, self.load, self.ranges = sampler, load, ranges
         self.batches_in_flight = integer("batches_in_flight", batches_in_flight, 1)
         self.items_per_task = integer("items_per_task", items_per_task, 1)
-        self.concurrency = (
-            None if concurrency is None else integer("concurrency", concurrency, 1)
-        )
+        self.concurrency = None if concurrency is None else integer("concurrency", concurrency, 1)
         if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus < 0:
             raise ValueError(f"num_cpus = {num_cpus!r}: expected a number of CPUs, 0 or more")
         self.num_cpus = num_cpus
@@ -138,11 +136,13 @@ class RayLoader:
             compute=compute,
             num_cpus=self.num_cpus,
         )
-        local, loaded = 0, []
+        local, loaded, outputs = 0, [], iter(())
         try:
             # prefetch_batches=0: an iterator that prefetches holds back a task's output until
             # the next one arrives, which the gate may hold until this batch is handed out.
-            outputs = dataset.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
+            outputs = iter(
+                dataset.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
+            )
             for output in outputs:
                 for position, items in zip(output["batch"], output["items"]):
                     if position != local:
@@ -160,12 +160,12 @@ class RayLoader:
                     gate.advance.remote(local)
                     yield batch
         finally:
-            # Workers still waiting (the loop stopped early) go on and end.
+            # A loop that stopped early: Ray Data stops the epoch's tasks, and those already
+            # waiting at the gate go on and end.
+            outputs.close()
             gate.advance.remote(len(batches))
         if local != len(batches):
-            raise RuntimeError(
-                f"bload.ray: Ray Data returned {local} of {len(batches)} batches"
-            )
+            raise RuntimeError(f"bload.ray: Ray Data returned {local} of {len(batches)} batches")
 
     def _tasks(self, local, batch):
         """The Ray tasks of one batch: its items, at most items_per_task a task."""

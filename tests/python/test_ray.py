@@ -11,7 +11,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'ray[data]' (requirements-dev.txt)")
+ray = pytest.importorskip(
+    "ray", reason="ray is not installed: pip install 'ray[data]' (requirements-dev.txt)"
+)
 
 import bload  # noqa: E402
 import bload.ray  # noqa: E402
@@ -150,8 +152,7 @@ def test_workers_stay_within_batches_in_flight(local_ray, tmp_path):
         items_per_task=2,
     )
     had = 0
-    for batch in loader:
-        had += 1
+    for had, _ in enumerate(loader, 1):
         started = [tuple(map(int, line.split(","))) for line in record.read_text().split()]
         # Handed out `had` batches: the workers may have started batches up to had - 1 + in_flight.
         assert max(batch_of[piece] for piece in started) <= had - 1 + in_flight
