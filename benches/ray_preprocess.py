@@ -40,7 +40,7 @@ LENGTHS = (
 
 def decode(index):
     """Item `index` after about ITEM_MS of CPU: features [T, FEATURES] and targets [T]."""
-    deadline = time.thread_time() + ITEM_MS / 1000
+    deadline = time.thread_time() + ITEM_MS / 1000  # ITEM_MS as --item-ms set it
     spins = 0
     while time.thread_time() < deadline:
         spins += 1
@@ -65,12 +65,17 @@ def epoch_seconds(loader, sampler, epoch):
 
 
 def main():
+    global ITEM_MS  # decode() reads it, in the workers too (forked, or pickled by value for Ray)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--step-ms", type=float, default=100.0, help="a trainer's time per batch")
     parser.add_argument("--in-flight", type=int, default=8, help="RayLoader batches_in_flight")
     parser.add_argument("--items-per-task", type=int, default=16, help="RayLoader items_per_task")
+    parser.add_argument("--item-ms", type=float, default=ITEM_MS, help="CPU time an item costs")
     args = parser.parse_args()
+    if args.item_ms <= 0:
+        parser.error(f"--item-ms {args.item_ms}: expected a time above 0")
+    ITEM_MS = args.item_ms
     torch.set_num_threads(1)
     ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False

@@ -96,6 +96,9 @@ class RayLoader:
         )
         # Batches of the epoch the loop has had: the position a state_dict() saves.
         self._delivered = None
+        # The backpressure gate, one actor for every iteration (an actor is a process of its
+        # own: one an epoch would cost its start each epoch), and the iteration it serves.
+        self._gate, self._iteration = None, 0
 
     def __len__(self):
         """The batches the next iteration serves: the sampler's len()."""
@@ -120,7 +123,11 @@ class RayLoader:
             ray.init()
         tasks = [task for local, batch in enumerate(batches) for task in self._tasks(local, batch)]
         tasks_per_batch = np.bincount([task["batch"] for task in tasks], minlength=len(batches))
-        gate = _Gate.options(num_cpus=0).remote(self.batches_in_flight)
+        if self._gate is None:
+            self._gate = _Gate.options(num_cpus=0).remote()
+        gate, self._iteration = self._gate, self._iteration + 1
+        iteration = self._iteration
+        gate.start.remote(iteration, self.batches_in_flight)
         dataset = ray.data.from_items(tasks, override_num_blocks=len(tasks))
         # Batches come out in plan order; the caller's own DataContext is left as it is.
         dataset.context.execution_options.preserve_order = True
@@ -130,7 +137,7 @@ class RayLoader:
         concurrency = self.concurrency or _cluster_tasks(self.num_cpus)
         compute = ray.data.TaskPoolStrategy(size=concurrency)
         dataset = dataset.map_batches(
-            _load_task(self.load, self.ranges, gate),
+            _load_task(self.load, self.ranges, gate, iteration),
             batch_size=1,
             batch_format="numpy",
             compute=compute,
@@ -157,13 +164,13 @@ class RayLoader:
                     local, loaded = local + 1, []
                     self._delivered = batches[0].index + local
                     # Handed out: the workers may start on the batch batches_in_flight ahead.
-                    gate.advance.remote(local)
+                    gate.advance.remote(iteration, local)
                     yield batch
         finally:
             # A loop that stopped early: Ray Data stops the epoch's tasks, and those already
             # waiting at the gate go on and end.
             outputs.close()
-            gate.advance.remote(len(batches))
+            gate.advance.remote(iteration, len(batches))
         if local != len(batches):
             raise RuntimeError(f"bload.ray: Ray Data returned {local} of {len(batches)} batches")
 
@@ -239,32 +246,45 @@ class _LoadedRanges(_Loaded):
 
 @ray.remote
 class _Gate:
-    """Backpressure: a task of batch b starts once b < batches handed out + batches_in_flight."""
+    """Backpressure: in iteration i, a task of batch b starts once b < batches handed out +
+    batches_in_flight. Tasks of an earlier iteration (stopped early) pass at once; those of a
+    later one wait for it to start."""
 
-    def __init__(self, batches_in_flight):
+    def __init__(self):
         import asyncio
 
-        self.handed_out, self.in_flight = 0, batches_in_flight
+        self.iteration, self.handed_out, self.in_flight = 0, 0, 1
         self.changed = asyncio.Condition()
 
-    async def wait(self, batch):
+    async def start(self, iteration, batches_in_flight):
         async with self.changed:
-            await self.changed.wait_for(lambda: batch < self.handed_out + self.in_flight)
-
-    async def advance(self, handed_out):
-        async with self.changed:
-            self.handed_out = max(self.handed_out, handed_out)
+            self.iteration, self.handed_out, self.in_flight = iteration, 0, batches_in_flight
             self.changed.notify_all()
 
+    def _open(self, iteration, batch):
+        if iteration != self.iteration:
+            return iteration < self.iteration
+        return batch < self.handed_out + self.in_flight
 
-def _load_task(load, ranges, gate):
+    async def wait(self, iteration, batch):
+        async with self.changed:
+            await self.changed.wait_for(lambda: self._open(iteration, batch))
+
+    async def advance(self, iteration, handed_out):
+        async with self.changed:
+            if iteration == self.iteration:
+                self.handed_out = max(self.handed_out, handed_out)
+                self.changed.notify_all()
+
+
+def _load_task(load, ranges, gate, iteration):
     """The function Ray Data maps over the tasks: one task's items, loaded once the gate lets its
     batch in, returned as one pickle of [(key, item), ...]. Defined here, in a closure, so Ray
     ships it by value: workers import the item function's modules, not bload."""
 
     def load_items(task):
         batch = int(task["batch"][0])
-        ray.get(gate.wait.remote(batch))
+        ray.get(gate.wait.remote(iteration, batch))
         keys = [tuple(int(value) for value in key) for key in task["keys"][0]]
         items = [(key, load(*key) if ranges else load(key[0])) for key in keys]
         blob = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)

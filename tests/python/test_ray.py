@@ -131,6 +131,8 @@ def test_resume_mid_epoch_equals_uninterrupted(local_ray):
     resumed.load_state_dict(torch.load(saved, weights_only=True))
     assert len(resumed) == len(expected) - 3
     assert_same(expected, first + list(resumed))
+    # The loader stopped early serves its next iteration whole (its workers' gate starts over).
+    assert_same(expected, list(loader))
 
 
 def test_workers_stay_within_batches_in_flight(local_ray, tmp_path):
