@@ -82,7 +82,11 @@ class RayLoader:
         self.batches_in_flight = integer("batches_in_flight", batches_in_flight, 1)
         self.items_per_task = integer("items_per_task", items_per_task, 1)
         self.concurrency = None if concurrency is None else integer("concurrency", concurrency, 1)
-        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus < 0:
+        if (
+            isinstance(num_cpus, bool)
+            or not isinstance(num_cpus, (int, float))
+            or not num_cpus >= 0
+        ):
             raise ValueError(f"num_cpus = {num_cpus!r}: expected a number of CPUs, 0 or more")
         self.num_cpus = num_cpus
         # Packs as the DataLoader path packs: the items this batch loaded stand in for the dataset.

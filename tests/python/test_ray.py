@@ -176,6 +176,8 @@ def test_bad_arguments_are_refused_by_name():
         bload.ray.RayLoader(sampler(0), clip, concurrency=-2)
     with pytest.raises(ValueError, match="num_cpus = 'x'"):
         bload.ray.RayLoader(sampler(0), clip, num_cpus="x")
+    with pytest.raises(ValueError, match="num_cpus = nan"):
+        bload.ray.RayLoader(sampler(0), clip, num_cpus=float("nan"))
     with pytest.raises(ValueError, match="positions = 'block'"):
         bload.ray.RayLoader(sampler(0), clip, positions="block")
 
