@@ -1,0 +1,297 @@
+"""bload.ray: one rank's packed batches, in plan order, with the per-item work (reading and
+decoding item i, or a range of it) running on Ray Data's workers: local processes by default
+(`ray.init()` with no cluster), the CPUs of every node where a Ray cluster runs.
+
+Imported only when used (`import bload` does not import ray). The packing is BlockDataset's own
+(bload.ops.pack into reused buffers), run where the batches are used; only the item function
+runs on Ray. See docs/ray.md.
+
+    sampler = bload.BlockSampler(lengths, t_max=94, blocks_per_batch=8)
+    loader = bload.ray.RayLoader(sampler, load_clip, batches_in_flight=8)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:   # a bload.PackedBatch, as BlockDataset makes it
+            ...
+"""
+
+import pickle
+import re
+
+import numpy as np
+import ray
+
+from bload import ops
+from bload.dataset import BlockDataset
+from bload.sampler import BlockSampler, integer
+
+__all__ = ["RayLoader"]
+
+
+class RayLoader:
+    """Iterating it serves the sampler's batches (what `DataLoader(BlockDataset(...),
+    batch_sampler=sampler)` serves, bit for bit) as bload.PackedBatches, in plan order, loading
+    their items on Ray Data's workers.
+
+    sampler: the bload.BlockSampler whose batches this rank serves (set_epoch, state_dict and
+    load_state_dict work on it as with a DataLoader).
+    load: the item function, run on Ray's workers, so it must pickle (a module-level function,
+    or a callable object). `load(index)` returns item `index` whole, `(data, target)`, each a
+    tensor [T, ...] or a dict of them, read once per batch that holds a piece of it; with
+    `ranges=True`, `load(index, offset, length)` returns steps [offset, offset + length) only
+    and is asked for each piece alone (as BlockDataset asks a dataset's get_range).
+    batches_in_flight: the most batches whose items are being loaded or are loaded and not yet
+    handed to the loop; Ray's workers wait for the loop beyond it (backpressure).
+    items_per_task: items one Ray task loads (a task never spans two batches); more amortize
+    Ray's cost per task, fewer spread one batch over more CPUs.
+    concurrency: the most Ray tasks at once, waiting ones included (None: as many as the
+    cluster's CPUs run at once, num_cpus each).
+    num_cpus: the CPUs Ray reserves for each task.
+    data_padding, target_padding, positions: as for bload.BlockDataset.
+
+    Ray is started with `ray.init()` at the first batch when the program has not started it
+    (local processes, or the cluster RAY_ADDRESS names).
+    """
+
+    def __init__(
+        self,
+        sampler,
+        load,
+        *,
+        ranges=False,
+        batches_in_flight=4,
+        items_per_task=16,
+        concurrency=None,
+        num_cpus=1,
+        data_padding=0.0,
+        target_padding=-100,
+        positions="sequence",
+    ):
+        if not isinstance(sampler, BlockSampler):
+            raise TypeError(f"sampler = {sampler!r:.80}: expected a bload.BlockSampler")
+        if not callable(load):
+            raise TypeError(
+                f"load = {load!r:.80}: expected a callable, load(index) -> (data, target), or "
+                "load(index, offset, length) with ranges=True"
+            )
+        if not isinstance(ranges, bool):
+            raise TypeError(
+                f"ranges = {ranges!r}: expected True (load(index, offset, length)) or False "
+                "(load(index))"
+            )
+        self.sampler, self.load, self.ranges = sampler, load, ranges
+        self.batches_in_flight = integer("batches_in_flight", batches_in_flight, 1)
+        self.items_per_task = integer("items_per_task", items_per_task, 1)
+        self.concurrency = None if concurrency is None else integer("concurrency", concurrency, 1)
+        if (
+            isinstance(num_cpus, bool)
+            or not isinstance(num_cpus, (int, float))
+            or not num_cpus >= 0
+        ):
+            raise ValueError(f"num_cpus = {num_cpus!r}: expected a number of CPUs, 0 or more")
+        self.num_cpus = num_cpus
+        # Packs as the DataLoader path packs: the items this batch loaded stand in for the dataset.
+        self._loaded = _LoadedRanges() if ranges else _Loaded()
+        self._packer = BlockDataset(
+            self._loaded,
+            sampler.t_max,
+            data_padding=data_padding,
+            target_padding=target_padding,
+            positions=positions,
+        )
+        # Batches of the epoch the loop has had: the position a state_dict() saves.
+        self._delivered = None
+        # The backpressure gate, one actor for every iteration (an actor is a process of its
+        # own: one an epoch would cost its start each epoch), and the iteration it serves.
+        self._gate, self._iteration = None, 0
+
+    def __len__(self):
+        """The batches the next iteration serves: the sampler's len()."""
+        return len(self.sampler)
+
+    def state_dict(self):
+        """The sampler's state after the batches the loop has had (not those loaded ahead)."""
+        return self.sampler.state_dict(position=self._delivered)
+
+    def load_state_dict(self, state):
+        """The next iteration goes on from `state` (see BlockSampler.load_state_dict)."""
+        self.sampler.load_state_dict(state)
+        self._delivered = None
+
+    def __iter__(self):
+        # The rank's batches of this iteration, planned now (tables only: no item is read).
+        batches = list(self.sampler)
+        self._delivered = batches[0].index if batches else self.sampler.position
+        if not batches:
+            return
+        if not ray.is_initialized():
+            ray.init()
+        tasks = [task for local, batch in enumerate(batches) for task in self._tasks(local, batch)]
+        tasks_per_batch = np.bincount([task["batch"] for task in tasks], minlength=len(batches))
+        if self._gate is None:
+            self._gate = _Gate.options(num_cpus=0).remote()
+        gate, self._iteration = self._gate, self._iteration + 1
+        iteration = self._iteration
+        gate.start.remote(iteration, self.batches_in_flight)
+        dataset = ray.data.from_items(tasks, override_num_blocks=len(tasks))
+        # Batches come out in plan order; the caller's own DataContext is left as it is.
+        dataset.context.execution_options.preserve_order = True
+        dataset.context.enable_progress_bars = False
+        # Tasks waiting at the gate hold their place: without a cap, Ray would start a worker
+        # process for every task of the epoch while the first ones wait.
+        concurrency = self.concurrency or _cluster_tasks(self.num_cpus)
+        compute = ray.data.TaskPoolStrategy(size=concurrency)
+        dataset = dataset.map_batches(
+            _load_task(self.load, self.ranges, gate, iteration),
+            batch_size=1,
+            batch_format="numpy",
+            compute=compute,
+            num_cpus=self.num_cpus,
+        )
+        local, loaded, outputs = 0, [], iter(())
+        try:
+            # prefetch_batches=0: an iterator that prefetches holds back a task's output until
+            # the next one arrives, which the gate may hold until this batch is handed out.
+            outputs = iter(
+                dataset.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
+            )
+            for output in outputs:
+                for position, items in zip(output["batch"], output["items"]):
+                    if position != local:
+                        raise RuntimeError(
+                            f"bload.ray: Ray Data returned a piece of batch {position} while "
+                            f"batch {local} was expected: the plan's order was lost"
+                        )
+                    loaded.append(items)
+                    if len(loaded) < tasks_per_batch[local]:
+                        continue
+                    batch = self._pack(batches[local], loaded)
+                    local, loaded = local + 1, []
+                    self._delivered = batches[0].index + local
+                    # Handed out: the workers may start on the batch batches_in_flight ahead.
+                    gate.advance.remote(iteration, local)
+                    yield batch
+        finally:
+            # A loop that stopped early: Ray Data stops the epoch's tasks, and those already
+            # waiting at the gate go on and end.
+            outputs.close()
+            gate.advance.remote(iteration, len(batches))
+        if local != len(batches):
+            raise RuntimeError(f"bload.ray: Ray Data returned {local} of {len(batches)} batches")
+
+    def _tasks(self, local, batch):
+        """The Ray tasks of one batch: its items, at most items_per_task a task."""
+        column = ops.COLUMN
+        rows = batch.table.tolist()
+        if self.ranges:
+            keys = [
+                (row[column["sequence"]], row[column["offset"]], row[column["length"]])
+                for row in rows
+            ]
+        else:
+            keys = list(dict.fromkeys((row[column["sequence"]],) for row in rows))
+        # A batch of empty blocks packs padding only: item 0 gives it its shape and dtype
+        # (BlockDataset reads dataset[0]).
+        keys = keys or [(0, 0, 1) if self.ranges else (0,)]
+        step = self.items_per_task
+        return [
+            {"batch": local, "keys": np.array(keys[start : start + step], dtype=np.int64)}
+            for start in range(0, len(keys), step)
+        ]
+
+    def _pack(self, batch, loaded):
+        self._loaded.items = {
+            (key[0] if len(key) == 1 else key): item
+            for blob in loaded
+            for key, item in pickle.loads(blob)
+        }
+        if len(batch.table) == 0:
+            self._loaded.items[0] = next(iter(self._loaded.items.values()))
+        self._loaded.sequences = batch.sequences
+        try:
+            return self._packer.pack(
+                batch.table, batch.blocks, carry=batch.carry, first_lane=batch.first_lane
+            )
+        except (TypeError, ValueError) as error:
+            # BlockDataset names what it read as a dataset's; here that is the item function.
+            message = _DATASET_READ.sub(
+                lambda match: f"load({match.group(1) or match.group(2)})", str(error), count=1
+            )
+            raise type(error)(message) from None
+        finally:
+            self._loaded.items = {}
+
+
+_DATASET_READ = re.compile(r"^dataset(?:\[(\d+)\]|\.get_range\(([\d, ]+)\))")
+
+
+def _cluster_tasks(num_cpus):
+    """The tasks of num_cpus each that the cluster's CPUs run at once (at least 1)."""
+    cpus = ray.cluster_resources().get("CPU", 1)
+    return max(1, int(cpus // num_cpus) if num_cpus else int(cpus))
+
+
+class _Loaded:
+    """One batch's loaded items, read by BlockDataset as it reads a dataset."""
+
+    def __init__(self):
+        self.items, self.sequences = {}, 0
+
+    def __len__(self):
+        return self.sequences
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+class _LoadedRanges(_Loaded):
+    def get_range(self, index, offset, length):
+        return self.items[(index, offset, length)]
+
+
+@ray.remote
+class _Gate:
+    """Backpressure: in iteration i, a task of batch b starts once b < batches handed out +
+    batches_in_flight. Tasks of an earlier iteration (stopped early) pass at once; those of a
+    later one wait for it to start."""
+
+    def __init__(self):
+        import asyncio
+
+        self.iteration, self.handed_out, self.in_flight = 0, 0, 1
+        self.changed = asyncio.Condition()
+
+    async def start(self, iteration, batches_in_flight):
+        async with self.changed:
+            self.iteration, self.handed_out, self.in_flight = iteration, 0, batches_in_flight
+            self.changed.notify_all()
+
+    def _open(self, iteration, batch):
+        if iteration != self.iteration:
+            return iteration < self.iteration
+        return batch < self.handed_out + self.in_flight
+
+    async def wait(self, iteration, batch):
+        async with self.changed:
+            await self.changed.wait_for(lambda: self._open(iteration, batch))
+
+    async def advance(self, iteration, handed_out):
+        async with self.changed:
+            if iteration == self.iteration:
+                self.handed_out = max(self.handed_out, handed_out)
+                self.changed.notify_all()
+
+
+def _load_task(load, ranges, gate, iteration):
+    """The function Ray Data maps over the tasks: one task's items, loaded once the gate lets its
+    batch in, returned as one pickle of [(key, item), ...]. Defined here, in a closure, so Ray
+    ships it by value: workers import the item function's modules, not bload."""
+
+    def load_items(task):
+        batch = int(task["batch"][0])
+        ray.get(gate.wait.remote(iteration, batch))
+        keys = [tuple(int(value) for value in key) for key in task["keys"][0]]
+        items = [(key, load(*key) if ranges else load(key[0])) for key in keys]
+        blob = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+        return {"batch": np.array([batch]), "items": np.array([blob], dtype=object)}
+
+    return load_items

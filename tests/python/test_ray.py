@@ -1,0 +1,188 @@
+"""bload.ray on a local Ray of 2 CPUs: the batches are the DataLoader path's (BlockDataset +
+DataLoader) bit for bit, resume mid-epoch is exact, the workers never run more than
+batches_in_flight batches ahead of the loop, and bad arguments are refused by name."""
+
+import functools
+import io
+import os
+import sys
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+ray = pytest.importorskip(
+    "ray", reason="ray is not installed: pip install 'ray[data]' (requirements-dev.txt)"
+)
+
+import bload  # noqa: E402
+import bload.ray  # noqa: E402
+
+T_MAX, BLOCKS = 32, 2
+# Lengths up to 40 > T_MAX: with split=True some sequences are cut into pieces.
+LENGTHS = torch.randint(1, 41, (48,), generator=torch.Generator().manual_seed(28)).tolist()
+
+
+def clip(index):
+    """Item `index`: data a dict of two tensors, target a tensor, all [T_index, ...]."""
+    length = LENGTHS[index]
+    generator = torch.Generator().manual_seed(index)
+    data = {"x": torch.randn(length, 3, generator=generator), "frame": torch.arange(length) + index}
+    return data, torch.randint(0, 5, (length,), generator=generator)
+
+
+def clip_range(index, offset, length):
+    data, target = clip(index)
+    steps = slice(offset, offset + length)
+    return {key: value[steps] for key, value in data.items()}, target[steps]
+
+
+def recorded_clip_range(path, index, offset, length):
+    """clip_range(...), after appending its arguments to the file at `path` (the pieces workers
+    started)."""
+    with open(path, "a") as record:
+        record.write(f"{index},{offset},{length}\n")
+    return clip_range(index, offset, length)
+
+
+def wrong_length(index):
+    data, target = clip(index)
+    return data, target[:-1]
+
+
+class Clips(torch.utils.data.Dataset):
+    """The same items as a map-style dataset, for the DataLoader path."""
+
+    def __len__(self):
+        return len(LENGTHS)
+
+    def __getitem__(self, index):
+        return clip(index)
+
+    def get_range(self, index, offset, length):
+        return clip_range(index, offset, length)
+
+
+class WholeClips(Clips):
+    get_range = None  # read whole, as a dataset without get_range
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    # Ray's workers do not import this test's module: ship its functions by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def sampler(rank):
+    return bload.BlockSampler(LENGTHS, T_MAX, BLOCKS, world_size=2, rank=rank, seed=3, split=True)
+
+
+def dataloader_batches(rank, dataset):
+    loader = DataLoader(
+        bload.BlockDataset(dataset, T_MAX), batch_sampler=sampler(rank), collate_fn=bload.collate
+    )
+    return list(loader)
+
+
+def assert_same(expected, got):
+    assert len(got) == len(expected)
+    for one, other in zip(expected, got):
+        assert torch.equal(one.table, other.table)
+        assert one.data.keys() == other.data.keys()
+        for key in one.data:
+            assert one.data[key].dtype == other.data[key].dtype
+            assert torch.equal(one.data[key], other.data[key])
+        assert torch.equal(one.target, other.target)
+        assert torch.equal(one.reset, other.reset)
+        assert (one.blocks, one.t_max, one.carries_state, one.first_lane) == (
+            other.blocks,
+            other.t_max,
+            other.carries_state,
+            other.first_lane,
+        )
+
+
+@pytest.mark.parametrize("ranges", [False, True], ids=["whole", "ranges"])
+def test_batches_equal_the_dataloaders_on_both_ranks(local_ray, ranges):
+    dataset, load = (Clips(), clip_range) if ranges else (WholeClips(), clip)
+    for rank in range(2):
+        expected = dataloader_batches(rank, dataset)
+        loader = bload.ray.RayLoader(sampler(rank), load, ranges=ranges, items_per_task=3)
+        assert len(loader) == len(expected)
+        assert_same(expected, list(loader))
+
+
+def test_resume_mid_epoch_equals_uninterrupted(local_ray):
+    expected = dataloader_batches(1, Clips())
+    loader = bload.ray.RayLoader(sampler(1), clip_range, ranges=True, batches_in_flight=2)
+    first = []
+    for batch in loader:
+        first.append(batch)
+        if len(first) == 3:
+            break
+    # What the loop has had, not what the workers loaded ahead.
+    saved = io.BytesIO()
+    torch.save(loader.state_dict(), saved)
+    saved.seek(0)
+    resumed = bload.ray.RayLoader(sampler(1), clip_range, ranges=True)
+    resumed.load_state_dict(torch.load(saved, weights_only=True))
+    assert len(resumed) == len(expected) - 3
+    assert_same(expected, first + list(resumed))
+    # The loader stopped early serves its next iteration whole (its workers' gate starts over).
+    assert_same(expected, list(loader))
+
+
+def test_workers_stay_within_batches_in_flight(local_ray, tmp_path):
+    record = tmp_path / "started"
+    record.touch()
+    columns = [bload.ops.COLUMN[name] for name in ("sequence", "offset", "length")]
+    plan = list(sampler(0))
+    batch_of = {
+        tuple(piece): position
+        for position, batch in enumerate(plan)
+        for piece in batch.table[:, columns].tolist()
+    }
+    in_flight = 1
+    loader = bload.ray.RayLoader(
+        sampler(0),
+        functools.partial(recorded_clip_range, os.fspath(record)),
+        ranges=True,
+        batches_in_flight=in_flight,
+        items_per_task=2,
+    )
+    had = 0
+    for had, _ in enumerate(loader, 1):
+        started = [tuple(map(int, line.split(","))) for line in record.read_text().split()]
+        # Handed out `had` batches: the workers may have started batches up to had - 1 + in_flight.
+        assert max(batch_of[piece] for piece in started) <= had - 1 + in_flight
+    assert had == len(plan)
+
+
+def test_bad_arguments_are_refused_by_name():
+    with pytest.raises(TypeError, match="sampler = "):
+        bload.ray.RayLoader([3, 4], clip)
+    with pytest.raises(TypeError, match="load = 'clip'"):
+        bload.ray.RayLoader(sampler(0), "clip")
+    with pytest.raises(TypeError, match="ranges = 1"):
+        bload.ray.RayLoader(sampler(0), clip, ranges=1)
+    with pytest.raises(ValueError, match="batches_in_flight = 0: expected an int from 1"):
+        bload.ray.RayLoader(sampler(0), clip, batches_in_flight=0)
+    with pytest.raises(ValueError, match="items_per_task = 0"):
+        bload.ray.RayLoader(sampler(0), clip, items_per_task=0)
+    with pytest.raises(ValueError, match="concurrency = -2"):
+        bload.ray.RayLoader(sampler(0), clip, concurrency=-2)
+    with pytest.raises(ValueError, match="num_cpus = 'x'"):
+        bload.ray.RayLoader(sampler(0), clip, num_cpus="x")
+    with pytest.raises(ValueError, match="num_cpus = nan"):
+        bload.ray.RayLoader(sampler(0), clip, num_cpus=float("nan"))
+    with pytest.raises(ValueError, match="positions = 'block'"):
+        bload.ray.RayLoader(sampler(0), clip, positions="block")
+
+
+def test_an_item_of_the_wrong_length_names_the_item_function(local_ray):
+    loader = bload.ray.RayLoader(sampler(0), wrong_length)
+    with pytest.raises(ValueError, match=r"load\(\d+\) target has \d+ steps: expected \d+"):
+        list(loader)
