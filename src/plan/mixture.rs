@@ -78,11 +78,16 @@ pub(super) struct Choice {
 }
 
 impl Planner {
-    /// A planner of a mixture of `sources` (see the module's comment). Errors name the source's
-    /// argument, its value and what was expected: no source, a weight that is not a finite
-    /// number above 0, a source without sequences, a name used twice, and the lengths' own
-    /// errors (as `sources[s].lengths[i]`).
-    pub fn with_sources(sources: Vec<Source>, options: Options) -> Result<Self> {
+    /// A planner of a mixture of `sources` (see the module's comment); a source without a name
+    /// is named by its index. Errors name the source's argument, its value and what was
+    /// expected: no source, a weight that is not a finite number above 0, a source without
+    /// sequences, a name used twice, and the lengths' own errors (as `sources[s].lengths[i]`).
+    pub fn with_sources(mut sources: Vec<Source>, options: Options) -> Result<Self> {
+        for (s, source) in sources.iter_mut().enumerate() {
+            if source.name.is_empty() {
+                source.name = s.to_string();
+            }
+        }
         if sources.is_empty() {
             return Err(Error::invalid(
                 "sources",
@@ -179,6 +184,59 @@ impl Planner {
         Ok((source, index - starts[source]))
     }
 
+    /// The sources as JSON, `[{"name": .., "weight": .., "sequences": ..}, ..]` (none for one
+    /// lengths set): with the concatenated lengths, what a stored planner needs to be made again
+    /// (the pickled Python planner), by [`Planner::with_sources_json`].
+    pub fn sources_json(&self) -> Option<String> {
+        let mixture = self.mixture.as_ref()?;
+        let sources: Vec<serde_json::Value> = (0..mixture.names.len())
+            .map(|s| {
+                serde_json::json!({
+                    "name": mixture.names[s],
+                    "weight": mixture.weights[s],
+                    "sequences": mixture.starts[s + 1] - mixture.starts[s],
+                })
+            })
+            .collect();
+        Some(serde_json::Value::Array(sources).to_string())
+    }
+
+    /// The planner [`Planner::sources_json`] describes, of these concatenated lengths.
+    pub fn with_sources_json(lengths: &[u32], text: &str, options: Options) -> Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            name: String,
+            weight: f64,
+            sequences: usize,
+        }
+        let shown: String = text.chars().take(200).collect();
+        let stored: Vec<Stored> = serde_json::from_str(text).map_err(|err| {
+            Error::invalid("sources", &shown, format!("sources saved by bload ({err})"))
+        })?;
+        let mut rest = lengths;
+        let mut sources = Vec::with_capacity(stored.len());
+        for source in stored {
+            if source.sequences > rest.len() {
+                return Err(Error::invalid(
+                    "sources",
+                    shown,
+                    "as many lengths as the sources",
+                ));
+            }
+            let (own, after) = rest.split_at(source.sequences);
+            rest = after;
+            sources.push(Source::new(source.name, own.to_vec(), source.weight));
+        }
+        if !rest.is_empty() {
+            return Err(Error::invalid(
+                "sources",
+                shown,
+                "as many lengths as the sources",
+            ));
+        }
+        Planner::with_sources(sources, options)
+    }
+
     /// The mixture as states and messages show it: each source's name, weight and sequences
     /// ("none" for a planner of one lengths set). Two mixtures plan alike only if it is equal.
     pub fn mixture_text(&self) -> String {
@@ -223,6 +281,18 @@ impl Planner {
             Some(mixture) => Ok(self.choose(mixture, epoch)?.stats),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The lengths of `epoch`'s sequences, in the order they are chosen (all the lengths, for one
+    /// lengths set): planned as one lengths set with these options, they give the same blocks.
+    pub fn epoch_lengths(&self, epoch: u64) -> Result<Vec<u32>> {
+        let Some(mixture) = &self.mixture else {
+            return Ok(self.lengths.to_vec());
+        };
+        let choice = self.choose(mixture, epoch)?;
+        let mut lengths = try_with_capacity("the epoch's chosen lengths", choice.sequences.len())?;
+        lengths.extend(choice.sequences.iter().map(|&i| self.lengths[i as usize]));
+        Ok(lengths)
     }
 
     /// The plan of `epoch` of a mixture: its chosen sequences planned as one lengths set, each

@@ -29,7 +29,7 @@ TEST(Agreement, FieldsAreTheLengthsEveryOptionTheEpochAndThePlanHash) {
   bload::Planner planner(kLengths, base());
   std::vector<std::string> names;
   for (const auto& field : bload::agreement_fields(planner.plan(3), planner)) names.push_back(field.name);
-  std::vector<std::string> expected{"sequences", "lengths_hash"};
+  std::vector<std::string> expected{"sequences", "lengths_hash", "mixture_hash"};
   for (const auto& [name, value] : bload::plan_options_by_name(base())) expected.push_back(name);
   expected.insert(expected.end(), {"epoch", "plan_hash"});
   EXPECT_EQ(names, expected);
