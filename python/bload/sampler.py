@@ -208,9 +208,7 @@ class BlockSampler(torch.utils.data.Sampler):
         """The source of sequence `index` (as a batch's indices name it) and its index in that
         source: (name, index) for an int; for an integer tensor, int64 tensors of the sources'
         numbers (their order in `sources`) and the indices. One source, unnamed, without sources."""
-        return mixture.source_of(
-            self.planner.source_starts(), self.planner.source_names(), index
-        )
+        return mixture.source_of(self.planner.source_starts(), self.planner.source_names(), index)
 
     # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
     # set by load_state_dict until the next iteration, which then goes on from the position
