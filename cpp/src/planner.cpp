@@ -133,7 +133,7 @@ uint64_t Planner::mixture_hash() const { return impl_->planner->mixture_hash(); 
 
 std::vector<std::string> Planner::source_names() const {
   std::vector<std::string> names;
-  for (const auto& name : impl_->planner->source_names()) names.emplace_back(name);
+  for (const auto& name : impl_->planner->source_names()) names.emplace_back(std::string(name));
   return names;
 }
 

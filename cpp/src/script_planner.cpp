@@ -35,7 +35,7 @@ void check_lengths(const at::Tensor& lengths, const std::string& name) {
                   lengths.scalar_type() != at::kBool,
               name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
-  ops::check_has_values(lengths, name);
+  ops::check_has_values(lengths, name.c_str());
 }
 
 // The core's planner of `lengths`, a 1-d integer tensor, read in place where it is a contiguous

@@ -79,7 +79,8 @@ pub(super) struct Choice {
 
 impl Planner {
     /// A planner of a mixture of `sources` (see the module's comment); a source without a name
-    /// is named by its index. Errors name the source's argument, its value and what was
+    /// is named by its index. Its `lengths()`, `steps()`, `pieces()` and `lower_bound()` are
+    /// those of the sources' sequences, each once; an epoch's are in its plan's stats. Errors name the source's argument, its value and what was
     /// expected: no source, a weight that is not a finite number above 0, a source without
     /// sequences, a name used twice, and the lengths' own errors (as `sources[s].lengths[i]`).
     pub fn with_sources(mut sources: Vec<Source>, options: Options) -> Result<Self> {
