@@ -129,3 +129,70 @@ impl Planner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> super::super::PlanOptions {
+        super::super::default_plan_options(10)
+    }
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
+    #[test]
+    fn sources_arrive_as_sizes_of_the_concatenated_lengths() {
+        let lengths = [3, 4, 5, 6, 7, 2];
+        let planner = new_mixture_planner(
+            &lengths,
+            &[4, 2],
+            &[3.0, 1.0],
+            names(&["a", ""]),
+            &options(),
+        )
+        .unwrap();
+        assert_eq!(planner.source_names(), ["a", "1"]);
+        assert_eq!(planner.source_starts(), [0, 4, 6]);
+        let stats = planner.source_stats(0).unwrap();
+        assert_eq!(stats.len(), 2);
+        assert!((stats[0].weight_share - 0.75).abs() < 1e-12);
+        // Stored and made again: the same mixture, the same plans.
+        let stored = planner.sources_json();
+        let again = new_planner_from_sources_json(&lengths, &stored, &options()).unwrap();
+        assert_eq!(again.mixture_text(), planner.mixture_text());
+        assert_eq!(
+            again.plan_epoch(3).unwrap().plan_hash(),
+            planner.plan_epoch(3).unwrap().plan_hash()
+        );
+        let err = new_planner_from_sources_json(&lengths[..5], &stored, &options());
+        assert!(err.err().unwrap().to_string().starts_with("sources = "));
+        assert_eq!(
+            planner.source_stats(-1).err().unwrap().to_string(),
+            "epoch = -1: expected an epoch of at least 0"
+        );
+    }
+
+    #[test]
+    fn bad_sources_are_named() {
+        let error = |lengths: &[i64], sizes: &[i64], weights: &[f64], n: &[&str]| {
+            let made = new_mixture_planner(lengths, sizes, weights, names(n), &options());
+            made.err().unwrap().to_string()
+        };
+        assert!(error(&[3, 4], &[1, 1], &[1.0], &["a", "b"])
+            .starts_with("sources = 2 sizes, 1 weights"));
+        assert!(
+            error(&[3, 4], &[1, 2], &[1.0, 1.0], &["a", "b"]).starts_with("sources[1].size = 2")
+        );
+        assert!(
+            error(&[3, 4], &[1, -1], &[1.0, 1.0], &["a", "b"]).starts_with("sources[1].size = -1")
+        );
+        assert!(error(&[3, -4], &[1, 1], &[1.0, 1.0], &["a", "b"])
+            .starts_with("sources[1].lengths[0] = -4"));
+        assert!(error(&[3, 4, 5], &[1, 1], &[1.0, 1.0], &["a", "b"])
+            .starts_with("lengths = 1 lengths after"));
+        assert!(error(&[3, 4], &[1, 1], &[1.0, -2.0], &["a", "b"])
+            .starts_with("sources[1].weight = -2"));
+    }
+}
