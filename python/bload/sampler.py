@@ -287,7 +287,8 @@ class BlockSampler(torch.utils.data.Sampler):
         padding (steps), deleted, split_sequences, split_pieces, rounding_blocks,
         rounding_padding, empty_blocks, lower_bound_blocks, lower_bound_padding; and
         rank_cost_imbalance, {"mean": ..., "worst": ...}: per global batch, the costliest rank's
-        cost over the mean rank's in the sampler's cost, over the global batches."""
+        cost over the mean rank's in the sampler's cost, over the global batches; for a mixture,
+        sources: a dict per source (docs/mixtures.md)."""
         mean, worst = self.plan.rank_cost_imbalance()
         stats = {**self.plan.stats(), "rank_cost_imbalance": {"mean": mean, "worst": worst}}
         if self.planner.source_names():  # a mixture: what each source gives this epoch
@@ -399,18 +400,17 @@ class BlockSampler(torch.utils.data.Sampler):
         self.__dict__.update(state)
         if sources:
             self.planner = mixture.stored_planner(lengths, sources, options)
-            self._start(0)
-            return self.load_state_dict(saved)
-        self.planner = torch.classes.bload.Planner(
-            lengths,
-            options["t_max"],
-            blocks_per_batch=options["blocks_per_batch"],
-            world_size=options["world_size"],
-            seed=options["seed"],
-            policy=options["policy"],
-            split_oversized=options["oversize"] == "split",
-            cost=options.get("cost", "steps"),  # pickles from before the option were dealt by steps
-        )
+        else:
+            self.planner = torch.classes.bload.Planner(
+                lengths,
+                options["t_max"],
+                blocks_per_batch=options["blocks_per_batch"],
+                world_size=options["world_size"],
+                seed=options["seed"],
+                policy=options["policy"],
+                split_oversized=options["oversize"] == "split",
+                cost=options.get("cost", "steps"),  # pickles from before the option: by steps
+            )
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
