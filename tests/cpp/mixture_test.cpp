@@ -66,6 +66,14 @@ TEST(Mixture, AStateOfAnotherMixtureIsRefusedByName) {
   EXPECT_TRUE(contains(message, "state['mixture'] = \"\\\"web\\\" weight 0.6")) << message;
 }
 
+TEST(Mixture, RanksOfAnotherMixtureDisagreeOnItsHash) {
+  bload::Planner mine(sources(0.6, 0.4), options()), theirs(sources(0.5, 0.5), options());
+  const auto rows = at::stack({bload::agreement_values(mine.plan(0), mine),
+                               bload::agreement_values(theirs.plan(0), theirs)});
+  const auto message = error_of([&] { bload::check_agreement(rows, mine.plan(0), mine); });
+  EXPECT_TRUE(contains(message, "ranks disagree on mixture_hash: rank 0 has 0x")) << message;
+}
+
 TEST(Mixture, BadSourcesAreNamed) {
   auto bad = sources(0.6, 0.4);
   bad[1].weight = 0;
