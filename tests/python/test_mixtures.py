@@ -3,6 +3,7 @@ weight's share of an epoch's steps within one of its sequences, every chosen ste
 plans are the same run to run and differ from epoch to epoch, a state of another mixture is
 refused by name, and a resumed or pickled sampler goes on exactly."""
 
+import copy
 import pickle
 
 import bload
@@ -161,3 +162,11 @@ def test_lengths_and_sources_are_one_or_the_other():
         bload.BlockSampler(web(), T_MAX, sources=[(code(), 1)])
     with pytest.raises(TypeError, match="lengths, sources: expected exactly one"):
         bload.BlockSampler(t_max=T_MAX)
+
+
+def test_a_pickled_planner_keeps_its_mixture():
+    planner = sampler().planner
+    for made_again in (pickle.loads(pickle.dumps(planner)), copy.deepcopy(planner)):
+        assert made_again.mixture() == planner.mixture()
+        assert made_again.source_starts() == planner.source_starts()
+        assert made_again.plan_hash(3) == planner.plan_hash(3)
