@@ -44,7 +44,7 @@ pub use lengths::{
 pub use options::{Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_T_MAX};
 pub use plan::{
     stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
-    SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
+    SamplerPlace, Source, SourceStats, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
 };
 pub use stats::{Imbalance, LowerBound, MethodStats, PlanStats};
 pub use store::{

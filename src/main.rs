@@ -14,6 +14,7 @@
 mod cli {
     pub mod args;
     pub mod lengths;
+    pub mod mixture;
     pub mod plan_json;
     pub mod progress;
     pub mod stats;
@@ -22,7 +23,7 @@ mod cli {
     pub mod usage;
 }
 
-use bload::{read_lengths_as, EpochPlan, Error, MethodStats, Planner};
+use bload::{EpochPlan, Error, MethodStats};
 use cli::args::{parse_args, Args, Parsed};
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -144,12 +145,12 @@ fn plan(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     let rank = args
         .rank
         .ok_or_else(|| Failure::Usage("--rank R is required".into()))?;
-    let lengths = read_lengths_as(&args.lengths, args.lengths_format)?;
-    let planner = Planner::new(lengths, args.options.clone())?;
+    let planner = cli::mixture::planner_of(&args, args.options.clone())?;
     let plan = planner.plan(args.epoch)?;
+    let sources = planner.source_stats(args.epoch)?;
     let batches = plan.rank_batches(rank)?;
     if args.json {
-        return Ok(cli::plan_json::write(out, &plan, rank, batches)?);
+        return Ok(cli::plan_json::write(out, &plan, &sources, rank, batches)?);
     }
     let o = plan.options();
     let s = plan.stats();
@@ -171,6 +172,7 @@ fn plan(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         o.blocks_per_batch,
         o.t_max
     )?;
+    cli::mixture::write_sources(out, &sources)?;
     writeln!(
         out,
         "each piece: #sequence[steps of the sequence]@start in block"

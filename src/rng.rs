@@ -22,6 +22,8 @@ pub(crate) enum Stream {
     /// Dealing blocks to ranks by cost (`plan/balance.rs`): rank rotations and the order of
     /// global batches.
     CostDeal = 6,
+    /// A mixture's choice of each epoch's sequences (`plan/mixture.rs`), one part per source.
+    Mixture = 7,
 }
 
 pub(crate) struct PlanRng(ChaCha8Rng);
@@ -35,6 +37,14 @@ impl PlanRng {
         let mut rng = ChaCha8Rng::from_seed(key);
         rng.set_stream(stream as u64);
         PlanRng(rng)
+    }
+
+    /// Part `part` of `stream`: streams that several independent users share (a mixture's
+    /// sources), so that one user's draws never shift another's. Part 0 is `stream` itself.
+    pub(crate) fn for_part(seed: u64, epoch: u64, stream: Stream, part: u64) -> Self {
+        let mut rng = PlanRng::new(seed, epoch, stream);
+        rng.0.set_stream(stream as u64 | part << 8);
+        rng
     }
 
     /// A uniform integer in `0..n` (`n > 0`), by Lemire's multiply-and-reject method.

@@ -69,6 +69,8 @@ std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planne
   std::vector<AgreementField> fields{
       {"sequences", planner.num_sequences()},
       {"lengths_hash", static_cast<int64_t>(planner.lengths_hash())},
+      // The sources' names, weights and sizes of a mixture (0 for one lengths set).
+      {"mixture_hash", static_cast<int64_t>(planner.mixture_hash())},
   };
   // Every option a plan depends on, from the one list of them (a new option joins by itself).
   for (const auto& [name, value] : plan_options_by_name(planner.options())) {

@@ -89,6 +89,79 @@ Resumed Planner::resume(const EpochPosition& at) const {
   return Resumed{EpochPlan(std::move(plan)), resumed.batches};
 }
 
+Planner::Planner(const std::vector<Source>& sources, const Options& options) {
+  std::vector<int64_t> lengths, sizes;
+  std::vector<double> weights;
+  rust::Vec<rust::String> names;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    const auto& source = sources[s];
+    lengths.insert(lengths.end(), source.lengths.begin(), source.lengths.end());
+    sizes.push_back(static_cast<int64_t>(source.lengths.size()));
+    weights.push_back(source.weight);
+    // rust::String refuses text that is not UTF-8 with its own exception: named here instead.
+    try {
+      names.push_back(rust::String(source.name));
+    } catch (const std::exception&) {
+      TORCH_CHECK(false, "sources[", s, "].name: expected UTF-8 text");
+    }
+  }
+  auto planner = rethrowing([&] {
+    return ffi::new_mixture_planner(rust::Slice<const int64_t>(lengths.data(), lengths.size()),
+                                    rust::Slice<const int64_t>(sizes.data(), sizes.size()),
+                                    rust::Slice<const double>(weights.data(), weights.size()),
+                                    std::move(names), options.plan);
+  });
+  impl_ = std::make_shared<const Impl>(Impl{std::move(planner), options});
+}
+
+Planner Planner::from_sources_json(c10::ArrayRef<int64_t> lengths, const std::string& sources,
+                                   const Options& options) {
+  auto planner = rethrowing([&] {
+    return ffi::new_planner_from_sources_json(
+        rust::Slice<const int64_t>(lengths.data(), lengths.size()), sources, options.plan);
+  });
+  Planner made;
+  made.impl_ = std::make_shared<const Impl>(Impl{std::move(planner), options});
+  return made;
+}
+
+std::string Planner::sources_json() const { return std::string(impl_->planner->sources_json()); }
+
+std::string Planner::mixture() const { return std::string(impl_->planner->mixture_text()); }
+
+uint64_t Planner::mixture_hash() const { return impl_->planner->mixture_hash(); }
+
+std::vector<std::string> Planner::source_names() const {
+  std::vector<std::string> names;
+  for (const auto& name : impl_->planner->source_names()) names.emplace_back(std::string(name));
+  return names;
+}
+
+std::vector<int64_t> Planner::source_starts() const {
+  const auto starts = impl_->planner->source_starts();
+  return std::vector<int64_t>(starts.begin(), starts.end());
+}
+
+std::pair<int64_t, int64_t> Planner::source_of(int64_t index) const {
+  const auto starts = source_starts();
+  TORCH_CHECK(index >= 0 && index < starts.back(), "index = ", index,
+              ": expected a sequence from 0 to ", starts.back() - 1, ", the sequences planned");
+  const auto source = std::upper_bound(starts.begin(), starts.end(), index) - starts.begin() - 1;
+  return {source, index - starts[static_cast<size_t>(source)]};
+}
+
+std::vector<SourceStats> Planner::source_stats(int64_t epoch) const {
+  std::vector<SourceStats> stats;
+  for (const auto& s : rethrowing([&] { return impl_->planner->source_stats(epoch); })) {
+    stats.push_back(SourceStats{std::string(s.name), s.weight_share,
+                                static_cast<int64_t>(s.source_sequences),
+                                static_cast<int64_t>(s.sequences), static_cast<int64_t>(s.steps),
+                                s.share, static_cast<int64_t>(s.repeats),
+                                static_cast<int64_t>(s.left_out)});
+  }
+  return stats;
+}
+
 const Options& Planner::options() const { return impl_->options; }
 
 int64_t Planner::num_sequences() const {

@@ -28,16 +28,21 @@
 namespace bload {
 namespace {
 
+// `lengths` (named `name`) checked to be a 1-d integer tensor with values.
+void check_lengths(const at::Tensor& lengths, const std::string& name) {
+  TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
+                  !at::isComplexType(lengths.scalar_type()) &&
+                  lengths.scalar_type() != at::kBool,
+              name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
+              "-d ", lengths.scalar_type(), " tensor");
+  ops::check_has_values(lengths, name.c_str());
+}
+
 // The core's planner of `lengths`, a 1-d integer tensor, read in place where it is a contiguous
 // int32 or int64 host tensor (the core keeps its own 32 bits a sequence), converted once
 // otherwise.
 Planner planner_of(const at::Tensor& lengths, const Options& options) {
-  TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
-                  !at::isComplexType(lengths.scalar_type()) &&
-                  lengths.scalar_type() != at::kBool,
-              "lengths: expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
-              "-d ", lengths.scalar_type(), " tensor");
-  ops::check_has_values(lengths, "lengths");
+  check_lengths(lengths, "lengths");
   if (lengths.scalar_type() == at::kInt) {
     auto host = lengths.to(at::kCPU).contiguous();
     return Planner(c10::ArrayRef<int32_t>(host.const_data_ptr<int32_t>(), host.numel()), options);
@@ -126,6 +131,51 @@ class ScriptPlanner : public torch::CustomClassHolder {
 
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
       : planner_(planner_of(lengths, options)) {}
+  explicit ScriptPlanner(Planner planner) : planner_(std::move(planner)) {}
+
+  // A mixture of sources (docs/mixtures.md): source s is lengths[s] with weights[s] and names[s]
+  // ("" names it by its index).
+  static c10::intrusive_ptr<ScriptPlanner> of_sources(
+      c10::List<at::Tensor> lengths, std::vector<double> weights, std::vector<std::string> names,
+      int64_t t_max, int64_t blocks_per_batch, int64_t world_size, int64_t seed,
+      std::string policy, bool split_oversized, std::string cost) {
+    TORCH_CHECK(weights.size() == lengths.size() && names.size() == lengths.size(),
+                "sources: ", lengths.size(), " lengths, ", weights.size(), " weights and ",
+                names.size(), " names: expected a weight and a name for each source's lengths");
+    std::vector<Source> sources;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      const at::Tensor tensor = lengths.get(s);
+      check_lengths(tensor, "sources[" + std::to_string(s) + "].lengths");
+      const auto host = tensor.to(at::kCPU, at::kLong).contiguous();
+      const auto* data = host.const_data_ptr<int64_t>();
+      sources.push_back(Source{names[s], std::vector<int64_t>(data, data + host.numel()),
+                               weights[s]});
+    }
+    const auto options = Options(t_max)
+                             .blocks_per_batch(blocks_per_batch)
+                             .world_size(world_size)
+                             .seed(seed)
+                             .policy(policy)
+                             .split_oversized(split_oversized)
+                             .cost(cost);
+    return c10::make_intrusive<ScriptPlanner>(Planner(sources, options));
+  }
+
+  std::string mixture() const { return planner_.mixture(); }
+  std::vector<int64_t> source_starts() const { return planner_.source_starts(); }
+  std::vector<std::string> source_names() const { return planner_.source_names(); }
+  // Each source's part of `epoch`: (name, weight_share, source_sequences, sequences, steps,
+  // share, repeats, left_out), the fields of bload::SourceStats in order.
+  std::vector<std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
+  source_stats(int64_t epoch) const {
+    std::vector<std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
+        rows;
+    for (const auto& s : planner_.source_stats(epoch)) {
+      rows.emplace_back(s.name, s.weight_share, s.source_sequences, s.sequences, s.steps, s.share,
+                        s.repeats, s.left_out);
+    }
+    return rows;
+  }
 
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
   int64_t num_sequences() const { return planner_.num_sequences(); }
@@ -191,12 +241,23 @@ class ScriptPlanner : public torch::CustomClassHolder {
     } else {
       std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int64_t>());
     }
-    return {tensor, plan_options_to_json(planner_.options())};
+    // A mixture's sources follow the options on a line of their own (JSON holds no newline).
+    const auto sources = planner_.sources_json();
+    auto options = plan_options_to_json(planner_.options());
+    if (!sources.empty()) options += "\n" + sources;
+    return {tensor, options};
   }
 
   static c10::intrusive_ptr<ScriptPlanner> from_state(PlannerState state) {
-    auto& [lengths, options] = state;
-    return c10::make_intrusive<ScriptPlanner>(lengths, options_from_json(options));
+    auto& [lengths, text] = state;
+    const auto newline = text.find('\n');
+    const auto options = options_from_json(text.substr(0, newline));
+    if (newline == std::string::npos) return c10::make_intrusive<ScriptPlanner>(lengths, options);
+    check_lengths(lengths, "lengths");
+    const auto host = lengths.to(at::kCPU, at::kLong).contiguous();
+    return c10::make_intrusive<ScriptPlanner>(Planner::from_sources_json(
+        c10::ArrayRef<int64_t>(host.const_data_ptr<int64_t>(), host.numel()),
+        text.substr(newline + 1), options));
   }
 
  private:
@@ -243,6 +304,15 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
             torch::arg("world_size") = 1, torch::arg("seed") = 0,
             torch::arg("policy") = "best_fit", torch::arg("split_oversized") = false,
             torch::arg("cost") = "steps"})
+      .def_static("of_sources", &ScriptPlanner::of_sources)
+      .def("mixture", &ScriptPlanner::mixture,
+           "The mixture's sources (name, weight, sequences), or \"none\" for one lengths set")
+      .def("source_starts", &ScriptPlanner::source_starts,
+           "Where each source starts among the sequences, and one more at the end")
+      .def("source_names", &ScriptPlanner::source_names, "The sources' names, in order")
+      .def("source_stats", &ScriptPlanner::source_stats,
+           "Each source's part of `epoch`: (name, weight_share, source_sequences, sequences, "
+           "steps, share, repeats, left_out)")
       .def("batches_per_rank", &ScriptPlanner::batches_per_rank,
            "Batches every rank runs in `epoch`")
       .def("num_sequences", &ScriptPlanner::num_sequences, "Sequences in the lengths planned")

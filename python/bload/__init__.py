@@ -21,6 +21,7 @@ from bload.dataset import BlockDataset, collate
 from bload.hf import HFSequences
 from bload.lanes import LaneState
 from bload.lengths import read_lengths, write_lengths_cache
+from bload.mixture import Source
 from bload.sampler import POLICIES, BlockBatch, BlockSampler, PlanHash
 from bload.sequence_store import SequenceStore, StoreError
 
@@ -34,6 +35,7 @@ __all__ = [
     "POLICIES",
     "PlanHash",
     "SequenceStore",
+    "Source",
     "StoreError",
     "collate",
     "distributed",

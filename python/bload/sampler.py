@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from bload import _library
+from bload import _library, mixture
 
 _library.load()
 
@@ -120,6 +120,10 @@ class BlockSampler(torch.utils.data.Sampler):
     steps, for `DataLoader(bload.BlockDataset(...), batch_sampler=sampler, collate_fn=bload.collate)`.
 
     lengths: a lengths file's path, or the sequences' lengths (a 1-d integer tensor or list).
+    sources: instead of lengths, a mixture (docs/mixtures.md): a list of bload.Source(lengths,
+    weight, name=None) or (lengths, weight) pairs; each epoch holds each source's weight's share
+    of all sources' steps, packed together, with sequences numbered as the sources concatenated
+    (source_of maps one back); stats()["sources"] counts each source's steps, repeats, left out.
     world_size, rank: torch.distributed's when it is initialized, else 1 and 0.
     seed: with the epoch, decides the plan; every rank must pass the same.
     policy: "best_fit" (near the fewest blocks), "random_fill", "pad_to_max" (one sequence a
@@ -154,10 +158,11 @@ class BlockSampler(torch.utils.data.Sampler):
 
     def __init__(
         self,
-        lengths,
-        t_max,
+        lengths=None,
+        t_max=None,
         blocks_per_batch=1,
         *,
+        sources=None,
         world_size=None,
         rank=None,
         seed=0,
@@ -185,17 +190,25 @@ class BlockSampler(torch.utils.data.Sampler):
             )
         if not isinstance(cost, str):
             raise TypeError(f'cost = {cost!r}: expected a string, "steps" or "attention:A"')
-        self.planner = torch.classes.bload.Planner(
-            _lengths_tensor(lengths),
-            self.t_max,
-            blocks_per_batch=self.blocks_per_batch,
-            world_size=self.world_size,
-            seed=self.seed,
-            policy=policy,
-            split_oversized=split,
-            cost=cost,
-        )
+        if (lengths is None) == (sources is None):
+            raise TypeError(
+                "lengths, sources: expected exactly one: the lengths of one set of sequences, or "
+                "sources=[bload.Source(lengths, weight), ...] for a mixture"
+            )
+        options = dict(t_max=self.t_max, blocks_per_batch=self.blocks_per_batch)
+        options.update(world_size=self.world_size, seed=self.seed, policy=policy)
+        options.update(split_oversized=split, cost=cost)
+        if sources is not None:
+            self.planner = mixture.mixture_planner(sources, _lengths_tensor, **options)
+        else:
+            self.planner = torch.classes.bload.Planner(_lengths_tensor(lengths), **options)
         self._start(0)
+
+    def source_of(self, index):
+        """The source of sequence `index` (as a batch's indices name it) and its index in that
+        source: (name, index) for an int; for an integer tensor, int64 tensors of the sources'
+        numbers (their order in `sources`) and the indices. One source, unnamed, without sources."""
+        return mixture.source_of(self.planner.source_starts(), self.planner.source_names(), index)
 
     # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
     # set by load_state_dict until the next iteration, which then goes on from the position
@@ -274,9 +287,13 @@ class BlockSampler(torch.utils.data.Sampler):
         padding (steps), deleted, split_sequences, split_pieces, rounding_blocks,
         rounding_padding, empty_blocks, lower_bound_blocks, lower_bound_padding; and
         rank_cost_imbalance, {"mean": ..., "worst": ...}: per global batch, the costliest rank's
-        cost over the mean rank's in the sampler's cost, over the global batches."""
+        cost over the mean rank's in the sampler's cost, over the global batches; for a mixture,
+        sources: a dict per source (docs/mixtures.md)."""
         mean, worst = self.plan.rank_cost_imbalance()
-        return {**self.plan.stats(), "rank_cost_imbalance": {"mean": mean, "worst": worst}}
+        stats = {**self.plan.stats(), "rank_cost_imbalance": {"mean": mean, "worst": worst}}
+        if self.planner.source_names():  # a mixture: what each source gives this epoch
+            stats["sources"] = mixture.source_stats(self.planner, self.epoch)
+        return stats
 
     def plan_hash(self) -> PlanHash:
         """This epoch's plan's fingerprint, equal on ranks that planned alike, as the CLI prints."""
@@ -378,18 +395,22 @@ class BlockSampler(torch.utils.data.Sampler):
             if data
             else torch.empty(0, dtype=torch.long)
         )
+        options, _, sources = options.partition("\n")  # a mixture's sources follow the options
         options = json.loads(options)
         self.__dict__.update(state)
-        self.planner = torch.classes.bload.Planner(
-            lengths,
-            options["t_max"],
-            blocks_per_batch=options["blocks_per_batch"],
-            world_size=options["world_size"],
-            seed=options["seed"],
-            policy=options["policy"],
-            split_oversized=options["oversize"] == "split",
-            cost=options.get("cost", "steps"),  # pickles from before the option were dealt by steps
-        )
+        if sources:
+            self.planner = mixture.stored_planner(lengths, sources, options)
+        else:
+            self.planner = torch.classes.bload.Planner(
+                lengths,
+                options["t_max"],
+                blocks_per_batch=options["blocks_per_batch"],
+                world_size=options["world_size"],
+                seed=options["seed"],
+                policy=options["policy"],
+                split_oversized=options["oversize"] == "split",
+                cost=options.get("cost", "steps"),  # pickles from before the option: by steps
+            )
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.

@@ -3,6 +3,7 @@
 //! A value out of bounds is an error naming the flag, the value as typed and the real bounds, so
 //! that `--t-max 99999999` is told the largest block size rather than "a non-negative integer".
 
+use crate::cli::mixture::{parse_source, SourceArg};
 use crate::Failure;
 use bload::{Error, LengthsFormat, Options, Oversize, MAX_T_MAX};
 use std::path::PathBuf;
@@ -10,6 +11,8 @@ use std::path::PathBuf;
 /// Parsed command line, shared by the commands.
 pub struct Args {
     pub lengths: PathBuf,
+    /// `--source PATH:WEIGHT`, repeated (`stats` and `plan`): a mixture, in place of `--lengths`.
+    pub sources: Vec<SourceArg>,
     /// `--lengths-format`: the format forced, else the one detected.
     pub lengths_format: Option<LengthsFormat>,
     pub options: Options,
@@ -52,6 +55,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
     let mut rank_text = None;
     let mut args = Args {
         lengths: PathBuf::new(),
+        sources: Vec::new(),
         lengths_format: None,
         options: Options::new(1),
         epoch: 0,
@@ -73,6 +77,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
         };
         match flag.as_str() {
             "--lengths" => lengths = Some(PathBuf::from(value()?)),
+            "--source" if command != "sweep" => args.sources.push(parse_source(flag, value()?)?),
             "--lengths-format" => args.lengths_format = Some(lengths_format(flag, value()?)?),
             "--t-max" if command == "sweep" => t_max_range = Some(range(flag, value()?)?),
             "--t-max" => t_max = Some(number(flag, value()?, T_MAX)?),
@@ -114,7 +119,16 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
             }
         }
     }
-    args.lengths = lengths.ok_or_else(|| Failure::Usage("--lengths FILE is required".into()))?;
+    match (lengths, args.sources.is_empty()) {
+        (Some(_), false) => {
+            return Err(Failure::Usage(
+                "--lengths FILE and --source PATH:WEIGHT: give one lengths file or sources".into(),
+            ))
+        }
+        (Some(lengths), true) => args.lengths = lengths,
+        (None, false) => {}
+        (None, true) => return Err(Failure::Usage("--lengths FILE is required".into())),
+    }
     if command == "sweep" {
         let (first, last) =
             t_max_range.ok_or_else(|| Failure::Usage("--t-max A..B is required".into()))?;

@@ -5,7 +5,7 @@
 //! `serde_json::Value` (what this command printed before it streamed, and what the test below
 //! still builds): fields in the order of a `serde_json::Map`, compact, and a newline.
 
-use bload::{Batch, EpochPlan};
+use bload::{Batch, EpochPlan, SourceStats};
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
 
@@ -16,6 +16,7 @@ const BATCHES: &str = "batches";
 pub fn write<'a>(
     out: &mut impl Write,
     plan: &EpochPlan,
+    sources: &[SourceStats],
     rank: u32,
     batches: impl Iterator<Item = Batch<'a>>,
 ) -> io::Result<()> {
@@ -29,6 +30,10 @@ pub fn write<'a>(
     fields.insert("policy".into(), json!(o.policy));
     fields.insert("plan_hash".into(), json!(format!("{:#018x}", plan.hash())));
     fields.insert("stats".into(), json!(plan.stats()));
+    if !sources.is_empty() {
+        // A mixture's: what each source gave the epoch (sequences numbered in --source order).
+        fields.insert("sources".into(), json!(sources));
+    }
     // A stand-in, so that the batches are written where the map orders their field.
     fields.insert(BATCHES.into(), Value::Null);
     let mut batches = Some(batches);
@@ -121,7 +126,7 @@ mod tests {
 
     fn streamed(plan: &EpochPlan, rank: u32) -> String {
         let mut out = Vec::new();
-        write(&mut out, plan, rank, plan.rank_batches(rank).unwrap()).unwrap();
+        write(&mut out, plan, &[], rank, plan.rank_batches(rank).unwrap()).unwrap();
         String::from_utf8(out).unwrap()
     }
 

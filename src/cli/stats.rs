@@ -27,7 +27,21 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     // Options that no policy could plan with (a batch shape too large) are one error, not a
     // reason on every row.
     args.options.validate()?;
-    let lengths = read_lengths_as(&args.lengths, args.lengths_format)?;
+    // A mixture's epoch is its chosen sequences, planned as one lengths set: the same blocks.
+    let (lengths, sources) = if args.sources.is_empty() {
+        (
+            read_lengths_as(&args.lengths, args.lengths_format)?,
+            Vec::new(),
+        )
+    } else {
+        let mut options = args.options.clone();
+        options.oversize = Oversize::Split; // the choice does not depend on it; the rows do
+        let mixture = crate::cli::mixture::planner_of(&args, options)?;
+        (
+            mixture.epoch_lengths(args.epoch)?,
+            mixture.source_stats(args.epoch)?,
+        )
+    };
     let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
     let longest = lengths.iter().copied().max().unwrap_or_default();
     // A lengths file holds at least one length (read_lengths checks).
@@ -116,21 +130,33 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
                 (row.name.to_string(), value)
             })
             .collect();
-        let document = json!({
+        let mut document = json!({
             "lower_bound_padding": bound.map(|bound| bound.padding),
             "lanes_lower_bound_padding": lanes_bound.map(|bound| bound.padding),
             "policies": policies,
         });
+        if !sources.is_empty() {
+            document["sources"] = json!(sources);
+        }
         return Ok(writeln!(out, "{document}")?);
     }
     writeln!(
         out,
         "{}: {} sequences, {} steps, longest {}",
-        args.lengths.display(),
+        if sources.is_empty() {
+            args.lengths.display().to_string()
+        } else {
+            format!(
+                "a mixture of {} sources, epoch {}",
+                sources.len(),
+                args.epoch
+            )
+        },
         lengths.len(),
         steps,
         longest,
     )?;
+    crate::cli::mixture::write_sources(out, &sources)?;
     writeln!(
         out,
         "t_max {}, {} rank(s) x {} block(s) per batch, seed {}, epoch {}, cost {}",

@@ -9,12 +9,14 @@ const COMMANDS: [(&str, &str); 4] = [
     (
         "stats",
         "  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
-              [--epoch E] [--split] [--cost C] [--truncate-to N] [--mix-to N] [--json]",
+              [--epoch E] [--split] [--cost C] [--truncate-to N] [--mix-to N] [--json]
+  bload stats --source PATH:WEIGHT [--source PATH:WEIGHT ...] --t-max N [...]",
     ),
     (
         "plan",
         "  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
-              [--seed S] [--epoch E] [--split] [--policy P] [--cost C] [--json]",
+              [--seed S] [--epoch E] [--split] [--policy P] [--cost C] [--json]
+  bload plan  --source PATH:WEIGHT [--source PATH:WEIGHT ...] --t-max N --rank R [...]",
     ),
     (
         "sweep",
@@ -56,11 +58,17 @@ takes more than a second shows its progress on stderr."
 }
 
 /// Every option: as the help shows it, what it means, and the commands that take it.
-const OPTIONS: [(&str, &str, &[&str]); 20] = [
+const OPTIONS: [(&str, &str, &[&str]); 21] = [
     (
         "--lengths FILE",
         "the sequences' lengths: text (one per line), .npy or Megatron .idx",
         &["stats", "plan", "sweep"],
+    ),
+    (
+        "--source PATH:WEIGHT",
+        "a mixture in place of --lengths: each source a lengths file with its share of each
+                         epoch's steps, repeated or drawn from to give it (docs/mixtures.md)",
+        &["stats", "plan"],
     ),
     (
         "--lengths-format NAME",

@@ -19,6 +19,7 @@ mod deal;
 mod hash;
 mod identities;
 mod lanes;
+mod mixture;
 mod resume;
 mod shard;
 mod split;
@@ -27,6 +28,7 @@ mod validate;
 
 pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
+pub use mixture::{Source, SourceStats};
 pub use resume::{EpochPosition, Resumed};
 pub use state::{
     ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
@@ -69,6 +71,9 @@ pub struct Planner {
     longest: u32,
     pieces: u64,
     lower_bound: LowerBound,
+    /// The sources of a mixture (`mixture.rs`), whose concatenation `lengths` is; none for one
+    /// lengths set.
+    mixture: Option<Arc<mixture::Mixture>>,
 }
 
 impl Planner {
@@ -92,6 +97,7 @@ impl Planner {
             longest: gathered.longest,
             pieces: gathered.pieces,
             lower_bound: gathered.lower_bound,
+            mixture: None,
         })
     }
 
@@ -121,6 +127,9 @@ impl Planner {
     /// The plan of `epoch`: the same on every rank and machine for the same inputs. The one
     /// error is running out of memory for it, named with what was being built and its size.
     pub fn plan(&self, epoch: u64) -> Result<EpochPlan> {
+        if let Some(mixture) = &self.mixture {
+            return self.plan_mixture(mixture, epoch);
+        }
         let options = &self.options;
         let packing = match options.policy {
             // Lanes run whole sequences end to end: nothing to pack (lanes.rs).

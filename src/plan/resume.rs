@@ -210,7 +210,7 @@ impl Planner {
         }
         let mut options = self.options.clone();
         options.world_size = world_size;
-        let planner = Planner::new(
+        let mut planner = Planner::new(
             try_copy(
                 "the lengths, for the saved world size's plan",
                 &self.lengths,
@@ -222,6 +222,7 @@ impl Planner {
             error.argument = error.argument.replace("world_size", "planned_world_size");
             error
         })?;
+        planner.mixture = self.mixture.clone();
         planner.plan(epoch)
     }
 

@@ -47,9 +47,10 @@ pub struct ResumedState {
 }
 
 /// The fields that say what a plan depends on, between the version and the place. `cost` is
-/// saved only when it is not `steps`, so states saved before it existed (and every `steps`
-/// state since) read as `steps` and keep their checksum.
-const IDENTITY: [&str; 9] = [
+/// saved only when it is not `steps`, and `mixture` only for a mixture of sources, so states
+/// saved before they existed (and every `steps` state of one lengths set since) read as `steps`
+/// and `none` and keep their checksum.
+const IDENTITY: [&str; 10] = [
     "sequences",
     "lengths_hash",
     "t_max",
@@ -59,14 +60,17 @@ const IDENTITY: [&str; 9] = [
     "policy",
     "split_oversized",
     "cost",
+    "mixture",
 ];
 
-/// The cost a state without a `cost` field was saved with.
-const DEFAULT_COST: &str = "steps";
+/// The fields a state holds only sometimes, in their order after `split_oversized`, with the
+/// value a state without one was saved with.
+const OPTIONAL: [(&str, &str); 2] = [("cost", "steps"), ("mixture", "none")];
 
-/// Fields a state holds only sometimes (`cost`, when not `steps`): a reader that looks entries
-/// up by name (C++ archives) reads these where present, whatever its own sampler saves.
-pub const OPTIONAL_STATE_FIELDS: [&str; 1] = ["cost"];
+/// Fields a state holds only sometimes (`cost`, when not `steps`; `mixture`, for a mixture of
+/// sources): a reader that looks entries up by name (C++ archives) reads these where present,
+/// whatever its own sampler saves.
+pub const OPTIONAL_STATE_FIELDS: [&str; 2] = [OPTIONAL[0].0, OPTIONAL[1].0];
 
 /// The saver's own: the core's resume decides which may differ (see [`Planner::resume`]).
 const THE_SAVERS: [&str; 2] = ["blocks_per_batch", "world_size"];
@@ -109,13 +113,17 @@ impl Planner {
             ("planned_world_size", int(at.planned_world_size.into())),
             ("first_block", int(at.first_block)),
         ];
-        if options.cost != Cost::Steps {
-            let after = fields
-                .iter()
-                .position(|(name, _)| *name == "split_oversized");
-            let at = after.map_or(fields.len(), |at| at + 1);
-            fields.insert(at, ("cost", StateValue::Text(options.cost.to_string())));
-        }
+        let optional = [
+            (options.cost != Cost::Steps).then(|| options.cost.to_string()),
+            self.is_mixture().then(|| self.mixture_text()),
+        ];
+        let at = after_options(&fields);
+        let saved = OPTIONAL
+            .iter()
+            .zip(optional)
+            .filter_map(|((name, _), value)| value.map(|value| (*name, StateValue::Text(value))));
+        let saved: Vec<_> = saved.collect();
+        fields.splice(at..at, saved);
         let checksum = checksum_of(fields.iter().map(|(_, value)| value));
         fields.push(("checksum", StateValue::Int(checksum as i64)));
         fields
@@ -133,17 +141,21 @@ impl Planner {
             position: None,
             next_epoch: 0,
         });
-        // A `steps` sampler saves no cost: the field it may still be given goes where others save it.
-        if !expected.iter().any(|(name, _)| *name == "cost") {
-            let after = expected
-                .iter()
-                .position(|(name, _)| *name == "split_oversized");
-            let at = after.map_or(expected.len(), |at| at + 1);
-            expected.insert(at, ("cost", StateValue::Text(DEFAULT_COST.into())));
+        // A field this sampler does not save (a `steps` cost, no mixture) may still be given: it
+        // goes where others save it, with the value its absence means.
+        let first_optional = after_options(&expected);
+        for (k, (name, default)) in OPTIONAL.iter().enumerate() {
+            if !expected.iter().any(|(field, _)| field == name) {
+                let value = StateValue::Text(default.to_string());
+                expected.insert(first_optional + k, (name, value));
+            }
         }
-        let default_cost = StateValue::Text(DEFAULT_COST.into());
-        // Whether the state holds a cost field: only then is it part of its checksum.
-        let mut cost_saved = true;
+        let defaults: Vec<StateValue> = OPTIONAL
+            .iter()
+            .map(|(_, default)| StateValue::Text(default.to_string()))
+            .collect();
+        // The optional fields the state does not hold: those are not part of its checksum.
+        let mut absent: Vec<&str> = Vec::new();
         let mine: Vec<(&str, &StateValue)> = expected
             .iter()
             .map(|(name, value)| (*name, value))
@@ -162,9 +174,10 @@ impl Planner {
         let mut saved = Vec::with_capacity(expected.len());
         for (name, mine) in &expected {
             let found = fields.iter().find(|(field, _)| field == name);
-            if found.is_none() && *name == "cost" {
-                cost_saved = false;
-                saved.push((*name, &default_cost));
+            let optional = OPTIONAL.iter().position(|(field, _)| field == name);
+            if let (None, Some(k)) = (found, optional) {
+                absent.push(name);
+                saved.push((*name, &defaults[k]));
                 continue;
             }
             let value = found.map(|(_, value)| value).ok_or_else(|| {
@@ -189,7 +202,7 @@ impl Planner {
         let computed = checksum_of(
             values
                 .iter()
-                .filter(|(name, _)| cost_saved || *name != "cost")
+                .filter(|(name, _)| !absent.contains(name))
                 .map(|(_, value)| *value),
         ) as i64;
         if *checksum[0].1 != StateValue::Int(computed) {
@@ -274,6 +287,14 @@ impl Planner {
             next_epoch,
         })
     }
+}
+
+/// Where the optional fields go: after `split_oversized`, the last option always saved.
+fn after_options<T>(fields: &[(&str, T)]) -> usize {
+    let after = fields
+        .iter()
+        .position(|(name, _)| *name == "split_oversized");
+    after.map_or(fields.len(), |at| at + 1)
 }
 
 /// The field `name` of a list that holds every field of the format.

@@ -29,7 +29,7 @@ TEST(Agreement, FieldsAreTheLengthsEveryOptionTheEpochAndThePlanHash) {
   bload::Planner planner(kLengths, base());
   std::vector<std::string> names;
   for (const auto& field : bload::agreement_fields(planner.plan(3), planner)) names.push_back(field.name);
-  std::vector<std::string> expected{"sequences", "lengths_hash"};
+  std::vector<std::string> expected{"sequences", "lengths_hash", "mixture_hash"};
   for (const auto& [name, value] : bload::plan_options_by_name(base())) expected.push_back(name);
   expected.insert(expected.end(), {"epoch", "plan_hash"});
   EXPECT_EQ(names, expected);
@@ -95,14 +95,14 @@ TEST(Agreement, AMalformedGatherIsAnErrorNamingIt) {
   const auto plan = planner.plan(0);
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({2, 10}), plan, planner); }),
-      "gathered: expected an int64 tensor [ranks, 11] of every rank's agreement_values, got a "
+      "gathered: expected an int64 tensor [ranks, 12] of every rank's agreement_values, got a "
       "Float tensor [2, 10]"));
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({2, 3}, at::kLong), plan, planner); }),
       "got a Long tensor [2, 3]"));
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({0, 10}, at::kLong), plan, planner); }),
-      "[ranks, 11]"));
+      "[ranks, 12]"));
 }
 
 TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {

@@ -11,6 +11,7 @@
 mod cost;
 mod guard;
 mod lengths;
+mod mixture;
 mod state;
 mod store;
 mod tables;
@@ -20,6 +21,7 @@ use bload::Error;
 use cost::{cost_code, cost_of_code};
 use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
+use mixture::{new_mixture_planner, new_planner_from_sources_json};
 use state::{optional_state_fields, ReadState};
 use store::open_sequence_store;
 use tables::{
@@ -64,6 +66,18 @@ mod ffi {
         /// Written from the block table (by `write_batch_tables`), else read or planned.
         from_table: bool,
         doc: String,
+    }
+
+    /// What one source of a mixture gives an epoch (the core's `bload::SourceStats`).
+    struct SourceStat {
+        name: String,
+        weight_share: f64,
+        source_sequences: u64,
+        sequences: u64,
+        steps: u64,
+        share: f64,
+        repeats: u64,
+        left_out: u64,
     }
 
     /// The values an option may take, from `low` to `high`.
@@ -208,6 +222,29 @@ mod ffi {
         fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>>;
         /// The same from 32-bit lengths, read without widening.
         fn new_planner_from_i32(lengths: &[i32], options: &PlanOptions) -> Result<Box<Planner>>;
+        /// A mixture of sources: source `s` is the next `sizes[s]` of `lengths`.
+        fn new_mixture_planner(
+            lengths: &[i64],
+            sizes: &[i64],
+            weights: &[f64],
+            names: Vec<String>,
+            options: &PlanOptions,
+        ) -> Result<Box<Planner>>;
+        /// A mixture stored as its concatenated lengths and the core's JSON of its sources.
+        fn new_planner_from_sources_json(
+            lengths: &[i64],
+            sources: &str,
+            options: &PlanOptions,
+        ) -> Result<Box<Planner>>;
+        /// The core's JSON of the sources ("" for one lengths set), to store a planner.
+        fn sources_json(self: &Planner) -> String;
+        /// The mixture as states show it ("none" for one lengths set), and its fingerprint (0).
+        fn mixture_text(self: &Planner) -> String;
+        fn mixture_hash(self: &Planner) -> u64;
+        fn source_names(self: &Planner) -> Vec<String>;
+        /// Where each source starts among the sequences, and one more at the end.
+        fn source_starts(self: &Planner) -> Vec<i64>;
+        fn source_stats(self: &Planner, epoch: i64) -> Result<Vec<SourceStat>>;
         fn lengths(self: &Planner) -> &[u32];
         fn lengths_hash(self: &Planner) -> u64;
         fn plan_epoch(self: &Planner, epoch: i64) -> Result<Box<EpochPlan>>;

@@ -169,6 +169,27 @@ struct ResumedState {
   int64_t next_epoch = 0;
 };
 
+// One source of a mixture (docs/mixtures.md): its sequences' lengths and its weight, the share of
+// each epoch's steps it gives relative to the other sources' weights. A source without a name is
+// named by its index.
+struct Source {
+  std::string name;
+  std::vector<int64_t> lengths;
+  double weight = 1.0;
+};
+
+// What one source of a mixture gives an epoch (the core's bload::SourceStats).
+struct SourceStats {
+  std::string name;
+  double weight_share = 0;       // its weight over the sum of the weights
+  int64_t source_sequences = 0;  // sequences in the source
+  int64_t sequences = 0;         // sequences the epoch holds from it, repeats counted
+  int64_t steps = 0;             // steps the epoch holds from it
+  double share = 0;              // steps over the epoch's steps: within a sequence of weight_share
+  int64_t repeats = 0;           // extra times sequences come (a source below its share)
+  int64_t left_out = 0;          // sequences not served (a source above its share)
+};
+
 // Plans epochs for fixed lengths and options. Construction checks everything; copies share
 // the (immutable) planner.
 class BLOAD_API Planner {
@@ -176,6 +197,17 @@ class BLOAD_API Planner {
   // `lengths` are read, not kept: the core holds its own compact copy (32 bits a sequence).
   Planner(c10::ArrayRef<int64_t> lengths, const Options& options);
   Planner(c10::ArrayRef<int32_t> lengths, const Options& options);
+  // A mixture of sources (docs/mixtures.md): each epoch holds, from each source, its weight's
+  // share of the steps of all sources together (repeating a source below its share, drawing
+  // from one above it), packed together. Sequences are numbered as if the sources were
+  // concatenated in order (source_of maps one back). Bad sources are errors (c10::Error) naming
+  // sources[s] and what was expected.
+  Planner(const std::vector<Source>& sources, const Options& options);
+  // A mixture stored as its concatenated lengths and sources_json() (as pickles store it).
+  static Planner from_sources_json(c10::ArrayRef<int64_t> lengths, const std::string& sources,
+                                   const Options& options);
+  // The core's JSON of the sources (name, weight, sequences each), "" for one lengths set.
+  std::string sources_json() const;
   // The plan of `epoch` (at least 0): the same on every rank and machine.
   EpochPlan plan(int64_t epoch) const;
   // The rest of an epoch from a saved position, for this planner's world size (the other
@@ -192,6 +224,20 @@ class BLOAD_API Planner {
   c10::ArrayRef<uint32_t> lengths() const;
   // Fingerprint of the lengths, to tell a saved state from another dataset's.
   uint64_t lengths_hash() const;
+  // The mixture as states and messages show it (each source's name, weight and sequences), or
+  // "none" for one lengths set; its fingerprint (0 for none).
+  std::string mixture() const;
+  uint64_t mixture_hash() const;
+  bool is_mixture() const { return !source_names().empty(); }
+  // The sources' names (none for one lengths set), and where each starts among the sequences,
+  // with one more at the end.
+  std::vector<std::string> source_names() const;
+  std::vector<int64_t> source_starts() const;
+  // The source of sequence `index` (as a block table's sequence column holds it) and its index
+  // in that source.
+  std::pair<int64_t, int64_t> source_of(int64_t index) const;
+  // What each source gives `epoch` (empty for one lengths set).
+  std::vector<SourceStats> source_stats(int64_t epoch) const;
   // The state a sampler of this planner saves at `position` (none before the first epoch),
   // starting `next_epoch` after it: the core's fields in order, the last its checksum.
   SamplerState sampler_state(const std::optional<EpochPosition>& position,
@@ -205,6 +251,7 @@ class BLOAD_API Planner {
   struct Impl;
 
  private:
+  Planner() = default;
   std::shared_ptr<const Impl> impl_;
 };
 
