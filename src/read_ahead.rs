@@ -7,6 +7,13 @@
 use crate::error::{Error, Result};
 use crate::table::Column;
 
+/// The loaders' default read-ahead: the batches after the one read whose reads start before
+/// they are asked for. Measured, not guessed: benches/read_ahead.py's epochs gain nothing past it
+/// (BENCHMARKS.md, "Read-ahead from the plan").
+pub const READ_AHEAD: u64 = 4;
+/// The most batches a loader reads ahead (each rides with every batch as its block table).
+pub const MAX_READ_AHEAD: u64 = 1024;
+
 /// The byte ranges, as (start, length), of a field file of `step_bytes` bytes a step that the
 /// pieces of a block table read: `table` is row-major [pieces, Column::COUNT] and `offsets` the
 /// store's [count + 1] (sequence i is steps `offsets[i]..offsets[i + 1]`). Each range is widened

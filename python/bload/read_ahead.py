@@ -14,15 +14,15 @@ A hook never changes a batch: the batch is read with get_range or [] as without 
 
 import torch
 
-from bload import ops
+from bload import _library, ops
+
+_library.load()
 
 __all__ = ["READ_AHEAD", "MAX_READ_AHEAD", "check_read_ahead", "TableWindow", "ReadAhead"]
 
-#: The default: the batches whose reads start ahead of the one read. Measured, not guessed:
-#: benches/read_ahead.py's epochs stop getting faster past it (BENCHMARKS.md, "Read-ahead").
-READ_AHEAD = 4
-#: The most batches a loader reads ahead (each is a block table carried with every batch).
-MAX_READ_AHEAD = 1024
+#: The default (the batches whose reads start ahead of the one read; measured, not guessed:
+#: BENCHMARKS.md, "Read-ahead from the plan") and the most: the core's, as C++'s Options has them.
+READ_AHEAD, MAX_READ_AHEAD = torch.ops.bload.read_ahead_bounds()
 
 
 def check_read_ahead(value):

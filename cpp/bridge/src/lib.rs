@@ -21,7 +21,7 @@ use cost::{cost_code, cost_of_code};
 use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
 use state::{optional_state_fields, ReadState};
-use store::{open_sequence_store, store_read_ranges};
+use store::{open_sequence_store, read_ahead_bounds, store_read_ranges};
 use tables::{
     batch_fields, check_block_table, max_seqlen, policy_names, table_column_names,
     write_attention_mask, write_batch_tables, write_carry_mask, write_cu_seqlens, write_end_mask,
@@ -210,6 +210,8 @@ mod ffi {
             table: &[i64],
             page: i64,
         ) -> Result<Vec<i64>>;
+        /// The read_ahead option's default and its most.
+        fn read_ahead_bounds() -> Vec<i64>;
         /// The core's JSON of the options, to store them (pickles).
         fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
         fn plan_options_from_json(text: &str) -> Result<PlanOptions>;

@@ -32,6 +32,11 @@ pub(crate) fn open_sequence_store(path: &str) -> Result<StoreInfo, BridgeError> 
     })
 }
 
+/// The read_ahead option's default and its most (the core's `READ_AHEAD`, `MAX_READ_AHEAD`).
+pub(crate) fn read_ahead_bounds() -> Vec<i64> {
+    vec![bload::READ_AHEAD as i64, bload::MAX_READ_AHEAD as i64]
+}
+
 /// The page-aligned byte ranges of a field file that a block table's pieces read (the core's
 /// `store_read_ranges`), as flat (start, length) pairs, for read-ahead advice.
 pub(crate) fn store_read_ranges(

@@ -62,6 +62,12 @@ Tensor store_read_ranges_op(const Tensor& offsets, int64_t step_bytes, int64_t f
   return out;
 }
 
+// The read_ahead option's default and its most (the core's), for Python's sampler.
+std::vector<int64_t> read_ahead_bounds_op() {
+  auto bounds = ffi::read_ahead_bounds();
+  return {bounds.begin(), bounds.end()};
+}
+
 // The block table's column names, in order.
 std::vector<std::string> table_columns_op() {
   std::vector<std::string> names;
@@ -88,6 +94,7 @@ TORCH_LIBRARY(bload, m) {
       "store_read_ranges(Tensor offsets, int step_bytes, int file_bytes, Tensor table, int page) "
       "-> Tensor",
       &store_read_ranges_op);
+  m.def("read_ahead_bounds() -> int[]", &read_ahead_bounds_op);
 }
 
 Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
