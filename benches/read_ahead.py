@@ -15,12 +15,19 @@ with the training loop spending --train-ms on each batch (a model's step):
   batch on average, padded to the batch's longest), with as many workers.
 
     python benches/read_ahead.py [--workers 0 2] [--read-ahead 0 1 2 4 8 16] [--rounds 3]
+
+With --store-mb N, instead: an epoch from a sequence store of about N MiB (64 float32 features a
+step) whose files are evicted from the page cache (POSIX_FADV_DONTNEED) before each epoch, in one
+process, with read_ahead 0 and each of --read-ahead: the kernel advice SequenceStore gives.
+
+    python benches/read_ahead.py --store-mb 512 --read-ahead 0 4 [--dir DIR]
 """
 
 import argparse
 import concurrent.futures
 import os
 import statistics
+import tempfile
 import time
 
 import bload
@@ -102,6 +109,54 @@ def epoch(loader, train):
     return time.perf_counter() - start, batches
 
 
+def store_epochs(args, lengths):
+    """Cold-cache epochs from a sequence store, with and without the kernel advice."""
+    features = 64
+    steps = args.store_mb * 2**20 // (features * 4 + 8)
+    scale = steps / lengths.sum()
+    lengths = np.maximum(1, (lengths * scale).astype(np.int64))
+    with tempfile.TemporaryDirectory(dir=args.dir) as directory:
+        rng = np.random.default_rng(2)
+        row = rng.standard_normal((int(lengths.max()), features)).astype(np.float32)
+        path = bload.store.write(
+            os.path.join(directory, "store"),
+            ((row[:n], np.arange(n, dtype=np.int64)) for n in lengths),
+            total=len(lengths),
+            progress=False,
+        )
+        store = bload.SequenceStore(path)
+        files = [field["path"] for field in store.fields]
+
+        def evict():
+            for name in files:
+                fd = os.open(name, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+
+        times = {k: [] for k in args.read_ahead}
+        for _ in range(args.rounds):
+            for k in args.read_ahead:
+                sampler = bload.BlockSampler(lengths, T_MAX, BLOCKS, split=True, read_ahead=k)
+                loader = torch.utils.data.DataLoader(
+                    bload.BlockDataset(store, T_MAX),
+                    batch_sampler=sampler,
+                    collate_fn=bload.collate,
+                )
+                evict()
+                seconds, batches = epoch(loader, args.train_ms / 1e3)
+                times[k].append(seconds)
+        total = sum(os.path.getsize(name) for name in files)
+        print(
+            f"store of {total / 2**20:.0f} MiB, {len(lengths)} sequences, {batches} batches; "
+            f"page cache emptied before each epoch; train step {args.train_ms} ms; one process; "
+            f"median of {args.rounds} rounds"
+        )
+        reference = statistics.median(times[args.read_ahead[0]])
+        for k in args.read_ahead:
+            median = statistics.median(times[k])
+            print(f"read_ahead={k:<3} {median:8.3f} s  {reference / median:5.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sequences", type=int, default=800)
@@ -114,11 +169,15 @@ def main():
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--read-ahead", type=int, nargs="+", default=[0, 1, 2, 4, 8, 16])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--store-mb", type=int, default=0)
+    parser.add_argument("--dir", default=None, help="where the store is written (--store-mb)")
     args = parser.parse_args()
 
     rng = np.random.default_rng(1)
     lengths = np.clip(rng.lognormal(np.log(args.median), 0.8, args.sequences), 1, 4 * T_MAX)
     lengths = lengths.astype(np.int64)
+    if args.store_mb:
+        return store_epochs(args, lengths)
     items = NetworkItems(
         lengths,
         args.latency_ms / 1e3,

@@ -28,7 +28,11 @@ pub fn store_read_ranges(
     page: u64,
 ) -> Result<Vec<(u64, u64)>> {
     if !page.is_power_of_two() {
-        return Err(Error::invalid("page", page, "a power of two (the page size)"));
+        return Err(Error::invalid(
+            "page",
+            page,
+            "a power of two (the page size)",
+        ));
     }
     if table.len() % Column::COUNT != 0 {
         let found = format!("{} cells", table.len());
@@ -46,24 +50,41 @@ pub fn store_read_ranges(
         );
         let Some(index) = usize::try_from(sequence).ok().filter(|&i| i < count) else {
             let expected = format!("a sequence from 0 to {} (the store's)", count as i64 - 1);
-            return Err(Error::invalid(format!("table[{row}] sequence"), sequence, expected));
+            return Err(Error::invalid(
+                format!("table[{row}] sequence"),
+                sequence,
+                expected,
+            ));
         };
-        let steps = offsets[index + 1] - offsets[index];
-        if offset < 0 || length < 0 || offset > steps - length {
-            let found = format!("steps [{offset}, {}) of sequence {sequence}", offset + length);
+        // Wide arithmetic: the offsets are the caller's (the operator takes any), so no sum or
+        // product below may overflow, whatever they hold.
+        let steps = i128::from(offsets[index + 1]) - i128::from(offsets[index]);
+        let (offset, length) = (i128::from(offset), i128::from(length));
+        if offset < 0 || length < 0 || offset + length > steps {
+            let found = format!(
+                "steps [{offset}, {}) of sequence {sequence}",
+                offset + length
+            );
             let expected = format!("a range within its {steps} steps");
             return Err(Error::invalid(format!("table[{row}]"), found, expected));
         }
         if length == 0 {
             continue;
         }
-        // Checked arithmetic: the store's checker promised offsets * step_bytes fits, but the
-        // offsets here are the caller's.
-        let bytes = |steps: i64| u64::try_from(steps).ok()?.checked_mul(step_bytes);
-        let first = offsets[index] + offset;
+        let first = i128::from(offsets[index]) + offset;
+        let bytes = |steps: i128| Some(u128::try_from(steps).ok()? * u128::from(step_bytes));
         let (Some(start), Some(end)) = (bytes(first), bytes(first + length)) else {
-            let expected = "a byte range that fits in 64 bits";
-            return Err(Error::invalid(format!("table[{row}]"), sequence, expected));
+            let found = format!("sequence {sequence} at step {first}");
+            let expected = "offsets from 0 (the store's)";
+            return Err(Error::invalid(format!("table[{row}]"), found, expected));
+        };
+        let (Ok(start), Ok(end)) = (u64::try_from(start), u64::try_from(end)) else {
+            let found = format!("bytes [{start}, {end})");
+            return Err(Error::invalid(
+                format!("table[{row}]"),
+                found,
+                "a range of 64 bits",
+            ));
         };
         if end > file_bytes {
             let found = format!("bytes [{start}, {end})");
@@ -133,7 +154,9 @@ mod tests {
 
     #[test]
     fn empty_pieces_and_tables_read_nothing() {
-        assert!(store_read_ranges(&OFFSETS, 4, 580, &[], 16).unwrap().is_empty());
+        assert!(store_read_ranges(&OFFSETS, 4, 580, &[], 16)
+            .unwrap()
+            .is_empty());
         let empty = store_read_ranges(&OFFSETS, 4, 580, &table(&[(2, 5, 0)]), 16).unwrap();
         assert!(empty.is_empty());
     }
@@ -153,6 +176,12 @@ mod tests {
         assert!(short_file.unwrap_err().to_string().contains("100 bytes"));
         let ragged = store_read_ranges(&OFFSETS, 4, 580, &[0, 1, 2], 16);
         assert!(ragged.unwrap_err().to_string().contains("table = 3 cells"));
+        // Offsets of no store: refused, never an overflow.
+        let wild = [i64::MIN, i64::MAX];
+        let far = store_read_ranges(&wild, u64::MAX, 580, &table(&[(0, i64::MAX, 1)]), 16);
+        assert!(far.unwrap_err().to_string().contains("offsets from 0"));
+        let huge = store_read_ranges(&[0, i64::MAX], u64::MAX, 580, &table(&[(0, 9, 1)]), 16);
+        assert!(huge.unwrap_err().to_string().contains("a range of 64 bits"));
         let page = store_read_ranges(&OFFSETS, 4, 580, &[], 12);
         assert!(page.unwrap_err().to_string().contains("page = 12"));
     }
