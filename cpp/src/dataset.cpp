@@ -4,6 +4,8 @@
 #include <ATen/Context.h>
 #include <ATen/StorageUtils.h>
 
+#include <algorithm>
+
 #include "bload/ops.h"
 #include "ops/checks.h"
 #include "rust_bridge.h"

@@ -159,6 +159,8 @@ class BlockSampler(torch.utils.data.Sampler):
     bload.integrations.torchdata).
     """
 
+    read_ahead = READ_AHEAD  # what a sampler pickled before the option was had
+
     def __init__(
         self,
         lengths,
