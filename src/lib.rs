@@ -30,6 +30,7 @@ mod lengths;
 mod options;
 mod pack;
 mod plan;
+mod read_ahead;
 mod rng;
 pub mod stats;
 mod store;
@@ -46,6 +47,7 @@ pub use plan::{
     stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
     SamplerPlace, Source, SourceStats, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
 };
+pub use read_ahead::{store_read_ranges, MAX_READ_AHEAD, READ_AHEAD};
 pub use stats::{Imbalance, LowerBound, MethodStats, PlanStats};
 pub use store::{
     check_field_size, crc32, open_store, StoreField, StoreLayout, STORE_DTYPES, STORE_FORMAT,

@@ -4,6 +4,8 @@
 #include <ATen/Context.h>
 #include <ATen/StorageUtils.h>
 
+#include <algorithm>
+
 #include "bload/ops.h"
 #include "ops/checks.h"
 #include "rust_bridge.h"
@@ -74,6 +76,22 @@ at::Tensor PackBuffers::take(at::IntArrayRef shape, const at::TensorOptions& opt
   if (kept_.size() == kKept) kept_.erase(kept_.begin());  // the oldest: its holders keep it
   kept_.push_back({at::empty(shape, options), options.pinned_memory()});
   return handed_out(kept_.back().tensor);
+}
+
+std::vector<at::Tensor> ReadAhead::claim(const BatchRequest& request) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->pass != request.pass) {  // a new pass over an epoch: nothing of it started
+    state_->pass = request.pass;
+    state_->started = request.index - 1;
+  }
+  std::vector<at::Tensor> tables;
+  const int64_t last = request.index + static_cast<int64_t>(request.ahead.size());
+  for (int64_t index = std::max(state_->started + 1, request.index); index <= last; ++index) {
+    tables.push_back(index == request.index ? request.table
+                                            : request.ahead[index - request.index - 1]);
+  }
+  state_->started = std::max(state_->started, last);
+  return tables;
 }
 
 std::vector<std::string> PackedBatch::field_names() {

@@ -249,10 +249,15 @@ BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
   const auto& options = impl_->options;
-  return BatchRequest{table,           options.blocks_per_batch(),
-                      options.t_max(),  carries_state(),
-                      rank * options.blocks_per_batch(), impl_->sequences};
+  BatchRequest request{table,           options.blocks_per_batch(),
+                       options.t_max(),  carries_state(),
+                       rank * options.blocks_per_batch(), impl_->sequences};
+  request.index = index;
+  return request;
 }
+
+int64_t default_read_ahead() { return ffi::read_ahead_bounds()[0]; }
+int64_t max_read_ahead() { return ffi::read_ahead_bounds()[1]; }
 
 PlanStats EpochPlan::stats() const { return impl_->plan->stats(); }
 

@@ -3,6 +3,7 @@
 
 #include "bload/sampler.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace bload {
@@ -35,6 +36,9 @@ BlockSampler::BlockSampler(Planner planner, int64_t rank)
   const int64_t world_size = planner_.options().world_size();
   TORCH_CHECK(rank >= 0 && rank < world_size, "rank = ", rank,
               ": expected a rank from 0 to world_size - 1 = ", world_size - 1);
+  const int64_t read_ahead = planner_.options().read_ahead();
+  TORCH_CHECK(read_ahead >= 0 && read_ahead <= max_read_ahead(), "read_ahead = ", read_ahead,
+              ": expected an int from 0 (no read-ahead) to ", max_read_ahead());
 }
 
 void BlockSampler::reset(std::optional<size_t> new_size) {
@@ -43,6 +47,7 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
                 *new_size, ": expected the number of sequences the sampler was built with (",
                 planner_.num_sequences(), ")");
   }
+  ++pass_;
   if (resume_on_reset_) {
     resume_on_reset_ = false;
     return;
@@ -74,7 +79,15 @@ std::optional<BatchRequest> BlockSampler::next(size_t batch_size) {
   if (position_ >= current.batches_per_rank()) {
     return std::nullopt;
   }
-  return current.batch(rank_, position_++);
+  auto request = current.batch(rank_, position_);
+  request.pass = pass_;
+  request.read_ahead = planner_.options().read_ahead();
+  const int64_t last = std::min(position_ + request.read_ahead, current.batches_per_rank() - 1);
+  for (int64_t index = position_ + 1; index <= last; ++index) {
+    request.ahead.push_back(current.batch(rank_, index).table);
+  }
+  ++position_;
+  return request;
 }
 
 const EpochPlan& BlockSampler::plan() {
@@ -95,6 +108,7 @@ void BlockSampler::restore(std::optional<EpochPlan> plan, int64_t position, int6
   position_ = position;
   next_epoch_ = next_epoch;
   resume_on_reset_ = plan_.has_value();
+  ++pass_;
   std::lock_guard<std::mutex> lock(handle_.state_->mutex);
   handle_.state_->current = epoch;
 }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bload/planner.h"
 #include "rust_bridge.h"
 
 namespace bload {
@@ -141,6 +142,28 @@ torch::data::Example<> SequenceStore::get_range(size_t index, int64_t offset, in
         first, shape, [keep](void*) {}, at::TensorOptions().dtype(field.dtype));
   };
   return {view(impl_->data), view(impl_->target)};
+}
+
+void SequenceStore::prefetch_table(const at::Tensor& table) const {
+  const auto host = table.to(at::kCPU).contiguous();
+  TORCH_CHECK(host.scalar_type() == at::kLong && host.dim() == 2 && host.size(1) == kTableColumns,
+              "table = a ", host.scalar_type(), " tensor of ", host.dim(),
+              " dimensions: expected int64 [pieces, ", kTableColumns, "]");
+  static const int64_t page = sysconf(_SC_PAGESIZE);
+  const auto& offsets = impl_->offsets;
+  for (const Field* field : {&impl_->data, &impl_->target}) {
+    if (field->bytes == 0) continue;
+    auto ranges = rethrowing([&] {
+      return ffi::store_read_ranges(
+          rust::Slice<const int64_t>(offsets.data(), offsets.size()), field->step_bytes,
+          field->bytes,
+          elements<int64_t>(host), page);
+    });
+    for (size_t i = 0; i + 1 < ranges.size(); i += 2) {
+      // Advice only: a kernel that declines it changes no read.
+      madvise(static_cast<char*>(field->base) + ranges[i], ranges[i + 1], MADV_WILLNEED);
+    }
+  }
 }
 
 }  // namespace bload

@@ -13,6 +13,7 @@ import torch
 
 from bload import _library, ops
 from bload.batch import PackedBatch
+from bload.read_ahead import ReadAhead
 from bload.sampler import BlockBatch
 
 _library.load()
@@ -40,7 +41,9 @@ class BlockDataset(torch.utils.data.Dataset):
     sequence defines `get_range(index, offset, length)`, returning the same pair for steps
     [offset, offset + length) only: it is then asked for the packed steps alone, never for a
     whole sequence split across batches. Other datasets are read whole, once per sequence per
-    batch.
+    batch. A dataset that defines `prefetch(index, offset, length)` has it called for the pieces
+    of the sampler's next read_ahead batches before they are read, to start fetching them
+    (docs/read_ahead.md).
 
         loader = DataLoader(BlockDataset(dataset, t_max), batch_sampler=sampler,
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
@@ -51,6 +54,7 @@ class BlockDataset(torch.utils.data.Dataset):
     ):
         self.dataset = dataset
         self._reads_ranges = callable(getattr(dataset, "get_range", None))
+        self._read_ahead = ReadAhead(dataset)
         # Packed tensors reused once their batch is gone: the C++ dataset's cache, whose rule
         # (nothing else holds the tensor or a view of it) is decided where the counts are.
         self._buffers = torch.classes.bload.PackBuffers()
@@ -87,6 +91,7 @@ class BlockDataset(torch.utils.data.Dataset):
                 f"dataset has {len(self.dataset)} sequences: expected {batch.sequences}, the lengths "
                 "the sampler plans with"
             )
+        self._read_ahead.start(batch)
         return self.pack(batch.table, batch.blocks, carry=batch.carry, first_lane=batch.first_lane)
 
     @staticmethod

@@ -17,6 +17,7 @@ import warnings
 import torch
 
 from bload import _library, mixture
+from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
 _library.load()
 
@@ -67,6 +68,10 @@ class BlockBatch:
     #: Sequences in the lengths planned (0: not known): BlockDataset refuses a dataset of
     #: another size, naming both, before reading out of its range.
     sequences: int = 0
+    #: The sampler's read_ahead, and the tables of the batches after this one (as many, fewer at
+    #: the epoch's end): BlockDataset starts their reads through the dataset's hook.
+    read_ahead: int = 0
+    ahead: tuple = ()
 
     def __iter__(self):  # a DataLoader iterates a batch only for a dataset without __getitems__
         raise TypeError(
@@ -136,6 +141,8 @@ class BlockSampler(torch.utils.data.Sampler):
     "attention:A", a piece of L steps costing A*L + L^2: blocks of like cost share a global batch,
     dealt so that its costliest rank costs least (docs/cost_balance.md). Not with "lanes". The
     core checks it (a RuntimeError naming cost, the value and what is expected).
+    read_ahead: the batches after each one whose reads the loader starts before they are asked
+    for (0: none), through the dataset's prefetch hook (docs/read_ahead.md).
     drop_last: only False: every rank already gets the same number of batches, by padding that
     stats() counts; bload never drops a sequence.
 
@@ -156,6 +163,8 @@ class BlockSampler(torch.utils.data.Sampler):
     bload.integrations.torchdata).
     """
 
+    read_ahead = READ_AHEAD  # what a sampler pickled before the option was had
+
     def __init__(
         self,
         lengths=None,
@@ -170,6 +179,7 @@ class BlockSampler(torch.utils.data.Sampler):
         split=False,
         cost="steps",
         drop_last=False,
+        read_ahead=READ_AHEAD,
     ):
         if drop_last is not False:
             raise ValueError(
@@ -182,6 +192,7 @@ class BlockSampler(torch.utils.data.Sampler):
             "blocks_per_batch", blocks_per_batch, *BOUNDS["blocks_per_batch"]
         )
         self.seed = integer("seed", seed, *BOUNDS["seed"])
+        self.read_ahead = check_read_ahead(read_ahead)
         if policy not in POLICIES:  # the core's names
             raise ValueError(f"policy = {policy!r}: expected one of {', '.join(POLICIES)}")
         if not isinstance(split, bool):
@@ -256,8 +267,9 @@ class BlockSampler(torch.utils.data.Sampler):
         self._resumed = False
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             self.check_agreement()
+        window = TableWindow()
         while self.position < self.plan.batches_per_rank():
-            table = self.plan.batch(self.rank, self.position)
+            table, *ahead = window.tables(self.plan, self.rank, self.position, self.read_ahead)
             batch = BlockBatch(
                 table,
                 self.blocks_per_batch,
@@ -267,6 +279,8 @@ class BlockSampler(torch.utils.data.Sampler):
                 carry=self.plan.carries_state(),
                 first_lane=self.rank * self.blocks_per_batch,
                 sequences=self.planner.num_sequences(),
+                read_ahead=self.read_ahead,
+                ahead=tuple(ahead),
             )
             # Counted before it is handed out: a state taken as the DataLoader receives it (as
             # StatefulDataLoader takes one) is the state after this batch.

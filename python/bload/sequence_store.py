@@ -14,12 +14,14 @@ and opens its own (also after fork, where the pid tells a copy from the original
 """
 
 import json
+import mmap
 import os
 
 import numpy as np
 import torch
 
 from bload import _library
+from bload.ops import COLUMN
 from bload.store import DTYPES
 
 _library.load()
@@ -65,6 +67,7 @@ class SequenceStore(torch.utils.data.Dataset):
             raise StoreError(str(err).split("\n")[0]) from None
         layout = json.loads(layout)
         self.count, self.steps, self.fields = layout["count"], layout["steps"], layout["fields"]
+        self._offsets = offsets  # int64 [count + 1], for the core's read ranges
         self.offsets = offsets.numpy()
         self.lengths = offsets.diff()
 
@@ -120,6 +123,28 @@ class SequenceStore(torch.utils.data.Dataset):
             steps = torch.from_numpy(array[start + offset : start + offset + length])
             out.append(steps.view(torch_dtype) if field["dtype"] == "bfloat16" else steps)
         return tuple(out)
+
+    def prefetch_table(self, table):
+        """Advises the kernel that the pieces of a block table (int64 [pieces, 6]) are read
+        next: POSIX_FADV_WILLNEED on exactly the byte ranges of each field file they read (the
+        core's, widened to pages), so the kernel reads them in while other work runs.
+        BlockDataset calls it for the sampler's next read_ahead batches (docs/read_ahead.md);
+        it reads and changes nothing."""
+        if self._pid != os.getpid():
+            self._map()
+        for field, fd in zip(self.fields, self._fds):
+            ranges = torch.ops.bload.store_read_ranges(
+                self._offsets, field["step_bytes"], field["bytes"], table, mmap.PAGESIZE
+            )
+            for start, length in ranges.tolist():
+                os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
+
+    def prefetch(self, index, offset, length):
+        """The same advice for steps [offset, offset + length) of sequence `index` alone."""
+        row = torch.zeros(1, len(COLUMN), dtype=torch.long)
+        row[0, COLUMN["sequence"]], row[0, COLUMN["offset"]] = index, offset
+        row[0, COLUMN["length"]] = length
+        self.prefetch_table(row)
 
     def __getitem__(self, index):
         if not 0 <= index < self.count:

@@ -23,7 +23,7 @@ use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
 use mixture::{new_mixture_planner, new_planner_from_sources_json};
 use state::{optional_state_fields, ReadState};
-use store::open_sequence_store;
+use store::{open_sequence_store, read_ahead_bounds, store_read_ranges};
 use tables::{
     batch_fields, check_block_table, max_seqlen, policy_names, table_column_names,
     write_attention_mask, write_batch_tables, write_carry_mask, write_cu_seqlens, write_end_mask,
@@ -215,6 +215,17 @@ mod ffi {
         fn detect_lengths_format(path: &str) -> Result<String>;
         /// The sequence store at `path`, its header, offsets and file sizes checked.
         fn open_sequence_store(path: &str) -> Result<StoreInfo>;
+        /// The page-aligned byte ranges of a field file that a block table's pieces read, as
+        /// flat (start, length) pairs in the table's order (read-ahead advice).
+        fn store_read_ranges(
+            offsets: &[i64],
+            step_bytes: i64,
+            file_bytes: i64,
+            table: &[i64],
+            page: i64,
+        ) -> Result<Vec<i64>>;
+        /// The read_ahead option's default and its most.
+        fn read_ahead_bounds() -> Vec<i64>;
         /// The core's JSON of the options, to store them (pickles).
         fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
         fn plan_options_from_json(text: &str) -> Result<PlanOptions>;

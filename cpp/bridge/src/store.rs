@@ -31,3 +31,37 @@ pub(crate) fn open_sequence_store(path: &str) -> Result<StoreInfo, BridgeError> 
         })
     })
 }
+
+/// The read_ahead option's default and its most (the core's `READ_AHEAD`, `MAX_READ_AHEAD`).
+pub(crate) fn read_ahead_bounds() -> Vec<i64> {
+    vec![bload::READ_AHEAD as i64, bload::MAX_READ_AHEAD as i64]
+}
+
+/// The page-aligned byte ranges of a field file that a block table's pieces read (the core's
+/// `store_read_ranges`), as flat (start, length) pairs, for read-ahead advice.
+pub(crate) fn store_read_ranges(
+    offsets: &[i64],
+    step_bytes: i64,
+    file_bytes: i64,
+    table: &[i64],
+    page: i64,
+) -> Result<Vec<i64>, BridgeError> {
+    guarded("store_read_ranges", || {
+        let size = |name: &str, value: i64| {
+            u64::try_from(value)
+                .map_err(|_| bload::Error::invalid(name, value, "a size of at least 0"))
+        };
+        let ranges = bload::store_read_ranges(
+            offsets,
+            size("step_bytes", step_bytes)?,
+            size("file_bytes", file_bytes)?,
+            table,
+            size("page", page)?,
+        )?;
+        // Every range lies in a file of file_bytes (an i64), so each fits in an i64.
+        Ok(ranges
+            .into_iter()
+            .flat_map(|(start, length)| [start as i64, length as i64])
+            .collect())
+    })
+}

@@ -13,6 +13,7 @@
 
 #include <concepts>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -122,6 +123,37 @@ concept ReadsRanges = requires(Inner& inner, size_t index, int64_t offset, int64
   { inner.get_range(index, offset, length) } -> std::convertible_to<torch::data::Example<>>;
 };
 
+// An inner dataset that starts fetching a piece before it is read: `prefetch(index, offset,
+// length)`, called for the pieces of the sampler's next read_ahead batches, in plan order
+// (docs/read_ahead.md). It should return at once (start an asynchronous fetch); it never changes
+// what a read returns.
+template <typename Inner>
+concept PrefetchesPieces = requires(Inner& inner, size_t index, int64_t offset, int64_t length) {
+  inner.prefetch(index, offset, length);
+};
+// The same for a whole block table at once, preferred where both are defined:
+// bload::SequenceStore advises the kernel of exactly the byte ranges the table reads.
+template <typename Inner>
+concept PrefetchesTables = requires(Inner& inner, const at::Tensor& table) {
+  inner.prefetch_table(table);
+};
+
+// The batches of a sampler's pass whose reads a BlockDataset and its copies (one per DataLoader
+// worker thread, which take requests in no set order) have started, so each is started once.
+class BLOAD_API ReadAhead {
+ public:
+  // The tables of `request` and of its `ahead` that no copy has started, marked started now.
+  std::vector<at::Tensor> claim(const BatchRequest& request);
+
+ private:
+  struct State {
+    std::mutex mutex;
+    int64_t pass = -1;
+    int64_t started = -1;  // the last batch of the pass started
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
 template <typename Inner>
 class BlockDataset
     : public torch::data::datasets::BatchDataset<BlockDataset<Inner>, PackedBatch, BatchRequest> {
@@ -143,6 +175,11 @@ class BlockDataset
       target.push_back(std::move(example.target));
     };
     std::unordered_map<int64_t, size_t> read_at;  // a sequence's first row, read whole
+    if constexpr (PrefetchesTables<Inner> || PrefetchesPieces<Inner>) {
+      if (request.read_ahead > 0) {
+        for (const auto& table : read_ahead_.claim(request)) start_reads(table);
+      }
+    }
     auto cells = request.table.template accessor<int64_t, 2>();
     for (int64_t row = 0; row < rows; ++row) {
       const auto piece = cells[row];
@@ -184,9 +221,44 @@ class BlockDataset
     }
   }
 
+  // Starts the reads of a table's pieces through the inner dataset's hook. What the hook throws
+  // is reported, never passed over: a read-ahead that fails is a read that will.
+  void start_reads(const at::Tensor& table) {
+    if constexpr (PrefetchesTables<Inner>) {
+      prefetching([] { return std::string("prefetch_table(<a block table>)"); },
+                  [&] { inner_.prefetch_table(table); });
+    } else {
+      auto cells = table.template accessor<int64_t, 2>();
+      for (int64_t row = 0; row < table.size(0); ++row) {
+        const auto piece = cells[row];
+        const auto index = static_cast<size_t>(piece[kSequence]);
+        const int64_t offset = piece[kOffset], length = piece[kLength];
+        prefetching(
+            [&] {
+              return "prefetch(" + std::to_string(index) + ", " + std::to_string(offset) + ", " +
+                     std::to_string(length) + ")";
+            },
+            [&] { inner_.prefetch(index, offset, length); });
+      }
+    }
+  }
+
+  template <typename Describe, typename Call>
+  static void prefetching(Describe&& describe, Call&& call) {
+    try {
+      call();
+    } catch (const std::exception& error) {
+      TORCH_CHECK(false, "bload read-ahead: dataset.", describe(), " threw: ", error.what());
+    } catch (...) {
+      TORCH_CHECK(false, "bload read-ahead: dataset.", describe(),
+                  " threw something that is not a std::exception");
+    }
+  }
+
   Inner inner_;
   Options options_;
   PackBuffers buffers_;
+  ReadAhead read_ahead_;
 };
 
 }  // namespace bload

@@ -23,6 +23,10 @@
 
 namespace bload {
 
+// The read_ahead option's default and its most (the core's READ_AHEAD and MAX_READ_AHEAD).
+BLOAD_API int64_t default_read_ahead();
+BLOAD_API int64_t max_read_ahead();
+
 // Everything a plan and a packed batch depend on, set in libtorch's builder style:
 //   bload::Options(94).world_size(world).rank(rank).target_padding(-100)
 // The planner's part is a PlanOptions, with the core's defaults; the loader's part follows.
@@ -75,6 +79,10 @@ struct BLOAD_API Options {
   // never see each other wants). A loader option: the plan is the same. Checked by the core when
   // a batch is packed (an error naming positions).
   TORCH_ARG(std::string, positions) = "sequence";
+  // The batches after each one whose reads the loader starts before they are asked for (0:
+  // none), through the dataset's prefetch hook (docs/read_ahead.md): BlockSampler hands each
+  // request out with their tables. From 0 to max_read_ahead(), checked by BlockSampler.
+  TORCH_ARG(int64_t, read_ahead) = default_read_ahead();
 
  private:
   template <typename Field, typename Value>
@@ -117,6 +125,14 @@ struct BatchRequest {
   // Sequences in the lengths planned (0: not known, for a request made by hand): a dataset whose
   // size differs is refused by BlockDataset, naming both, before it is read out of its range.
   int64_t sequences = 0;
+  // Read-ahead (docs/read_ahead.md): the batch's index in its epoch, which pass of the sampler
+  // over the epoch handed it out (read-ahead starts over with each), the sampler's read_ahead,
+  // and the tables of the batches after it (as many, fewer at the epoch's end). BlockDataset
+  // gives them to the dataset's prefetch hook.
+  int64_t index = 0;
+  int64_t pass = 0;
+  int64_t read_ahead = 0;
+  std::vector<at::Tensor> ahead;
 
   // Blocks in the batch: torch's DataLoader compares a request's size() with its batch_size
   // (for drop_last) and requires it to be positive.

@@ -100,6 +100,8 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   int64_t position_ = 0;
   // Set by load(): the next reset() keeps the loaded position instead of starting an epoch.
   bool resume_on_reset_ = false;
+  // Starts of an epoch (reset or load), numbering each pass's requests for read-ahead.
+  int64_t pass_ = 0;
 
   // Takes on the state load() read: the plan being served (none before the first epoch), the
   // batches of it handed out, and the epoch after it.

@@ -36,6 +36,12 @@ class BLOAD_API SequenceStore {
   torch::data::Example<> get(size_t index);
   // Steps [offset, offset + length) of sequence `index`.
   torch::data::Example<> get_range(size_t index, int64_t offset, int64_t length);
+  // Advises the kernel (madvise MADV_WILLNEED) that the pieces of a block table (int64
+  // [pieces, kTableColumns]) are read next: exactly the byte ranges of the two field files they
+  // read (the core's, widened to pages). BlockDataset calls it for the sampler's next
+  // read_ahead batches (bload::PrefetchesTables, docs/read_ahead.md); it reads and changes
+  // nothing.
+  void prefetch_table(const at::Tensor& table) const;
 
   struct Impl;
 

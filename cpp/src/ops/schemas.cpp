@@ -41,6 +41,33 @@ std::tuple<Tensor, std::string> open_store_op(std::string path) {
   return {offsets, std::string(info.layout_json)};
 }
 
+// The page-aligned byte ranges of a store's field file (offsets: the store's, int64 [count + 1])
+// that a block table's pieces read, int64 [ranges, 2] of (start, length) in the table's order:
+// what read-ahead advises the kernel of (the core's store_read_ranges, docs/read_ahead.md).
+Tensor store_read_ranges_op(const Tensor& offsets, int64_t step_bytes, int64_t file_bytes,
+                            const Tensor& table, int64_t page) {
+  ops::check_defined(offsets, "offsets");
+  TORCH_CHECK(offsets.dim() == 1 && offsets.scalar_type() == at::kLong && offsets.is_cpu(),
+              "offsets = a ", offsets.scalar_type(), " tensor of ", offsets.dim(),
+              " dimensions on ", offsets.device(), ": expected int64 [count + 1] on the CPU");
+  ops::check_defined(table, "table");
+  const auto host = ops::host_table(table);
+  const auto flat = offsets.contiguous();
+  auto ranges = rethrowing([&] {
+    return ffi::store_read_ranges(elements<int64_t>(flat), step_bytes, file_bytes,
+                                  elements<int64_t>(host), page);
+  });
+  auto out = at::empty({static_cast<int64_t>(ranges.size()) / 2, 2}, at::kLong);
+  std::copy(ranges.begin(), ranges.end(), out.data_ptr<int64_t>());
+  return out;
+}
+
+// The read_ahead option's default and its most (the core's), for Python's sampler.
+std::vector<int64_t> read_ahead_bounds_op() {
+  auto bounds = ffi::read_ahead_bounds();
+  return {bounds.begin(), bounds.end()};
+}
+
 // The block table's column names, in order.
 std::vector<std::string> table_columns_op() {
   std::vector<std::string> names;
@@ -63,6 +90,11 @@ TORCH_LIBRARY(bload, m) {
   m.def("lengths_format(str path) -> str", &lengths_format_op);
   m.def("open_store(str path) -> (Tensor, str)", &open_store_op);
   m.def("table_columns() -> str[]", &table_columns_op);
+  m.def(
+      "store_read_ranges(Tensor offsets, int step_bytes, int file_bytes, Tensor table, int page) "
+      "-> Tensor",
+      &store_read_ranges_op);
+  m.def("read_ahead_bounds() -> int[]", &read_ahead_bounds_op);
 }
 
 Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
