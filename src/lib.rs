@@ -43,8 +43,9 @@ pub use lengths::{
 };
 pub use options::{Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_T_MAX};
 pub use plan::{
-    stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, Resumed, ResumedState,
-    SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
+    stable_hash, Batch, Block, EpochPlan, EpochPosition, Piece, Planner, PrivateMemory, Resumed,
+    ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, SHARED_PLAN_VERSION,
+    STATE_VERSION,
 };
 pub use stats::{Imbalance, LowerBound, MethodStats, PlanStats};
 pub use store::{
