@@ -134,6 +134,10 @@ class BlockSampler(torch.utils.data.Sampler):
     core checks it (a RuntimeError naming cost, the value and what is expected).
     drop_last: only False: every rank already gets the same number of batches, by padding that
     stats() counts; bload never drops a sequence.
+    shared_plan_dir: a directory of the job's own on each node (e.g. /dev/shm/JOB): the rank of
+    local_rank 0 plans each epoch into a file there that every local rank maps, so a node holds
+    one plan instead of one a rank (docs/shared_plans.md); the others wait for it up to
+    shared_plan_timeout seconds. local_rank: torchrun's LOCAL_RANK by default, else 0.
 
     Every rank gets len(sampler) batches; together they hold every step of every sequence once.
 
@@ -165,6 +169,9 @@ class BlockSampler(torch.utils.data.Sampler):
         split=False,
         cost="steps",
         drop_last=False,
+        shared_plan_dir=None,
+        local_rank=None,
+        shared_plan_timeout=600.0,
     ):
         if drop_last is not False:
             raise ValueError(
@@ -195,7 +202,23 @@ class BlockSampler(torch.utils.data.Sampler):
             split_oversized=split,
             cost=cost,
         )
+        self._shared = _shared_plan(shared_plan_dir, local_rank, shared_plan_timeout)
         self._start(0)
+
+    def _plan(self, epoch):
+        """The plan of `epoch`: the rank's own, or the node's shared one."""
+        shared = getattr(self, "_shared", None)  # pickles from before the option have none
+        if shared is None:
+            return self.planner.plan(epoch)
+        directory, local_rank, timeout = shared
+        if local_rank == 0:
+            self.planner.write_shared_plan(epoch, directory)
+        return self.planner.map_shared_plan(epoch, directory, timeout)
+
+    def private_bytes(self):
+        """Bytes this rank's planner and plan hold of their own (a mapped shared plan's columns
+        are not theirs): an allocation count that does not depend on the resident set."""
+        return self.planner.private_bytes() + self.plan.private_bytes()
 
     # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
     # set by load_state_dict until the next iteration, which then goes on from the position
@@ -203,7 +226,7 @@ class BlockSampler(torch.utils.data.Sampler):
     def _start(self, epoch):
         self.epoch, self.plan, self.position, self._resumed = (
             epoch,
-            self.planner.plan(epoch),
+            self._plan(epoch),
             0,
             False,
         )
@@ -394,3 +417,21 @@ class BlockSampler(torch.utils.data.Sampler):
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
         self.load_state_dict(saved)
+
+
+def _shared_plan(directory, local_rank, timeout):
+    """(directory, local rank, timeout) of a shared plan, checked; None without a directory."""
+    if directory is None:
+        return None
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"shared_plan_dir = {directory!r}: expected a directory's path")
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ValueError(f"shared_plan_dir = {directory!r}: expected an existing directory")
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = integer("local_rank", local_rank, 0)
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+        raise ValueError(f"shared_plan_timeout = {timeout!r}: expected seconds, at least 0")
+    return directory, local_rank, float(timeout)
+
