@@ -106,6 +106,13 @@ EpochPlan Planner::plan_for_node(int64_t epoch) const {
   return map_shared_plan(epoch, options.shared_plan_dir(), options.shared_plan_timeout());
 }
 
+Planner Planner::from_shared_plan(const Options& options, int64_t epoch, const std::string& dir,
+                                  double timeout_s) {
+  auto planner = rethrowing(
+      [&] { return ffi::planner_from_shared_plan(options.plan, epoch, dir, timeout_s); });
+  return Planner(std::make_shared<const Impl>(Impl{std::move(planner), options}));
+}
+
 int64_t Planner::private_bytes() const {
   return static_cast<int64_t>(impl_->planner->planner_private_bytes());
 }

@@ -129,6 +129,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
       : planner_(planner_of(lengths, options)) {}
 
+  explicit ScriptPlanner(Planner planner) : planner_(std::move(planner)) {}
+
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
   int64_t num_sequences() const { return planner_.num_sequences(); }
 
@@ -232,6 +234,24 @@ class ScriptPlanner : public torch::CustomClassHolder {
   std::optional<EpochPlan> last_;
 };
 
+// torch.ops.bload.shared_planner: a Planner of the lengths in the shared plan file of `epoch` in
+// `dir` (Planner::from_shared_plan), for a rank that does not hold the lengths.
+c10::intrusive_ptr<ScriptPlanner> shared_planner(std::string dir, int64_t epoch, double timeout_s,
+                                                 int64_t t_max, int64_t blocks_per_batch,
+                                                 int64_t world_size, int64_t seed,
+                                                 std::string policy, bool split_oversized,
+                                                 std::string cost) {
+  const auto options = Options(t_max)
+                           .blocks_per_batch(blocks_per_batch)
+                           .world_size(world_size)
+                           .seed(seed)
+                           .policy(policy)
+                           .split_oversized(split_oversized)
+                           .cost(cost);
+  return c10::make_intrusive<ScriptPlanner>(
+      Planner::from_shared_plan(options, epoch, dir, timeout_s));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(bload, m) {
@@ -304,6 +324,7 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def_pickle(
           [](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
           [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });
+  m.def("shared_planner", shared_planner);
 }
 
 }  // namespace bload

@@ -137,7 +137,8 @@ class BlockSampler(torch.utils.data.Sampler):
     shared_plan_dir: a directory of the job's own on each node (e.g. /dev/shm/JOB): the rank of
     local_rank 0 plans each epoch into a file there that every local rank maps, so a node holds
     one plan instead of one a rank (docs/shared_plans.md); the others wait for it up to
-    shared_plan_timeout seconds. local_rank: torchrun's LOCAL_RANK by default, else 0.
+    shared_plan_timeout seconds, and do not read `lengths` at all: theirs are the file's (the
+    agreement check compares every rank's). local_rank: torchrun's LOCAL_RANK by default, else 0.
 
     Every rank gets len(sampler) batches; together they hold every step of every sequence once.
 
@@ -192,17 +193,34 @@ class BlockSampler(torch.utils.data.Sampler):
             )
         if not isinstance(cost, str):
             raise TypeError(f'cost = {cost!r}: expected a string, "steps" or "attention:A"')
-        self.planner = torch.classes.bload.Planner(
-            _lengths_tensor(lengths),
-            self.t_max,
-            blocks_per_batch=self.blocks_per_batch,
-            world_size=self.world_size,
-            seed=self.seed,
-            policy=policy,
-            split_oversized=split,
-            cost=cost,
-        )
         self._shared = _shared_plan(shared_plan_dir, local_rank, shared_plan_timeout)
+        if self._shared is not None and self._shared[1] != 0:
+            # A reader holds no lengths: its planner's are the node's plan file's (epoch 0's),
+            # compared with every rank's by the agreement check.
+            directory, _, timeout = self._shared
+            self.planner = torch.ops.bload.shared_planner(
+                directory,
+                0,
+                timeout,
+                self.t_max,
+                self.blocks_per_batch,
+                self.world_size,
+                self.seed,
+                policy,
+                split,
+                cost,
+            )
+        else:
+            self.planner = torch.classes.bload.Planner(
+                _lengths_tensor(lengths),
+                self.t_max,
+                blocks_per_batch=self.blocks_per_batch,
+                world_size=self.world_size,
+                seed=self.seed,
+                policy=policy,
+                split_oversized=split,
+                cost=cost,
+            )
         self._start(0)
 
     def _plan(self, epoch):
@@ -434,4 +452,3 @@ def _shared_plan(directory, local_rank, timeout):
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
         raise ValueError(f"shared_plan_timeout = {timeout!r}: expected seconds, at least 0")
     return directory, local_rank, float(timeout)
-

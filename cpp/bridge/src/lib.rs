@@ -21,6 +21,7 @@ use bload::Error;
 use cost::{cost_code, cost_of_code};
 use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
+use shared::planner_from_shared_plan;
 use state::{optional_state_fields, ReadState};
 use store::open_sequence_store;
 use tables::{
@@ -214,6 +215,13 @@ mod ffi {
         fn plan_epoch(self: &Planner, epoch: i64) -> Result<Box<EpochPlan>>;
         /// The rest of an epoch from a saved position, for this planner's world size.
         fn resume_epoch(self: &Planner, at: &EpochPosition) -> Result<Resumed>;
+        /// A planner of the lengths in the shared plan file of `epoch` under `options` in `dir`.
+        fn planner_from_shared_plan(
+            options: &PlanOptions,
+            epoch: i64,
+            dir: &str,
+            timeout_s: f64,
+        ) -> Result<Box<Planner>>;
         /// Plans `epoch` into a shared plan file in `dir` for a node's ranks; its path.
         fn write_shared_plan(self: &Planner, epoch: i64, dir: &str) -> Result<String>;
         /// The plan of `epoch` mapped from the shared plan file in `dir` (waiting up to

@@ -207,6 +207,11 @@ class BLOAD_API Planner {
   // The plan of `epoch` as options() say: plan(epoch) without a shared_plan_dir; with one, the
   // shared plan (written first when local_rank is 0).
   EpochPlan plan_for_node(int64_t epoch) const;
+  // A planner of the lengths in the shared plan file of `epoch` under `options` in `dir`
+  // (waiting up to `timeout_s` seconds for it): for a rank that does not hold the lengths. Its
+  // lengths are the mapped file's, so it holds only its per-length tables of its own.
+  static Planner from_shared_plan(const Options& options, int64_t epoch, const std::string& dir,
+                                  double timeout_s);
   // Bytes the planner holds of its own (its lengths and per-length tables).
   int64_t private_bytes() const;
   const Options& options() const;
@@ -228,6 +233,7 @@ class BLOAD_API Planner {
   struct Impl;
 
  private:
+  explicit Planner(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
 
