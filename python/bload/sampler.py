@@ -17,6 +17,9 @@ import warnings
 import torch
 
 from bload import _library
+from bload._shared_plan import plan_of as _plan_of
+from bload._shared_plan import reader_planner as _reader_planner
+from bload._shared_plan import shared_plan as _shared_plan
 
 _library.load()
 
@@ -195,21 +198,8 @@ class BlockSampler(torch.utils.data.Sampler):
             raise TypeError(f'cost = {cost!r}: expected a string, "steps" or "attention:A"')
         self._shared = _shared_plan(shared_plan_dir, local_rank, shared_plan_timeout)
         if self._shared is not None and self._shared[1] != 0:
-            # A reader holds no lengths: its planner's are the node's plan file's (epoch 0's),
-            # compared with every rank's by the agreement check.
-            directory, _, timeout = self._shared
-            self.planner = torch.ops.bload.shared_planner(
-                directory,
-                0,
-                timeout,
-                self.t_max,
-                self.blocks_per_batch,
-                self.world_size,
-                self.seed,
-                policy,
-                split,
-                cost,
-            )
+            options = (self.t_max, self.blocks_per_batch, self.world_size, self.seed)
+            self.planner = _reader_planner(self._shared, *options, policy, split, cost)
         else:
             self.planner = torch.classes.bload.Planner(
                 _lengths_tensor(lengths),
@@ -224,14 +214,8 @@ class BlockSampler(torch.utils.data.Sampler):
         self._start(0)
 
     def _plan(self, epoch):
-        """The plan of `epoch`: the rank's own, or the node's shared one."""
-        shared = getattr(self, "_shared", None)  # pickles from before the option have none
-        if shared is None:
-            return self.planner.plan(epoch)
-        directory, local_rank, timeout = shared
-        if local_rank == 0:
-            self.planner.write_shared_plan(epoch, directory)
-        return self.planner.map_shared_plan(epoch, directory, timeout)
+        # Pickles from before the option have no _shared.
+        return _plan_of(self.planner, getattr(self, "_shared", None), epoch)
 
     def private_bytes(self):
         """Bytes this rank's planner and plan hold of their own (a mapped shared plan's columns
@@ -435,20 +419,3 @@ class BlockSampler(torch.utils.data.Sampler):
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
         self.load_state_dict(saved)
-
-
-def _shared_plan(directory, local_rank, timeout):
-    """(directory, local rank, timeout) of a shared plan, checked; None without a directory."""
-    if directory is None:
-        return None
-    if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(f"shared_plan_dir = {directory!r}: expected a directory's path")
-    directory = os.fspath(directory)
-    if not os.path.isdir(directory):
-        raise ValueError(f"shared_plan_dir = {directory!r}: expected an existing directory")
-    if local_rank is None:
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    local_rank = integer("local_rank", local_rank, 0)
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
-        raise ValueError(f"shared_plan_timeout = {timeout!r}: expected seconds, at least 0")
-    return directory, local_rank, float(timeout)

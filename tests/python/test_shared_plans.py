@@ -5,9 +5,8 @@ file is refused by name, and ranks in separate processes meet at the file."""
 import multiprocessing
 import pathlib
 
-import pytest
-
 import bload
+import pytest
 
 LENGTHS = [1 + (i * 7919) % 97 for i in range(3000)]
 WORLD = 4
