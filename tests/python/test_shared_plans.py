@@ -7,6 +7,7 @@ import pathlib
 
 import bload
 import pytest
+import torch
 
 LENGTHS = [1 + (i * 7919) % 97 for i in range(3000)]
 WORLD = 4
@@ -63,10 +64,20 @@ def test_a_damaged_file_is_refused_by_name(tmp_path):
         sampler(1, tmp_path)
 
 
-def test_a_file_of_other_lengths_is_refused_by_name(tmp_path):
+def test_a_file_of_other_lengths_is_refused_by_name_or_by_the_agreement(tmp_path):
     sampler(0, tmp_path, lengths=LENGTHS[:-1])
+    # A rank that holds its lengths checks the file against them.
+    planner = torch.classes.bload.Planner(
+        torch.tensor(LENGTHS), 128, blocks_per_batch=2, world_size=WORLD, seed=3
+    )
     with pytest.raises(RuntimeError, match=r"shared plan file .*\.plan \(lengths\)"):
-        sampler(1, tmp_path)
+        planner.map_shared_plan(0, str(tmp_path), 1.0)
+    # A reader takes the file's lengths: the agreement check tells them from another rank's.
+    reader, other = sampler(1, tmp_path), sampler(2)
+    assert reader.planner.num_sequences() == len(LENGTHS) - 1
+    gathered = torch.stack([reader.planner.agreement(0), other.planner.agreement(0)])
+    with pytest.raises(RuntimeError, match="lengths"):
+        reader.planner.check_agreement(0, gathered)
 
 
 def test_a_writer_that_never_comes_is_named_after_the_timeout(tmp_path):
