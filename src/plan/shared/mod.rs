@@ -11,6 +11,7 @@
 mod column;
 mod file;
 mod mapping;
+mod ranges;
 
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
