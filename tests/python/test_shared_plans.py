@@ -75,7 +75,8 @@ def test_a_file_of_other_lengths_is_refused_by_name_or_by_the_agreement(tmp_path
     # A reader takes the file's lengths: the agreement check tells them from another rank's.
     reader, other = sampler(1, tmp_path), sampler(2)
     assert reader.planner.num_sequences() == len(LENGTHS) - 1
-    gathered = torch.stack([reader.planner.agreement(0), other.planner.agreement(0)])
+    rows = [reader.planner.agreement(0)] + [other.planner.agreement(0)] * (WORLD - 1)
+    gathered = torch.stack(rows)
     with pytest.raises(RuntimeError, match="lengths"):
         reader.planner.check_agreement(0, gathered)
 
