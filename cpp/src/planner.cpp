@@ -162,6 +162,34 @@ std::vector<SourceStats> Planner::source_stats(int64_t epoch) const {
   return stats;
 }
 
+std::string Planner::write_shared_plan(int64_t epoch, const std::string& dir) const {
+  return std::string(rethrowing([&] { return impl_->planner->write_shared_plan(epoch, dir); }));
+}
+
+EpochPlan Planner::map_shared_plan(int64_t epoch, const std::string& dir, double timeout_s) const {
+  auto plan = rethrowing([&] { return impl_->planner->map_shared_plan(epoch, dir, timeout_s); });
+  return EpochPlan(std::make_shared<const EpochPlan::Impl>(
+      EpochPlan::Impl{std::move(plan), impl_->options, num_sequences()}));
+}
+
+EpochPlan Planner::plan_for_node(int64_t epoch) const {
+  const auto& options = impl_->options;
+  if (options.shared_plan_dir().empty()) return plan(epoch);
+  if (options.local_rank() == 0) write_shared_plan(epoch, options.shared_plan_dir());
+  return map_shared_plan(epoch, options.shared_plan_dir(), options.shared_plan_timeout());
+}
+
+Planner Planner::from_shared_plan(const Options& options, int64_t epoch, const std::string& dir,
+                                  double timeout_s) {
+  auto planner = rethrowing(
+      [&] { return ffi::planner_from_shared_plan(options.plan, epoch, dir, timeout_s); });
+  return Planner(std::make_shared<const Impl>(Impl{std::move(planner), options}));
+}
+
+int64_t Planner::private_bytes() const {
+  return static_cast<int64_t>(impl_->planner->planner_private_bytes());
+}
+
 const Options& Planner::options() const { return impl_->options; }
 
 int64_t Planner::num_sequences() const {
@@ -274,6 +302,12 @@ uint64_t EpochPlan::hash() const { return impl_->plan->plan_hash(); }
 EpochPosition EpochPlan::position(int64_t batches) const {
   return rethrowing([&] { return impl_->plan->position(batches); });
 }
+
+int64_t EpochPlan::private_bytes() const {
+  return static_cast<int64_t>(impl_->plan->plan_private_bytes());
+}
+
+bool EpochPlan::shared() const { return impl_->plan->is_shared(); }
 
 std::vector<int64_t> read_lengths(const std::string& path) { return read_lengths(path, ""); }
 

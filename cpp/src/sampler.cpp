@@ -63,7 +63,7 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
     handle_.state_->requested.reset();
     handle_.state_->current = epoch;
   }
-  plan_ = planner_.plan(epoch);
+  plan_ = planner_.plan_for_node(epoch);
   next_epoch_ = epoch + 1;
   position_ = 0;
 }

@@ -112,6 +112,8 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
   }
   int64_t plan_hash() { return static_cast<int64_t>(plan_.hash()); }
   PositionDict position(int64_t batches) { return dict_of(plan_.position(batches)); }
+  int64_t private_bytes() { return plan_.private_bytes(); }
+  bool shared() { return plan_.shared(); }
 
  private:
   EpochPlan plan_;
@@ -177,6 +179,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
     return rows;
   }
 
+  explicit ScriptPlanner(Planner planner) : planner_(std::move(planner)) {}
+
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
   int64_t num_sequences() const { return planner_.num_sequences(); }
 
@@ -191,6 +195,22 @@ class ScriptPlanner : public torch::CustomClassHolder {
   c10::intrusive_ptr<ScriptEpochPlan> plan(int64_t epoch) {
     return c10::make_intrusive<ScriptEpochPlan>(cached(epoch));
   }
+
+  std::string write_shared_plan(int64_t epoch, std::string dir) {
+    return planner_.write_shared_plan(epoch, dir);
+  }
+
+  // The shared plan of `epoch` becomes the planner's cached one: agreement() and
+  // check_agreement() then hash the plan the rank serves.
+  c10::intrusive_ptr<ScriptEpochPlan> map_shared_plan(int64_t epoch, std::string dir,
+                                                      double timeout_s) {
+    auto plan = planner_.map_shared_plan(epoch, dir, timeout_s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_ = plan;
+    return c10::make_intrusive<ScriptEpochPlan>(std::move(plan));
+  }
+
+  int64_t private_bytes() { return planner_.private_bytes(); }
 
   std::tuple<c10::intrusive_ptr<ScriptEpochPlan>, int64_t> resume(PositionDict position) {
     auto resumed = planner_.resume(position_of(position));
@@ -275,6 +295,24 @@ class ScriptPlanner : public torch::CustomClassHolder {
   std::optional<EpochPlan> last_;
 };
 
+// torch.ops.bload.shared_planner: a Planner of the lengths in the shared plan file of `epoch` in
+// `dir` (Planner::from_shared_plan), for a rank that does not hold the lengths.
+c10::intrusive_ptr<ScriptPlanner> shared_planner(std::string dir, int64_t epoch, double timeout_s,
+                                                 int64_t t_max, int64_t blocks_per_batch,
+                                                 int64_t world_size, int64_t seed,
+                                                 std::string policy, bool split_oversized,
+                                                 std::string cost) {
+  const auto options = Options(t_max)
+                           .blocks_per_batch(blocks_per_batch)
+                           .world_size(world_size)
+                           .seed(seed)
+                           .policy(policy)
+                           .split_oversized(split_oversized)
+                           .cost(cost);
+  return c10::make_intrusive<ScriptPlanner>(
+      Planner::from_shared_plan(options, epoch, dir, timeout_s));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(bload, m) {
@@ -295,7 +333,11 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def("position", &ScriptEpochPlan::position,
            "Where the ranks stand once each has served `batches` batches of this plan: a dict "
            "of epoch, planned_world_size, first_block, world_size, blocks_per_batch, batches, for "
-           "Planner.resume");
+           "Planner.resume")
+      .def("private_bytes", &ScriptEpochPlan::private_bytes,
+           "Bytes the plan holds of its own: none for a plan mapped from a shared plan file")
+      .def("shared", &ScriptEpochPlan::shared,
+           "Whether the plan is mapped from a shared plan file");
   m.class_<ScriptPlanner>("Planner")
       .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool,
                        std::string>(),
@@ -336,6 +378,14 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "Raises, naming each field and every rank's value, when the rows of `gathered` "
            "(every rank's agreement(epoch), int64 [ranks, fields]) differ")
       .def("plan", &ScriptPlanner::plan, "The plan of `epoch`, as a bload.EpochPlan")
+      .def("write_shared_plan", &ScriptPlanner::write_shared_plan,
+           "Plans `epoch` into a shared plan file in `dir` for the node's ranks "
+           "(docs/shared_plans.md); its path")
+      .def("map_shared_plan", &ScriptPlanner::map_shared_plan,
+           "The plan of `epoch` mapped from the shared plan file in `dir`, waiting up to "
+           "`timeout_s` seconds for it; one of other lengths, options or epoch is refused")
+      .def("private_bytes", &ScriptPlanner::private_bytes,
+           "Bytes the planner holds of its own (its lengths and per-length tables)")
       .def("resume", &ScriptPlanner::resume,
            "The rest of an epoch from `position` (EpochPlan.position's dict, saved with any "
            "world size) for this planner's ranks: (the plan, the batches of it served). With "
@@ -344,6 +394,7 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       .def_pickle(
           [](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
           [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });
+  m.def("shared_planner", shared_planner);
 }
 
 }  // namespace bload

@@ -17,6 +17,9 @@ import warnings
 import torch
 
 from bload import _library, mixture
+from bload._shared_plan import plan_of as _plan_of
+from bload._shared_plan import reader_planner as _reader_planner
+from bload._shared_plan import shared_plan as _shared_plan
 from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
 _library.load()
@@ -145,6 +148,11 @@ class BlockSampler(torch.utils.data.Sampler):
     for (0: none), through the dataset's prefetch hook (docs/read_ahead.md).
     drop_last: only False: every rank already gets the same number of batches, by padding that
     stats() counts; bload never drops a sequence.
+    shared_plan_dir: a directory of the job's own on each node (e.g. /dev/shm/JOB): the rank of
+    local_rank 0 plans each epoch into a file there that every local rank maps, so a node holds
+    one plan instead of one a rank (docs/shared_plans.md); the others wait for it up to
+    shared_plan_timeout seconds, and do not read `lengths` at all: theirs are the file's (the
+    agreement check compares every rank's). local_rank: torchrun's LOCAL_RANK by default, else 0.
 
     Every rank gets len(sampler) batches; together they hold every step of every sequence once.
 
@@ -180,6 +188,9 @@ class BlockSampler(torch.utils.data.Sampler):
         cost="steps",
         drop_last=False,
         read_ahead=READ_AHEAD,
+        shared_plan_dir=None,
+        local_rank=None,
+        shared_plan_timeout=600.0,
     ):
         if drop_last is not False:
             raise ValueError(
@@ -206,10 +217,19 @@ class BlockSampler(torch.utils.data.Sampler):
                 "lengths, sources: expected exactly one: the lengths of one set of sequences, or "
                 "sources=[bload.Source(lengths, weight), ...] for a mixture"
             )
+        self._shared = _shared_plan(shared_plan_dir, local_rank, shared_plan_timeout)
+        if self._shared is not None and sources is not None:
+            raise ValueError(
+                f"shared_plan_dir = {shared_plan_dir!r}: expected None with sources= (a plan "
+                "shared on a node is not yet available for a mixture of sources)"
+            )
         options = dict(t_max=self.t_max, blocks_per_batch=self.blocks_per_batch)
         options.update(world_size=self.world_size, seed=self.seed, policy=policy)
         options.update(split_oversized=split, cost=cost)
-        if sources is not None:
+        if self._shared is not None and self._shared[1] != 0:
+            options = (self.t_max, self.blocks_per_batch, self.world_size, self.seed)
+            self.planner = _reader_planner(self._shared, *options, policy, split, cost)
+        elif sources is not None:
             self.planner = mixture.mixture_planner(sources, _lengths_tensor, **options)
         else:
             self.planner = torch.classes.bload.Planner(_lengths_tensor(lengths), **options)
@@ -221,13 +241,22 @@ class BlockSampler(torch.utils.data.Sampler):
         numbers (their order in `sources`) and the indices. One source, unnamed, without sources."""
         return mixture.source_of(self.planner.source_starts(), self.planner.source_names(), index)
 
+    def _plan(self, epoch):
+        # Pickles from before the option have no _shared.
+        return _plan_of(self.planner, getattr(self, "_shared", None), epoch)
+
+    def private_bytes(self):
+        """Bytes this rank's planner and plan hold of their own (a mapped shared plan's columns
+        are not theirs): an allocation count that does not depend on the resident set."""
+        return self.planner.private_bytes() + self.plan.private_bytes()
+
     # The epoch: the plan being served, `position` batches of it handed out so far. `_resumed`:
     # set by load_state_dict until the next iteration, which then goes on from the position
     # loaded; any other iteration serves the epoch from its start.
     def _start(self, epoch):
         self.epoch, self.plan, self.position, self._resumed = (
             epoch,
-            self.planner.plan(epoch),
+            self._plan(epoch),
             0,
             False,
         )

@@ -93,7 +93,7 @@ impl EpochPlan {
             dealt.extend_from_slice(&slots[offset..]);
             dealt.extend_from_slice(&slots[..offset]);
         }
-        self.spans = dealt;
+        self.spans = dealt.into();
         Ok(())
     }
 
@@ -183,8 +183,8 @@ mod tests {
             // The same blocks (the packing does not depend on the cost), each served once.
             assert_eq!(after.num_blocks(), before.num_blocks());
             assert_eq!(pieces(&after), pieces(&before));
-            let mut spans_before = before.spans.clone();
-            let mut spans_after = after.spans.clone();
+            let mut spans_before = before.spans.to_vec();
+            let mut spans_after = after.spans.to_vec();
             spans_before.sort_unstable_by_key(|span| (span.start, span.end));
             spans_after.sort_unstable_by_key(|span| (span.start, span.end));
             assert_eq!(spans_after, spans_before);

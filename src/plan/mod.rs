@@ -22,6 +22,7 @@ mod lanes;
 mod mixture;
 mod resume;
 mod shard;
+mod shared;
 mod split;
 mod state;
 mod validate;
@@ -30,6 +31,7 @@ pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
 pub use mixture::{Source, SourceStats};
 pub use resume::{EpochPosition, Resumed};
+pub use shared::{PrivateMemory, SHARED_PLAN_VERSION};
 pub use state::{
     ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
 };
@@ -42,6 +44,7 @@ use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, LowerBound, PlanStats};
 use resume::Origin;
 use shard::{split_blocks_to_reach, Span};
+use shared::Column;
 use split::SplitPiece;
 use std::sync::{Arc, OnceLock};
 
@@ -49,8 +52,9 @@ use std::sync::{Arc, OnceLock};
 /// epoch fails only where memory runs out.
 #[derive(Debug, Clone)]
 pub struct Planner {
-    /// Shared with every plan, which reads piece lengths from it.
-    lengths: Arc<Vec<u32>>,
+    /// Shared with every plan, which reads piece lengths from it (mapped from a shared plan
+    /// file by a planner made from one).
+    lengths: Column<u32>,
     options: Options,
     /// `counts[len]`: sequences whose packed part (see `packed_part`) has `len` steps.
     counts: Vec<u32>,
@@ -83,9 +87,14 @@ impl Planner {
     /// (split sequences cut into that many chunks); and no memory for the per-length tables. The
     /// total of steps is not bounded: epochs of 10^12 steps plan like any other.
     pub fn new(lengths: Vec<u32>, options: Options) -> Result<Self> {
+        Self::of_column(Column::Shared(Arc::new(lengths)), options)
+    }
+
+    /// [`Planner::new`] of lengths held in a column (a shared plan file's: `shared/`).
+    fn of_column(lengths: Column<u32>, options: Options) -> Result<Self> {
         let gathered = validate::gather(&lengths, &options)?;
         Ok(Planner {
-            lengths: Arc::new(lengths),
+            lengths,
             options,
             counts: gathered.counts,
             class_starts: gathered.class_starts,
@@ -163,18 +172,19 @@ impl Planner {
         let mut plan = EpochPlan {
             epoch,
             options: options.clone(),
-            lengths: Arc::clone(&self.lengths),
-            piece_sequences,
-            split_pieces: Vec::new(),
-            spans,
+            lengths: self.lengths.clone(),
+            piece_sequences: piece_sequences.into(),
+            split_pieces: Column::default(),
+            spans: spans.into(),
             stats: PlanStats::default(),
             measured: OnceLock::new(),
             origin: Origin::own(options.world_size),
         };
         self.add_split_pieces(&mut plan)?;
 
-        let empty_blocks = split_blocks_to_reach(&mut plan.spans, capacity);
-        PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(&mut plan.spans);
+        let spans = plan.spans.vec("the plan's blocks")?;
+        let empty_blocks = split_blocks_to_reach(spans, capacity);
+        PlanRng::new(options.seed, epoch, Stream::BlockOrder).shuffle(spans);
         plan.deal_by_cost()?;
 
         let t_max = u64::from(options.t_max);
@@ -212,12 +222,13 @@ impl Planner {
 pub struct EpochPlan {
     epoch: u64,
     options: Options,
-    lengths: Arc<Vec<u32>>,
+    lengths: Column<u32>,
     /// The sequence of every piece, in packing order; blocks are spans of it.
-    piece_sequences: Vec<u32>,
+    piece_sequences: Column<u32>,
     /// The pieces of split sequences (split mode only), ascending by position.
-    split_pieces: Vec<SplitPiece>,
-    spans: Vec<Span>,
+    split_pieces: Column<SplitPiece>,
+    /// Columns are the plan's own, or mapped from a shared plan file (`shared/`).
+    spans: Column<Span>,
     /// The counts, known when the plan is made; `rank_cost_imbalance` is not filled in.
     stats: PlanStats,
     /// The counts with the imbalance measured, made the first time the stats are read: measuring

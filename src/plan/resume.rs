@@ -235,15 +235,14 @@ impl Planner {
         if origin == Origin::own(self.options.world_size) {
             return Ok(planned);
         }
-        planned.spans.drain(..first_block as usize);
-        let kept = planned.spans.len() as u64;
+        let spans = planned.spans.vec("the plan's blocks")?;
+        spans.drain(..first_block as usize);
+        let kept = spans.len() as u64;
         let blocks = stats::round_up(kept, self.options.blocks_per_global_batch());
         let added = blocks - kept;
         // More ranks may need more blocks than the plan had room for.
-        try_reserve(&mut planned.spans, "the plan's blocks", added as usize)?;
-        planned
-            .spans
-            .resize(blocks as usize, Span { start: 0, end: 0 });
+        try_reserve(spans, "the plan's blocks", added as usize)?;
+        spans.resize(blocks as usize, Span { start: 0, end: 0 });
         let added_padding = added * u64::from(self.options.t_max);
         let stats = &mut planned.stats;
         stats.blocks += added;

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 
 /// Where a block's pieces lie in the plan's piece arrays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)] // stored as it lies in memory in shared plan files
 pub(super) struct Span {
     pub(super) start: u32,
     pub(super) end: u32,

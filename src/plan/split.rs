@@ -12,6 +12,7 @@ use crate::error::Result;
 
 /// Where a piece of a split sequence lies in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)] // stored as it lies in memory in shared plan files
 pub(super) struct SplitPiece {
     /// The piece's position in the plan's pieces.
     pub(super) position: u32,
@@ -35,13 +36,15 @@ impl Planner {
             is_oversized[index as usize / 64] |= 1 << (index % 64);
         }
         let split_pieces = usize::try_from(self.split_pieces).unwrap_or(usize::MAX);
-        plan.split_pieces = try_with_capacity("the pieces of split sequences", split_pieces)?;
+        let mut split = try_with_capacity("the pieces of split sequences", split_pieces)?;
         let full_chunks = usize::try_from(self.full_chunks).unwrap_or(usize::MAX);
-        try_reserve(&mut plan.piece_sequences, "the plan's pieces", full_chunks)?;
-        for (position, &index) in (0u32..).zip(&plan.piece_sequences) {
+        let piece_sequences = plan.piece_sequences.vec("the plan's pieces")?;
+        let spans = plan.spans.vec("the plan's blocks")?;
+        try_reserve(piece_sequences, "the plan's pieces", full_chunks)?;
+        for (position, &index) in (0u32..).zip(piece_sequences.iter()) {
             if is_oversized[index as usize / 64] >> (index % 64) & 1 == 1 {
                 let length = self.lengths[index as usize];
-                plan.split_pieces.push(SplitPiece {
+                split.push(SplitPiece {
                     position,
                     offset: length - length % t_max,
                     length: length % t_max,
@@ -50,19 +53,20 @@ impl Planner {
         }
         for &index in &self.oversized {
             for chunk in 0..self.lengths[index as usize] / t_max {
-                let position = plan.piece_sequences.len() as u32;
-                plan.piece_sequences.push(index);
-                plan.split_pieces.push(SplitPiece {
+                let position = piece_sequences.len() as u32;
+                piece_sequences.push(index);
+                split.push(SplitPiece {
                     position,
                     offset: chunk * t_max,
                     length: t_max,
                 });
-                plan.spans.push(Span {
+                spans.push(Span {
                     start: position,
                     end: position + 1,
                 });
             }
         }
+        plan.split_pieces = split.into();
         Ok(())
     }
 }
@@ -73,7 +77,6 @@ mod tests {
     use crate::options::{Options, Oversize};
     use crate::plan::resume::Origin;
     use crate::stats::PlanStats;
-    use std::sync::Arc;
 
     fn split_planner(lengths: Vec<u32>, t_max: u32) -> Planner {
         let mut options = Options::new(t_max);
@@ -88,10 +91,10 @@ mod tests {
         EpochPlan {
             epoch: 0,
             options: planner.options.clone(),
-            lengths: Arc::clone(&planner.lengths),
-            piece_sequences,
-            split_pieces: Vec::new(),
-            spans: vec![Span { start: 0, end }],
+            lengths: planner.lengths.clone(),
+            piece_sequences: piece_sequences.into(),
+            split_pieces: Vec::new().into(),
+            spans: vec![Span { start: 0, end }].into(),
             stats: PlanStats::default(),
             measured: std::sync::OnceLock::new(),
             origin: Origin::own(planner.options.world_size),

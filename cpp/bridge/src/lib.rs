@@ -12,6 +12,7 @@ mod cost;
 mod guard;
 mod lengths;
 mod mixture;
+mod shared;
 mod state;
 mod store;
 mod tables;
@@ -22,6 +23,7 @@ use cost::{cost_code, cost_of_code};
 use guard::{guarded, infallible, sized, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
 use mixture::{new_mixture_planner, new_planner_from_sources_json};
+use shared::planner_from_shared_plan;
 use state::{optional_state_fields, ReadState};
 use store::{open_sequence_store, read_ahead_bounds, store_read_ranges};
 use tables::{
@@ -261,6 +263,29 @@ mod ffi {
         fn plan_epoch(self: &Planner, epoch: i64) -> Result<Box<EpochPlan>>;
         /// The rest of an epoch from a saved position, for this planner's world size.
         fn resume_epoch(self: &Planner, at: &EpochPosition) -> Result<Resumed>;
+        /// A planner of the lengths in the shared plan file of `epoch` under `options` in `dir`.
+        fn planner_from_shared_plan(
+            options: &PlanOptions,
+            epoch: i64,
+            dir: &str,
+            timeout_s: f64,
+        ) -> Result<Box<Planner>>;
+        /// Plans `epoch` into a shared plan file in `dir` for a node's ranks; its path.
+        fn write_shared_plan(self: &Planner, epoch: i64, dir: &str) -> Result<String>;
+        /// The plan of `epoch` mapped from the shared plan file in `dir` (waiting up to
+        /// `timeout_s` for it), checked against this planner.
+        fn map_shared_plan(
+            self: &Planner,
+            epoch: i64,
+            dir: &str,
+            timeout_s: f64,
+        ) -> Result<Box<EpochPlan>>;
+        /// Bytes the planner holds of its own (`bload::PrivateMemory`).
+        fn planner_private_bytes(self: &Planner) -> u64;
+        /// Bytes the plan holds of its own: none for a mapped plan's columns.
+        fn plan_private_bytes(self: &EpochPlan) -> u64;
+        /// Whether the plan is mapped from a shared plan file.
+        fn is_shared(self: &EpochPlan) -> bool;
 
         fn epoch(self: &EpochPlan) -> u64;
         fn batches_per_rank(self: &EpochPlan) -> usize;

@@ -83,6 +83,13 @@ struct BLOAD_API Options {
   // none), through the dataset's prefetch hook (docs/read_ahead.md): BlockSampler hands each
   // request out with their tables. From 0 to max_read_ahead(), checked by BlockSampler.
   TORCH_ARG(int64_t, read_ahead) = default_read_ahead();
+  // Plans shared on a node (docs/shared_plans.md): with a directory here, BlockSampler serves
+  // each epoch from a plan file in it that the rank of local_rank 0 writes and every local rank
+  // maps (one plan a node instead of one a rank), waiting up to shared_plan_timeout seconds for
+  // it. Empty (the default): every rank plans its own epoch.
+  TORCH_ARG(std::string, shared_plan_dir) = "";
+  TORCH_ARG(int64_t, local_rank) = 0;
+  TORCH_ARG(double, shared_plan_timeout) = 600.0;
 
  private:
   template <typename Field, typename Value>
@@ -158,6 +165,11 @@ class BLOAD_API EpochPlan {
   // this plan: what a sampler saves, for Planner::resume to go on from (EpochPosition is the
   // core's, shared through the bridge like PlanOptions).
   EpochPosition position(int64_t batches) const;
+  // Bytes the plan holds of its own: none for the columns of a plan mapped from a shared plan
+  // file (Planner::map_shared_plan).
+  int64_t private_bytes() const;
+  // Whether the plan is mapped from a shared plan file.
+  bool shared() const;
 
   struct Impl;
 
@@ -234,6 +246,22 @@ class BLOAD_API Planner {
   // (world_size * blocks_per_batch, in any factors), the same lanes from the same batch; other
   // policies need the saved blocks_per_batch. Errors name the field of `at` and its bounds.
   Resumed resume(const EpochPosition& at) const;
+  // Plans shared on a node (docs/shared_plans.md). write_shared_plan plans `epoch` into a file
+  // in `dir` (written under a temporary name, flushed and renamed) and returns its path;
+  // map_shared_plan maps the file another local rank writes there, waiting up to `timeout_s`
+  // seconds for it, and refuses one of other lengths, options or epoch, or damaged, naming it.
+  std::string write_shared_plan(int64_t epoch, const std::string& dir) const;
+  EpochPlan map_shared_plan(int64_t epoch, const std::string& dir, double timeout_s) const;
+  // The plan of `epoch` as options() say: plan(epoch) without a shared_plan_dir; with one, the
+  // shared plan (written first when local_rank is 0).
+  EpochPlan plan_for_node(int64_t epoch) const;
+  // A planner of the lengths in the shared plan file of `epoch` under `options` in `dir`
+  // (waiting up to `timeout_s` seconds for it): for a rank that does not hold the lengths. Its
+  // lengths are the mapped file's, so it holds only its per-length tables of its own.
+  static Planner from_shared_plan(const Options& options, int64_t epoch, const std::string& dir,
+                                  double timeout_s);
+  // Bytes the planner holds of its own (its lengths and per-length tables).
+  int64_t private_bytes() const;
   const Options& options() const;
   int64_t num_sequences() const;
   // The lengths planned, as the core holds them (valid while this planner lives).
@@ -268,6 +296,7 @@ class BLOAD_API Planner {
 
  private:
   Planner() = default;
+  explicit Planner(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
 

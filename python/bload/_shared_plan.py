@@ -1,0 +1,48 @@
+"""Plans shared on a node (docs/shared_plans.md): BlockSampler's options for them, checked."""
+
+import numbers
+import os
+
+import torch
+
+
+def integer_at_least_0(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} = {value!r}: expected an int of at least 0")
+    return int(value)
+
+
+def shared_plan(directory, local_rank, timeout):
+    """(directory, local rank, timeout) of a shared plan, checked; None without a directory."""
+    if directory is None:
+        return None
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"shared_plan_dir = {directory!r}: expected a directory's path")
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ValueError(f"shared_plan_dir = {directory!r}: expected an existing directory")
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = integer_at_least_0("local_rank", local_rank)
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+        raise ValueError(f"shared_plan_timeout = {timeout!r}: expected seconds, at least 0")
+    return directory, local_rank, float(timeout)
+
+
+def plan_of(planner, shared, epoch):
+    """The plan of `epoch`: the rank's own without `shared`, else the node's (written first by
+    the rank of local rank 0)."""
+    if shared is None:
+        return planner.plan(epoch)
+    directory, local_rank, timeout = shared
+    if local_rank == 0:
+        planner.write_shared_plan(epoch, directory)
+    return planner.map_shared_plan(epoch, directory, timeout)
+
+
+def reader_planner(shared, t_max, blocks_per_batch, world_size, seed, policy, split, cost):
+    """The planner of a rank of local rank above 0: it holds no lengths, its planner's are the
+    node's plan file's (epoch 0's), compared with every rank's by the agreement check."""
+    directory, _, timeout = shared
+    options = (t_max, blocks_per_batch, world_size, seed, policy, split, cost)
+    return torch.ops.bload.shared_planner(directory, 0, timeout, *options)

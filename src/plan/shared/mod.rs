@@ -1,0 +1,255 @@
+//! Plans shared on a node: one process plans an epoch into a file that every local rank maps
+//! (docs/shared_plans.md). The file's pages are the page cache's, so the ranks of a node hold one
+//! plan between them instead of one each; a rank's own memory is what its planner keeps apart
+//! from the lengths (a few tables of `t_max` entries).
+//!
+//! A plan is written to a temporary name, flushed to disk and renamed, so a reader never sees a
+//! half-written file; readers wait for the name to appear, up to a timeout that turns a writer
+//! that never comes into an error naming the file. A file of other lengths, options or epoch, of
+//! another version, or damaged, is refused with an error naming it and the field.
+
+mod column;
+mod file;
+mod mapping;
+mod ranges;
+
+pub(crate) use column::Column;
+pub use file::SHARED_PLAN_VERSION;
+
+use super::shard::Span;
+use super::split::SplitPiece;
+use super::{EpochPlan, Planner};
+use crate::error::{Error, Result};
+use crate::options::Options;
+use column::Plain;
+use mapping::Mapping;
+use serde::Serialize;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+// SAFETY: `#[repr(C)]` records of `u32`s (shard.rs, split.rs): no padding, any bits valid.
+unsafe impl Plain for Span {}
+unsafe impl Plain for SplitPiece {}
+
+/// Memory a planner or plan holds of its own, beyond what it maps from a shared plan file: the
+/// figure a rank that serves a shared plan keeps under a byte a sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct PrivateMemory {
+    /// Bytes of the vectors it owns (their capacity).
+    pub bytes: u64,
+    /// How many such vectors (non-empty ones).
+    pub allocations: u64,
+}
+
+impl PrivateMemory {
+    fn add(&mut self, bytes: usize) -> &mut Self {
+        if bytes > 0 {
+            self.bytes += bytes as u64;
+            self.allocations += 1;
+        }
+        self
+    }
+}
+
+impl EpochPlan {
+    /// The memory this plan holds of its own: none for the columns of a mapped plan (the
+    /// lengths of a private plan are its planner's, counted there).
+    pub fn private_memory(&self) -> PrivateMemory {
+        let mut memory = PrivateMemory::default();
+        memory
+            .add(self.lengths.private_bytes())
+            .add(self.piece_sequences.private_bytes())
+            .add(self.split_pieces.private_bytes())
+            .add(self.spans.private_bytes());
+        memory
+    }
+
+    /// Whether the plan is read from a mapped shared plan file.
+    pub fn is_shared(&self) -> bool {
+        self.spans.is_mapped()
+    }
+}
+
+impl Planner {
+    /// The memory this planner holds of its own: its lengths (none when mapped from a shared
+    /// plan file) and its per-length tables.
+    pub fn private_memory(&self) -> PrivateMemory {
+        let mut memory = PrivateMemory::default();
+        let lengths = match &self.lengths {
+            Column::Mapped { .. } => 0,
+            Column::Shared(lengths) => lengths.capacity() * 4,
+            Column::Owned(lengths) => lengths.capacity() * 4,
+        };
+        memory
+            .add(lengths)
+            .add(self.counts.capacity() * 4)
+            .add(self.class_starts.capacity() * 4)
+            .add(self.oversized.capacity() * 4);
+        memory
+    }
+
+    /// Where in `dir` the plan of `epoch` under these options is shared: a name of the options
+    /// (their JSON's stable hash) and the epoch, so a rank that has only the options finds it.
+    pub fn shared_plan_path(dir: &Path, options: &Options, epoch: u64) -> PathBuf {
+        let hash = file::stable_text_hash(&options.to_json());
+        dir.join(format!("bload-plan-{hash:016x}-epoch{epoch}.plan"))
+    }
+
+    /// A mixture's epochs choose their sequences anew (mixture.rs), which the file does not yet
+    /// record: refused rather than served as one lengths set.
+    fn refuse_mixture(&self) -> Result<()> {
+        match self.mixture {
+            Some(_) => Err(Error::invalid(
+                "shared_plan_dir",
+                "a plan shared on a node for a mixture of sources",
+                "a planner of one lengths set (mixtures are not yet shared on a node)",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Plans `epoch` and writes it into `dir` for the other ranks of the node (the one rank per
+    /// node that plans calls this): atomically, to a temporary name, flushed, then renamed over
+    /// any older file of the name. Returns the file's path; the plan itself is dropped, so that
+    /// the writer too maps the file ([`Planner::map_shared_plan`]) and holds no copy of its own.
+    pub fn write_shared_plan(&self, epoch: u64, dir: &Path) -> Result<PathBuf> {
+        self.refuse_mixture()?;
+        if cfg!(target_endian = "big") {
+            let expected = "a little-endian machine (shared plan files are little-endian)";
+            return Err(Error::invalid(
+                "shared plan",
+                "this big-endian machine",
+                expected,
+            ));
+        }
+        let plan = self.plan(epoch)?;
+        let path = Self::shared_plan_path(dir, &self.options, epoch);
+        let io = |what: &str, at: &Path, err: std::io::Error| {
+            Error::invalid(
+                format!("shared plan file {}", at.display()),
+                format!("{what}: {err}"),
+                "a directory this rank can write",
+            )
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.subsec_nanos());
+        let temporary = dir.join(format!(
+            ".{}.{}-{nanos}.tmp",
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("plan"),
+            std::process::id()
+        ));
+        let written = (|| {
+            let file = File::create(&temporary).map_err(|err| io("create", &temporary, err))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            file::write(&plan, self.lengths_hash(), &mut out)?;
+            let file = out
+                .into_inner()
+                .map_err(|err| io("write", &temporary, err.into_error()))?;
+            file.sync_all()
+                .map_err(|err| io("fsync", &temporary, err))?;
+            std::fs::rename(&temporary, &path).map_err(|err| io("rename", &path, err))?;
+            // The rename itself made durable: the directory's entry flushed too.
+            if let Ok(directory) = File::open(dir) {
+                let _ = directory.sync_all();
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        written.map(|()| path)
+    }
+
+    /// The plan of `epoch` mapped from the file another local rank writes into `dir` (waiting
+    /// up to `timeout` for it to appear), checked against this planner: the same lengths (count
+    /// and hash), options and epoch, else an error naming the file and what differs.
+    pub fn map_shared_plan(&self, epoch: u64, dir: &Path, timeout: Duration) -> Result<EpochPlan> {
+        self.refuse_mixture()?;
+        let path = Self::shared_plan_path(dir, &self.options, epoch);
+        let (map, header) = open(&path, timeout)?;
+        check_identity(&header, &path, &self.options, epoch)?;
+        if header.lengths_hash != self.lengths_hash() {
+            let value = format!("lengths of hash {:#018x}", header.lengths_hash);
+            let expected = format!(
+                "this rank's lengths ({} of hash {:#018x})",
+                self.lengths.len(),
+                self.lengths_hash()
+            );
+            return Err(file::refused(&path, "lengths", value, expected));
+        }
+        file::plan_of(&map, header, &path)
+    }
+
+    /// A planner and its plan of `epoch`, both read from the file another local rank writes into
+    /// `dir` for these options (waiting up to `timeout`): for a rank that does not hold the
+    /// lengths at all. Its lengths are the file's, so it holds only its per-length tables; the
+    /// agreement check across ranks (which compares the lengths' hash) still tells a file of
+    /// other lengths from the ranks' own.
+    pub fn from_shared_plan(
+        options: Options,
+        epoch: u64,
+        dir: &Path,
+        timeout: Duration,
+    ) -> Result<(Planner, EpochPlan)> {
+        options.validate()?;
+        let path = Self::shared_plan_path(dir, &options, epoch);
+        let (map, header) = open(&path, timeout)?;
+        check_identity(&header, &path, &options, epoch)?;
+        let plan = file::plan_of(&map, header, &path)?;
+        let planner = Planner::of_column(plan.lengths.clone(), options)?;
+        Ok((planner, plan))
+    }
+}
+
+fn check_identity(header: &file::Header, path: &Path, options: &Options, epoch: u64) -> Result<()> {
+    if header.epoch != epoch {
+        return Err(file::refused(
+            path,
+            "epoch",
+            header.epoch,
+            format!("epoch {epoch}"),
+        ));
+    }
+    if header.options != *options {
+        let expected = format!("this rank's options {}", options.to_json());
+        return Err(file::refused(
+            path,
+            "options",
+            header.options.to_json(),
+            expected,
+        ));
+    }
+    Ok(())
+}
+
+/// The file at `path` mapped and its header read, once it exists (polled until `timeout`).
+fn open(path: &Path, timeout: Duration) -> Result<(Arc<Mapping>, file::Header)> {
+    let start = Instant::now();
+    let file = loop {
+        match File::open(path) {
+            Ok(file) => break file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && start.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let expected = format!(
+                    "the file the node's planning rank writes, within the timeout ({} s); did it fail or plan other options?",
+                    timeout.as_secs_f64()
+                );
+                return Err(file::refused(path, "missing", "no such file", expected));
+            }
+            Err(err) => return Err(file::refused(path, "open", err, "a readable file")),
+        }
+    };
+    let map = Arc::new(Mapping::of(&file, path)?);
+    let header = file::read_header(map.bytes(), path)?;
+    Ok((map, header))
+}
+
+#[cfg(test)]
+mod tests;
