@@ -33,7 +33,12 @@ sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 )
 import models  # noqa: E402  (tests/support: the test models and data set)
-from ddp_recovery import StepLog, check_resume_points, load_checkpoint, save_checkpoint  # noqa: E402
+from ddp_recovery import (  # noqa: E402
+    StepLog,
+    check_resume_points,
+    load_checkpoint,
+    save_checkpoint,
+)
 from packed_transformer import with_block_mask, with_mask  # noqa: E402
 from running_sum import RunningSum  # noqa: E402
 from trainer_args import parse  # noqa: E402

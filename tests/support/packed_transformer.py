@@ -53,7 +53,8 @@ class PackedTransformer(nn.Module):
         self.head = nn.Linear(width, outputs)
 
     def forward(self, data: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        """data [blocks, t_max, features] and the batch's block table -> [blocks, t_max, outputs]."""
+        """data [blocks, t_max, features] and the batch's block table -> [blocks, t_max,
+        outputs]."""
         blocks, t_max = data.size(0), data.size(1)
         mask = torch.ops.bload.attention_mask(table, blocks, t_max, True).to(data.device)
         hidden, q, k, v = self._project(data, piece_positions(table, blocks, t_max))

@@ -24,8 +24,8 @@ class RunningSum : public torch::data::datasets::Dataset<RunningSum> {
 
   torch::data::Example<> get(size_t index) override {
     const int64_t steps = lengths_.at(index);
-    auto generator =
-        at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) * kSeedStride + index);
+    const uint64_t sequence_seed = static_cast<uint64_t>(seed_) * kSeedStride + index;
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(sequence_seed);
     auto features = at::randn({steps, kRunningSumFeatures}, generator);
     auto target = features.select(1, 0).cumsum(0) / torch::arange(1, steps + 1).sqrt();
     return {features, target.unsqueeze(1)};

@@ -1,6 +1,8 @@
 """The running-sum data set of the DDP harness and the tests: its one Python home. The C++ twin is
-running_sum.h beside this file; examples/tch_trainer.rs follows the same definition in Rust, and
-tests/python/test_running_sum.py checks that all three give the same values.
+running_sum.h beside this file; examples/tch_trainer.rs follows the same definition in Rust
+(seeding torch's default generator, tch::manual_seed, then randn). tests/python/
+test_running_sum.py checks the definition and that drawing, and tests/python/test_ddp.py that the
+C++ and Python trainers see the same losses from it.
 
 Sequence i of length T_i, for a run seeded by `seed`:
 
