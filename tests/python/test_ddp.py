@@ -312,6 +312,18 @@ TOO_MANY_RANKS = "world_size * blocks_per_batch = 800 (100 x 8): expected at mos
             2,
             "argument --sequences: '-1': expected an integer of at least 1",
         ),
+        (
+            "python",
+            ["--model", "transformer", "--policy", "lanes"],
+            2,
+            "--policy = 'lanes' with --model = 'transformer': expected a recurrent model",
+        ),
+        (
+            "python",
+            ["--model", "transformer", "--attention", "flex", "--device", "cpu"],
+            2,
+            "--attention = 'flex' on the CPU: flex_attention has no CPU backward",
+        ),
     ],
 )
 def test_trainers_refuse_bad_runs_before_starting_ranks(trainer, flags, status, expected):

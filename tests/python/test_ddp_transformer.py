@@ -83,3 +83,15 @@ def test_the_trained_model_sees_each_sequence_alone(action_genome_lengths, trans
             alone = eager.forward_with(features, torch.arange(piece["length"])[None], causal_alone)
             steps = slice(piece["block_offset"], piece["block_offset"] + piece["length"])
             torch.testing.assert_close(packed[piece["block"], steps], alone[0], rtol=0, atol=1e-5)
+
+
+def test_lanes_are_refused_for_a_model_without_state(transformer_file):
+    """Lanes carry a recurrent state from batch to batch: a model with no forward_lanes is named."""
+    for command in (
+        [CPP_TRAINER, "--model", transformer_file],
+        [sys.executable, PY_TRAINER, "--model", transformer_file],
+    ):
+        options = ["--world-size", 2, "--sequences", 60, "--timeout", 60, "--policy", "lanes"]
+        result = run(command + options + ["--t-max", 32])
+        assert result.returncode != 0, result.stdout[-2000:]
+        assert "expected a recurrent model (a forward_lanes method" in result.stderr, result.stderr
