@@ -1,7 +1,8 @@
 """The recurrent model of the DDP demos, for TorchScript: a GRU cell stepped over each packed
 block, its state zeroed wherever the block table starts a sequence (`torch.ops.bload.reset_mask`),
 and a linear head on every step. `forward_lanes` runs a batch of the lanes policy, going on from
-each row's carried state. examples/cpp/packed_gru.h is the same model in C++.
+each row's carried state. examples/cpp/packed_gru.h is the same model in C++. (The tests and
+the DDP harness train their own copy, tests/support/packed_gru.py, so that the examples can change.)
 
 Saves the scripted model for the C++ and Rust trainers to load (run from the repository root
 after `make`, which installs the bload package into .venv):

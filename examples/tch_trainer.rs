@@ -91,8 +91,10 @@ fn parse() -> Result<Args, String> {
     Ok(args)
 }
 
-/// Sequence i of the running-sum task: features [T_i, 16] from a generator seeded by (seed, i),
-/// target y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1).
+/// Sequence i of the running-sum task of the DDP harness, as tests/support/running_sum.py defines
+/// it (its one definition; running_sum.h is the C++ twin): features [T_i, 16] drawn at once by
+/// `randn` from torch's CPU generator seeded with seed * 1000003 + i, target
+/// y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), so that this trainer's data are the harness's.
 fn running_sum(seed: u64, index: usize, steps: i64) -> (Tensor, Tensor) {
     tch::manual_seed((seed * 1_000_003 + index as u64) as i64);
     let features = Tensor::randn([steps, FEATURES], (Kind::Float, Device::Cpu));

@@ -2,7 +2,8 @@
 // The recurrent model of the DDP demos, in C++: a GRU cell stepped over each packed block, its
 // state zeroed wherever the block table starts a sequence, and a linear head on every step;
 // forward_lanes runs a batch of the lanes policy, going on from each row's carried state.
-// examples/packed_gru.py is the same model for TorchScript.
+// examples/packed_gru.py is the same model for TorchScript. (The tests and the DDP harness train
+// their own copy, tests/support/packed_gru.h, so that the examples can change.)
 #include <bload/ops.h>
 #include <torch/torch.h>
 

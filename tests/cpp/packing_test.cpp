@@ -2,7 +2,7 @@
 // DataLoader with worker threads, and the example model trained on packed blocks.
 
 #include "test_support.h"
-#include "packed_gru.h"  // examples/cpp: the DDP trainer's model
+#include "packed_gru.h"  // tests/support: the test model
 
 namespace {
 
@@ -136,7 +136,7 @@ TEST(DataLoader, WithWorkersMatchesTheMainThread) {
   }
 }
 
-// One step of examples/cpp/packed_gru.h on packed blocks with resets has the gradients of the
+// One step of tests/support/packed_gru.h on packed blocks with resets has the gradients of the
 // same sequences run one at a time, summed (a summed squared error on real steps either way).
 TEST(PackedGRU, GradientsEqualTheSumOverSequencesRunAlone) {
   torch::manual_seed(5);

@@ -1,8 +1,11 @@
-"""Data-parallel training of the TorchScript PackedGRU on packed blocks, with
+"""Data-parallel training of tests/support's models on packed blocks (the scripted PackedGRU, the
+eager causal transformer with flex_attention or SDPA, or a TorchScript file), with
 torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the Python twin of
-tests/harness/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the bload package into .venv):
+tests/harness/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the
+bload package into .venv):
 
     .venv/bin/python tests/harness/ddp_trainer.py --world-size 2
+    .venv/bin/python tests/harness/ddp_trainer.py --world-size 2 --model transformer
 
 It starts one process per rank itself; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set; LOCAL_RANK picks the GPU) it runs the rank it is given instead, on one machine or
@@ -12,13 +15,10 @@ several:
         --rdzv-backend c10d tests/harness/ddp_trainer.py    (one command line, on each machine I)
 """
 
-import argparse
 import dataclasses
 import datetime
 import faulthandler
 import gc
-import json
-import math
 import os
 import socket
 import sys
@@ -31,156 +31,19 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(
-    0,
-    os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"
-    ),
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 )
-import packed_gru  # noqa: E402  (the examples' model, in examples/)
-from ddp_recovery import StepLog, check_resume_points, load_checkpoint, save_checkpoint
-
-ROOT = packed_gru.ROOT
-
-
-class RunningSum(torch.utils.data.Dataset):
-    """Sequence i: features [T_i, 16] from a generator seeded by (seed, i), and the target
-    y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), as in the C++ trainer."""
-
-    def __init__(self, lengths, seed):
-        self.lengths, self.seed = lengths, seed
-        self.generator = torch.Generator()  # reseeded per sequence: cheaper than a new one
-        self.roots = torch.arange(1, max(lengths) + 1).sqrt().unsqueeze(1)  # sqrt(t + 1), made once
-
-    def __len__(self):
-        return len(self.lengths)
-
-    def __getitem__(self, index):
-        steps = self.lengths[index]
-        self.generator.manual_seed(self.seed * 1000003 + index)
-        features = torch.randn(steps, packed_gru.FEATURES, generator=self.generator)
-        target = features[:, :1].cumsum(0).div_(self.roots[:steps])
-        return features, target
-
-
-def at_least(minimum):
-    """An argparse type: an integer of at least `minimum` (argparse names the flag)."""
-
-    def integer(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer of at least {minimum}")
-        return value
-
-    return integer
-
-
-def seconds_at_least(minimum):
-    """An argparse type: a number of seconds of at least `minimum`."""
-
-    def number(text):
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or not minimum <= value < 1e9:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: expected a number of seconds of at least {minimum}"
-            )
-        return value
-
-    return number
-
-
-def parse():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--world-size",
-        type=at_least(1),
-        help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)",
-    )
-    parser.add_argument(
-        "--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths")
-    )
-    parser.add_argument("--sequences", type=at_least(1), help="use only the first N sequences")
-    parser.add_argument(
-        "--store",
-        default="",
-        help="read the sequences from the sequence store at DIR, written "
-        "there first from the generated ones when DIR does not exist (docs/data.md)",
-    )
-    parser.add_argument(
-        "--model", default="", help="a saved TorchScript model (default: script PackedGRU here)"
-    )
-    parser.add_argument(
-        "--policy",
-        default="best_fit",
-        choices=bload.POLICIES,
-        help="lanes: each row carries the model's state from batch to batch (truncated "
-        "back-propagation: detached at batch boundaries)",
-    )
-    parser.add_argument("--t-max", type=at_least(1), default=94)
-    parser.add_argument("--blocks-per-batch", type=at_least(1), default=8)
-    parser.add_argument("--epochs", type=at_least(1), default=1)
-    parser.add_argument("--seed", type=at_least(0), default=0)
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument(
-        "--workers",
-        type=at_least(0),
-        default=0,
-        help="DataLoader worker processes per rank (0: load in the rank)",
-    )
-    parser.add_argument(
-        "--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu"
-    )
-    parser.add_argument(
-        "--timeout", type=at_least(1), default=300, help="seconds a collective may wait"
-    )
-    parser.add_argument(
-        "--heartbeat-window",
-        type=seconds_at_least(0.1),
-        default=30.0,
-        help="seconds after which a rank silent (stopped) or stuck behind the others is named by "
-        "every rank, which then stop (default 30; docs/ddp.md)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="rank 0 ends with one JSON line of figures"
-    )
-    parser.add_argument(
-        "--checkpoint",
-        default="",
-        help="where rank 0 keeps the last checkpoint, DIR/checkpoint.pt "
-        "(every rank reads it to resume: on several machines, a shared directory)",
-    )
-    parser.add_argument(
-        "--checkpoint-every",
-        type=at_least(0),
-        default=0,
-        help="write it after every N batches of an epoch",
-    )
-    parser.add_argument(
-        "--resume", action="store_true", help="start from the checkpoint where there is one"
-    )
-    parser.add_argument(
-        "--step-log",
-        default="",
-        help='rank R appends to FILE.R a line per piece it trains: "epoch '
-        'batch sequence offset length", after a "# run" line per run',
-    )
-    args = parser.parse_args()
-    if not args.checkpoint and (args.checkpoint_every or args.resume):
-        parser.error("--checkpoint = '': expected a directory with --checkpoint-every or --resume")
-    if "RANK" in os.environ:  # torchrun's: it says the world size
-        world_size = os.environ.get("WORLD_SIZE", "")
-        if args.world_size is not None and str(args.world_size) != world_size:
-            parser.error(
-                f"--world-size = {args.world_size}: expected WORLD_SIZE = {world_size!r} under torchrun (or no --world-size)"
-            )
-    elif args.world_size is None:
-        args.world_size = 2
-    return args
+import models  # noqa: E402  (tests/support: the test models and data set)
+from ddp_recovery import (  # noqa: E402
+    StepLog,
+    check_resume_points,
+    load_checkpoint,
+    save_checkpoint,
+)
+from packed_transformer import with_block_mask, with_mask  # noqa: E402
+from running_sum import RunningSum  # noqa: E402
+from trainer_args import parse  # noqa: E402
+from trainer_report import EpochFigures, Progress, ends_of, report  # noqa: E402
 
 
 def lengths_of(args):
@@ -202,60 +65,6 @@ def make_sampler(lengths, args, world_size, rank):
         seed=args.seed,
         policy=args.policy,
     )
-
-
-class Progress:
-    """Rank 0's progress line: redrawn in place on a terminal, a line per tenth otherwise."""
-
-    def __init__(self, shown, total):
-        self.shown, self.total, self.tty, self.drawn = shown, total, sys.stdout.isatty(), 0.0
-
-    def update(self, batch, loss, elapsed, frames):
-        last = batch == self.total
-        if not self.shown:
-            return
-        if self.tty and not last and time.monotonic() - self.drawn < 0.1:
-            return
-        if not self.tty and not last and batch * 10 // self.total == (batch - 1) * 10 // self.total:
-            return
-        self.drawn = time.monotonic()
-        line = f"batch {batch}/{self.total}  loss {loss:.4f}  {batch / elapsed:.1f} steps/s  {frames / elapsed:.0f} frames/s"
-        print(
-            ("\r" + line) if self.tty else line,
-            end="\n" if last or not self.tty else "",
-            flush=True,
-        )
-
-
-@dataclasses.dataclass
-class EpochFigures:
-    """One rank's figures of one epoch."""
-
-    epoch: int
-    first_batch: int  # where this run started in the epoch: 0, or a checkpoint's position
-    seconds: float  # the epoch
-    first_wait: float  # the wait for its first batch (which also starts the loader's workers)
-    wait_share: float  # the share of the rest of the epoch spent waiting for the loader
-    batches: int
-    frames: int  # steps of sequences
-    padding: int  # steps of padding
-    first_loss: float  # mean loss of the epoch's first tenth
-    last_loss: float  # and of its last tenth
-
-
-def ends_of(losses):
-    """Mean loss of the first and last tenth."""
-    tenth = max(len(losses) // 10, 1)
-    return sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
-
-
-def finite(value):
-    """`value` (dicts and lists of numbers) with every NaN or infinity as None: JSON has neither."""
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [finite(item) for item in value]
-    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def connect(rank, args, port):
@@ -312,6 +121,27 @@ def connect(rank, args, port):
     return rank, world_size, device, liveness, store
 
 
+class AttentionForward(torch.nn.Module):
+    """The eager transformer with a batch's mask: flex_attention with its BlockMask, or SDPA with
+    its dense mask, as a module's forward for DistributedDataParallel to run."""
+
+    def __init__(self, module, attention):
+        super().__init__()
+        self.module, self.attend = module, with_block_mask if attention == "flex" else with_mask
+
+    def forward(self, data, positions, mask):
+        return self.module.forward_with(data, positions, self.attend(mask))
+
+
+def load_model(args, device):
+    """--model on `device`: its weights drawn from --seed (the same on every rank), or a file."""
+    if args.model == "gru":
+        return models.scripted("gru", args.seed).to(device)
+    if args.model == "transformer":
+        return models.build("transformer", args.seed).to(device)
+    return torch.jit.load(args.model, map_location=device)
+
+
 class LanesForward(torch.nn.Module):
     """The model's forward_lanes as a module's forward, so that DistributedDataParallel runs it
     (DDP prepares its gradient all-reduce in forward)."""
@@ -336,6 +166,7 @@ def train(rank, world_size, device, args, liveness):
             bload.SequenceStore(args.store) if args.store else RunningSum(lengths, args.seed),
             args.t_max,
             target_padding=0.0,
+            positions="piece",  # what the transformer's positions count (the GRU reads none)
         ),
         batch_sampler=sampler,
         collate_fn=bload.collate,
@@ -343,11 +174,7 @@ def train(rank, world_size, device, args, liveness):
         pin_memory=device.type == "cuda",
         persistent_workers=args.workers > 0,
     )
-    module = (
-        torch.jit.load(args.model, map_location=device)
-        if args.model
-        else packed_gru.scripted(args.seed).to(device)
-    )
+    module = load_model(args, device)
     optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
     # What a checkpoint is valid for: the sampler's position means nothing under other ones. The
     # world size and blocks per batch are not part of it: the sampler's load decides which it
@@ -361,6 +188,12 @@ def train(rank, world_size, device, args, liveness):
     }
     resumed = load_checkpoint(args.checkpoint, module, optimizer, identity) if args.resume else None
     lanes = sampler.plan.carries_state()  # the core says which policies carry state
+    if lanes and not hasattr(module, "forward_lanes"):
+        raise ValueError(
+            f"--policy = 'lanes' with --model = {args.model!r}: expected a recurrent model (a "
+            "forward_lanes method, as the GRU's); an attention model carries no state"
+        )
+    eager_attention = args.model == "transformer"
     # Every lane's recurrent state, this rank's rows of it here (bload keeps it, checkpoints it).
     lane_state = bload.LaneState(sampler, (module.hidden,), device=device) if lanes else None
     if resumed:  # the sampler goes on from the batches the checkpoint holds, on this world size
@@ -376,7 +209,12 @@ def train(rank, world_size, device, args, liveness):
     if args.resume:
         check_resume_points(resumed and (resumed["epoch"], resumed["position"]), world_size)
     # After the load: DDP starts every rank from rank 0's weights.
-    model = DistributedDataParallel(LanesForward(module) if lanes else module)
+    if lanes:
+        model = DistributedDataParallel(LanesForward(module))
+    elif eager_attention:
+        model = DistributedDataParallel(AttentionForward(module, args.attention))
+    else:
+        model = DistributedDataParallel(module)
     log = StepLog(args.step_log, rank, world_size)
     first_epoch = resumed["epoch"] if resumed else 0
     log.start(sampler.state_dict() if resumed else None, args.blocks_per_batch)
@@ -406,6 +244,13 @@ def train(rank, world_size, device, args, liveness):
                     data, batch.table, on_device.carry, lane_state.initial(on_device)
                 )
                 lane_state.update(on_device, final)  # detached: gradients stop at the batch's end
+            elif eager_attention:  # the batch's own mask: the BlockMask or the dense one
+                mask = (
+                    on_device.block_mask()
+                    if args.attention == "flex"
+                    else on_device.attention_mask()
+                )
+                outputs = model(data, on_device.position_ids, mask)
             else:
                 outputs = model(data, batch.table)
             errors = (outputs - target).pow(2).sum(-1)
@@ -448,58 +293,6 @@ def train(rank, world_size, device, args, liveness):
             )
         )
     return epochs
-
-
-def report(args, world_size, device, gathered):
-    """Rank 0's summary of every rank's figures (`gathered`, as dicts): a line per epoch this run
-    trained, and with --json one JSON line. False where the ranks ran different batch counts."""
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    summary = {
-        "model": args.model or "scripted",
-        "policy": args.policy,
-        "backend": backend,
-        "device": str(device),
-        "world_size": world_size,
-        "epochs": [],
-    }
-    equal = True
-    for epoch in range(len(gathered[0])):
-        ranks = [EpochFigures(**rank_epochs[epoch]) for rank_epochs in gathered]
-        per_rank = [figures.batches for figures in ranks]
-        equal = equal and per_rank == [per_rank[0]] * world_size
-        seconds = max(figures.seconds for figures in ranks)
-        waited = max(figures.wait_share for figures in ranks)
-        first_wait = max(figures.first_wait for figures in ranks)
-        frames, padding = (
-            sum(figures.frames for figures in ranks),
-            sum(figures.padding for figures in ranks),
-        )
-        first = sum(figures.first_loss for figures in ranks) / world_size
-        last = sum(figures.last_loss for figures in ranks) / world_size
-        number, first_batch = ranks[0].epoch, ranks[0].first_batch
-        print(
-            f"epoch {number}{f' from batch {first_batch}' if first_batch else ''}: {seconds:.2f} s on {world_size} ranks "
-            f"({backend}, {args.policy}), batches per rank {per_rank}{' (equal)' if equal else ' (NOT EQUAL)'}, padding "
-            f"{100 * padding / max(frames + padding, 1):.2f}% of steps, first batch after {first_wait:.2f} s, then "
-            f"loader wait {100 * waited:.2f}% of the steps, loss {first:.4f} -> {last:.4f}"
-        )
-        summary["epochs"].append(
-            {
-                "epoch": number,
-                "first_batch": first_batch,
-                "seconds": seconds,
-                "first_batch_seconds": first_wait,
-                "loader_wait_share": waited,
-                "batches_per_rank": per_rank,
-                "frames": frames,
-                "padding": padding,
-                "first_loss": first,
-                "last_loss": last,
-            }
-        )
-    if args.json:
-        print(json.dumps(finite(summary), allow_nan=False), flush=True)
-    return equal
 
 
 def run_rank(rank, args, port):

@@ -1,10 +1,13 @@
 import pathlib
+import sys
 
 import bload
 import pytest
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# tests/support: the test data set and test models, shared with the harness (tests/harness).
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 # The library under test: the installed package's, or the build named by BLOAD_LIBRARY.
 LIBRARY = pathlib.Path(bload.library_path())
 DATA = ROOT / "examples" / "data"

@@ -7,7 +7,7 @@ CPU backward in eager mode: without CUDA its outputs alone are compared.)"""
 import bload
 import pytest
 import torch
-from attention_model import TinyCausalTransformer, causal_alone, with_block_mask, with_mask
+from packed_transformer import PackedTransformer, causal_alone, with_block_mask, with_mask
 from test_package import Numbered
 
 T_MAX = 24
@@ -44,7 +44,7 @@ def test_packed_outputs_and_gradients_equal_each_piece_alone(mask, split, positi
     # and its gradients only where CUDA is.
     device = "cuda" if mask == "flex" and torch.cuda.is_available() else "cpu"
     backward = mask == "sdpa" or device == "cuda"
-    model = TinyCausalTransformer(features=2).double().to(device)
+    model = PackedTransformer(features=2, width=16).double().to(device)
     all_batches = batches(split, positions)
     assert split == any(
         row[COLUMN["offset"]] > 0 for batch in all_batches for row in batch.table.tolist()
@@ -58,7 +58,7 @@ def test_packed_outputs_and_gradients_equal_each_piece_alone(mask, split, positi
             else with_block_mask(batch.block_mask(block_size=8))
         )
         with torch.set_grad_enabled(backward):
-            packed = model(x, batch.position_ids, attend)
+            packed = model.forward_with(x, batch.position_ids, attend)[..., 0]
         if backward:
             packed_grads = gradients(model, (packed * weights(x))[batch.valid].sum())
 
@@ -69,7 +69,9 @@ def test_packed_outputs_and_gradients_equal_each_piece_alone(mask, split, positi
             first = piece["offset"] if positions == "sequence" else 0
             positions_alone = torch.arange(first, first + piece["length"], device=device)[None]
             with torch.set_grad_enabled(backward):
-                alone = model(x[piece["block"], steps][None], positions_alone, causal_alone)
+                alone = model.forward_with(
+                    x[piece["block"], steps][None], positions_alone, causal_alone
+                )[..., 0]
             torch.testing.assert_close(
                 packed[piece["block"], steps].detach(), alone[0].detach(), rtol=0, atol=1e-10
             )
@@ -77,3 +79,24 @@ def test_packed_outputs_and_gradients_equal_each_piece_alone(mask, split, positi
         if backward:
             for mine, theirs in zip(packed_grads, gradients(model, alone_loss)):
                 torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_the_scripted_model_gives_each_piece_its_outputs_alone(split):
+    """The TorchScript form the C++ trainer loads, forward(data, table): its mask and positions
+    (from each piece's start) come from the table alone, through bload's operators."""
+    torch.manual_seed(1)
+    eager = PackedTransformer(features=2, width=16).double()
+    model = torch.jit.script(eager)
+    for batch in batches(split, "piece")[:3]:
+        x = batch.data.double()
+        packed = model(x, batch.table)[..., 0]
+        assert packed.shape == batch.valid.shape
+        for row in batch.table.tolist():
+            piece = dict(zip(COLUMN, row))
+            steps = slice(piece["block_offset"], piece["block_offset"] + piece["length"])
+            positions = torch.arange(piece["length"])[None]
+            alone = eager.forward_with(x[piece["block"], steps][None], positions, causal_alone)
+            torch.testing.assert_close(
+                packed[piece["block"], steps], alone[0, :, 0], rtol=0, atol=1e-10
+            )

@@ -1,4 +1,4 @@
-"""The DDP trainers of examples/ end to end on gloo: every rank runs the same number of batches,
+"""The DDP trainers of tests/harness/ end to end on gloo: every rank runs the same number of batches,
 the naive per-sequence loop hangs where bload's finishes, and the gradients of packed blocks equal
 those of the sequences run one at a time. Every run has a hard timeout, so a hang is a failure."""
 
@@ -14,14 +14,13 @@ from ddp_support import (
     CPP_TRAINER,
     PY_TRAINER,
     TORCHRUN,
-    example_module,
     free_port,
     report_of,
     run,
     run_ranks,
 )
-
-packed_gru = example_module("packed_gru")
+from models import scripted  # tests/support
+from running_sum import FEATURES
 
 SEQUENCES = 400  # the first 400 Action-Genome-shaped sequences: a few batches per rank
 
@@ -29,7 +28,7 @@ SEQUENCES = 400  # the first 400 Action-Genome-shaped sequences: a few batches p
 @pytest.fixture(scope="module")
 def script_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "packed_gru.pt"
-    packed_gru.scripted(0).save(str(path))
+    scripted("gru", 0).save(str(path))
     return path
 
 
@@ -313,6 +312,18 @@ TOO_MANY_RANKS = "world_size * blocks_per_batch = 800 (100 x 8): expected at mos
             2,
             "argument --sequences: '-1': expected an integer of at least 1",
         ),
+        (
+            "python",
+            ["--model", "transformer", "--policy", "lanes"],
+            2,
+            "--policy = 'lanes' with --model = 'transformer': expected a recurrent model",
+        ),
+        (
+            "python",
+            ["--model", "transformer", "--attention", "flex", "--device", "cpu"],
+            2,
+            "--attention = 'flex' on the CPU: flex_attention has no CPU backward",
+        ),
     ],
 )
 def test_trainers_refuse_bad_runs_before_starting_ranks(trainer, flags, status, expected):
@@ -340,7 +351,7 @@ def packed_and_alone_gradients(model, lengths, seed):
     planner = torch.classes.bload.Planner(torch.tensor(lengths), 24, blocks_per_batch=4, seed=seed)
     table = planner.batch(0, 0, 0)
     sequences = {
-        int(s): torch.randn(int(lengths[s]), packed_gru.FEATURES, generator=generator)
+        int(s): torch.randn(int(lengths[s]), FEATURES, generator=generator)
         for s in table[:, COLUMN["sequence"]]
     }
     targets = {s: torch.randn(x.size(0), 1, generator=generator) for s, x in sequences.items()}
@@ -366,7 +377,7 @@ def packed_and_alone_gradients(model, lengths, seed):
 
 
 def test_packed_gradients_equal_the_sum_over_sequences_run_alone():
-    model = packed_gru.scripted(0)
+    model = scripted("gru", 0)
     lengths = [
         int(n) for n in torch.randint(1, 24, (60,), generator=torch.Generator().manual_seed(5))
     ]

@@ -1,4 +1,4 @@
-"""Faults in DDP training, each a multi-process run of the trainers of examples/ with a hard
+"""Faults in DDP training, each a multi-process run of the trainers of tests/harness/ with a hard
 timeout (a hang is a failure): ranks started with different options stop with an error that
 names what differs, on every rank; a rank whose batch holds no piece trains on (loss 0, valid
 JSON); a rank killed mid-epoch is named by the others, which stop, and a run resumed from the last

@@ -1,5 +1,5 @@
 """The ranks' watchdog (bload.distributed.Liveness, bload::Liveness; docs/ddp.md), through both
-trainers of examples/ started by hand as torchrun starts them (rank 0 hosts the store): a rank
+trainers of tests/harness/ started by hand as torchrun starts them (rank 0 hosts the store): a rank
 stopped with SIGSTOP is named by the other, which stops, within a heartbeat window far shorter
 than the collectives' --timeout; a rank started with another world size, and one that failed at
 start-up, are named as such on every rank. Each run has a hard timeout well under --timeout, so

@@ -34,7 +34,9 @@ constexpr const char* kUsage = R"(usage: ddp_trainer [options]
   --store DIR           read the sequences and their lengths from the sequence store at DIR
                         (docs/data.md; written by Python: tests/harness/ddp_trainer.py --store DIR
                         writes these generated sequences), packed by ranges of its mapping
-  --model cpp|FILE.pt   the C++ torch::nn model, or a TorchScript model (examples/packed_gru.py)
+  --model cpp|FILE.pt   the C++ torch::nn GRU, or a TorchScript model: tests/support/models.py
+                        saves the GRU and the causal transformer (SDPA with bload's mask; not
+                        with --policy lanes), e.g. `models.py transformer build/transformer.pt`
   --loop bload|padded|naive
                         packed blocks (default); or shuffled sequences, B a batch (see
                         --blocks-per-batch), each batch padded to its longest; or the naive

@@ -1,8 +1,8 @@
 // The training loops: bload's packed loop, the padded loop it is measured against, and the naive
-// per-sequence loop; the RunningSum data set, and the model's loading. The one file of the trainer that includes <torch/torch.h>.
+// per-sequence loop (on tests/support's RunningSum data set), and the model's loading. The one
+// file of the trainer that includes <torch/torch.h>.
 #include "training.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <bload/bload.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -13,38 +13,16 @@
 #include <tuple>
 
 #include "checkpoint.h"
-#include "packed_gru.h"
+#include "packed_gru.h"  // tests/support
 #include "padded_sampler.h"
+#include "running_sum.h"  // tests/support
 
 namespace trainer {
 
 namespace {
 
-constexpr int64_t kFeatures = 16, kHidden = 64, kOutputs = 1;
-
-// Sequence i: features x [T_i, 16] from a generator seeded by (seed, i), and the target
-// y_t = (x_0[0] + ... + x_t[0]) / sqrt(t + 1), a scaled running sum: the model has to carry
-// state along a sequence, and must start each sequence from a fresh state.
-class RunningSum : public torch::data::datasets::Dataset<RunningSum> {
- public:
-  RunningSum(std::vector<int64_t> lengths, int64_t seed)
-      : lengths_(std::move(lengths)), seed_(seed) {}
-
-  torch::data::Example<> get(size_t index) override {
-    const int64_t steps = lengths_.at(index);
-    auto generator =
-        at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) * 1000003u + index);
-    auto features = at::randn({steps, kFeatures}, generator);
-    auto target = features.select(1, 0).cumsum(0) / torch::arange(1, steps + 1).sqrt();
-    return {features, target.unsqueeze(1)};
-  }
-
-  std::optional<size_t> size() const override { return lengths_.size(); }
-
- private:
-  std::vector<int64_t> lengths_;
-  int64_t seed_;
-};
+constexpr int64_t kHidden = 64, kOutputs = 1;
+using bload_test::RunningSum;  // tests/support/running_sum.h: the data set's definition
 
 }  // namespace
 
@@ -69,6 +47,9 @@ class Model {
     const auto outputs = script.run_method("forward_lanes", data, table, carry, state).toTuple();
     return {outputs->elements().at(0).toTensor(), outputs->elements().at(1).toTensor()};
   }
+
+  // Whether the model carries a state from batch to batch (forward_lanes): not an attention one.
+  bool recurrent() const { return native || script.find_method("forward_lanes").has_value(); }
 
   // The size of the recurrent state of one row.
   int64_t hidden() const {
@@ -130,7 +111,7 @@ std::shared_ptr<Model> load_model(const Config& config, const c10::Device& devic
   auto model = std::make_shared<Model>();
   if (config.model == "cpp") {
     torch::manual_seed(config.seed);  // the same initial weights on every rank
-    model->native = PackedGRU(kFeatures, kHidden, kOutputs);
+    model->native = PackedGRU(bload_test::kRunningSumFeatures, kHidden, kOutputs);
     model->native->to(device);
   } else {
     try {
@@ -204,6 +185,9 @@ std::vector<EpochFigures> train_packed_from(const Config& config, const std::vec
     const auto& plan = trained.plan();
     const bool lanes = plan.carries_state();  // the core says which policies carry state
     if (lanes && !lane_state) {
+      TORCH_CHECK(model.recurrent(), "--policy = lanes with --model = \"", config.model,
+                  "\": expected a recurrent model (a forward_lanes method, as the GRU's); an "
+                  "attention model carries no state from batch to batch: use another policy");
       lane_state.emplace(trained, std::vector<int64_t>{model.hidden()},
                          at::TensorOptions().device(device));
       // A resumed lanes epoch goes on from every lane's checkpointed state (the sampler's load

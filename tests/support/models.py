@@ -1,0 +1,45 @@
+"""The test models by name, with their initial weights drawn from a seed (the same on every rank):
+"gru" (packed_gru.py) and "transformer" (packed_transformer.py). Saves one scripted, for the C++
+trainer's --model FILE (run from the repository root after `make`):
+
+    .venv/bin/python tests/support/models.py transformer build/packed_transformer.pt
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script
+from packed_gru import PackedGRU  # noqa: E402
+from packed_transformer import PackedTransformer  # noqa: E402
+
+MODELS = {"gru": PackedGRU, "transformer": PackedTransformer}
+
+
+def build(kind, seed=0):
+    """The eager model `kind`, its weights drawn from `seed`."""
+    if kind not in MODELS:
+        raise ValueError(f"model = {kind!r}: expected one of {', '.join(MODELS)}")
+    torch.manual_seed(seed)
+    return MODELS[kind]()
+
+
+def scripted(kind, seed=0):
+    """The model `kind` scripted (TorchScript), its weights drawn from `seed`."""
+    return torch.jit.script(build(kind, seed))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=sorted(MODELS))
+    parser.add_argument("output", help="where to save the TorchScript model (.pt)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    scripted(args.kind, args.seed).save(args.output)
+    print(f"saved {args.output}")
+
+
+if __name__ == "__main__":
+    main()
