@@ -46,6 +46,16 @@ std::optional<double> largest_finite(at::ScalarType dtype) {
   }
 }
 
+// Whether `sequence`'s shape after its steps is `first`'s. Plain sizes where neither is symbolic
+// (every eager batch): a comparison of SymInts costs calls per dimension, for every piece.
+bool same_trailing_shape(const at::Tensor& sequence, const at::Tensor& first) {
+  if (!sequence.unsafeGetTensorImpl()->has_symbolic_sizes_strides() &&
+      !first.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    return sequence.sizes().slice(1) == first.sizes().slice(1);
+  }
+  return sequence.sym_sizes().slice(1) == first.sym_sizes().slice(1);
+}
+
 }  // namespace
 
 void check_defined(const at::Tensor& tensor, const char* name) {
@@ -136,7 +146,7 @@ void check_sequences(at::TensorList sequences, const c10::SymInt& rows) {
                 "]: expected a tensor [steps, ...], got an undefined at::Tensor");
     TORCH_CHECK(sequence.dim() >= 1, "sequences[", i, "]: expected a tensor [steps, ...], got a ",
                 sequence.dim(), "-d tensor");
-    TORCH_CHECK(sequence.sym_sizes().slice(1) == first.sym_sizes().slice(1), "sequences[", i,
+    TORCH_CHECK(same_trailing_shape(sequence, first), "sequences[", i,
                 "]: expected shape [steps, ", first.sym_sizes().slice(1),
                 "] like sequences[0], got ", sequence.sym_sizes());
     TORCH_CHECK(sequence.scalar_type() == first.scalar_type(), "sequences[", i,
