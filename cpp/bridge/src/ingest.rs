@@ -77,11 +77,23 @@ mod tests {
     #[test]
     fn lengths_narrow_or_name_the_first_out_of_range() {
         let many: Vec<i32> = (0..3_000_000).map(|i| 1 + i % 4096).collect();
-        assert_eq!(narrowed(&many).unwrap(), many.iter().map(|&l| l as u32).collect::<Vec<_>>());
-        assert_eq!(narrowed(&[0i64, 7, i64::from(u32::MAX)]).unwrap(), [0, 7, u32::MAX]);
+        assert_eq!(
+            narrowed(&many).unwrap(),
+            many.iter().map(|&l| l as u32).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            narrowed(&[0i64, 7, i64::from(u32::MAX)]).unwrap(),
+            [0, 7, u32::MAX]
+        );
         let error = narrowed(&[3i64, 1 << 32, -1]).unwrap_err().to_string();
-        assert!(error.contains("lengths[1]") && error.contains("4294967296"), "{error}");
+        assert!(
+            error.contains("lengths[1]") && error.contains("4294967296"),
+            "{error}"
+        );
         let error = narrowed(&[3i32, 4, -2]).unwrap_err().to_string();
-        assert!(error.contains("lengths[2]") && error.contains("-2"), "{error}");
+        assert!(
+            error.contains("lengths[2]") && error.contains("-2"),
+            "{error}"
+        );
     }
 }
