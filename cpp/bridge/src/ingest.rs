@@ -34,8 +34,9 @@ pub(crate) fn narrowed<T: Copy + Into<i64>>(lengths: &[T]) -> bload::Result<Vec<
 /// An empty vector with room for `len` lengths. A large one is fresh memory from the system,
 /// which the kernel hands out a page at a time as it is first written: on 4 KiB pages, 10M
 /// lengths (40 MB) fault about 10,000 times, which took longer than the core's whole
-/// `Planner::new` on them. Asking for transparent huge pages (where the system gives them on
-/// request, as it does by default) makes that about 20 faults. A hint only: the contents and
+/// `Planner::new` on them. Asking for transparent huge pages (which Linux gives on request where
+/// `transparent_hugepage/enabled` is `madvise`, a common default, or `always`) makes that about
+/// 20 faults. A hint only: the contents and
 /// every result are the same without it.
 fn fresh_lengths(len: usize) -> bload::Result<Vec<u32>> {
     let vec: Vec<u32> = sized("the lengths as 32-bit integers", len)?;
@@ -43,14 +44,16 @@ fn fresh_lengths(len: usize) -> bload::Result<Vec<u32>> {
     Ok(vec)
 }
 
-/// The size of a huge page on the systems this advice is given on (x86-64 and arm64 Linux with
-/// 4 KiB base pages).
-const HUGE_PAGE: usize = 2 << 20;
-
-#[cfg(target_os = "linux")]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 fn advise_huge_pages(start: *const u8, bytes: usize) {
-    // The advice applies to whole pages: the huge pages wholly inside the allocation.
+    // The advice applies to whole pages: the huge pages wholly inside the allocation. (14 is
+    // MADV_HUGEPAGE in Linux's generic numbering, which these two architectures use.)
     const MADV_HUGEPAGE: i32 = 14;
+    // A huge page on these systems (with 4 KiB base pages).
+    const HUGE_PAGE: usize = 2 << 20;
     extern "C" {
         fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
     }
@@ -67,7 +70,10 @@ fn advise_huge_pages(start: *const u8, bytes: usize) {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 fn advise_huge_pages(_start: *const u8, _bytes: usize) {}
 
 #[cfg(test)]
