@@ -111,11 +111,14 @@ void per_piece_row() {
 // bload's work.
 class InMemory : public torch::data::datasets::Dataset<InMemory> {
  public:
-  explicit InMemory(const Batch& batch) {
+  // As many sequences as the lengths planned (get_batch checks the dataset's size); only the
+  // batch's are read.
+  explicit InMemory(const Batch& batch)
+      : data_(static_cast<size_t>(batch.request.sequences)),
+        target_(static_cast<size_t>(batch.request.sequences)) {
     auto cells = batch.request.table.accessor<int64_t, 2>();
     for (size_t row = 0; row < batch.sequences.size(); ++row) {
       const auto index = static_cast<size_t>(cells[row][bload::kSequence]);
-      if (data_.size() <= index) data_.resize(index + 1), target_.resize(index + 1);
       data_[index] = batch.sequences[row];
       target_[index] = torch::zeros({batch.sequences[row].size(0)}, at::kLong);
     }

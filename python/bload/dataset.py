@@ -191,10 +191,11 @@ def _packed(steps, table, blocks, t_max, padding, option, buffers):
     # directly, sending it moves no byte (an ordinary tensor would be copied there).
     shared = torch.utils.data.get_worker_info() is not None
     out = buffers.take([blocks, t_max, *first.shape[1:]], first.dtype, shared)
-    if len(table) == 0:
-        return out.fill_(padding)
+    # A table of no row packs no sequence: the kernel takes the padding's dtype from out, and
+    # checks the padding against it as for any batch.
+    sequences = steps if len(table) else []
     try:
-        return ops.pack(steps, table, blocks, t_max, padding, out=out)
+        return ops.pack(sequences, table, blocks, t_max, padding, out=out)
     except RuntimeError as error:
         # The kernel's check of the padding (the one rule) names its argument, padding_value,
         # which the dataset's user never set: name their option instead.

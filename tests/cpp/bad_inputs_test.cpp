@@ -27,6 +27,19 @@ TEST(Padding, AnIntegerDtypeRefusesAFraction) {
                            torch::tensor({0, 1, 2, -100}).view({1, 4})));
 }
 
+TEST(Padding, NoSequenceTakesTheDtypeFromOut) {
+  // A table of no row (a batch of empty blocks): the padding is checked against out's dtype.
+  const auto no_row = one_piece().slice(0, 0, 0);
+  auto out = torch::empty({2, 4}, torch::kLong);
+  EXPECT_TRUE(contains(error_of([&] { bload::pack_into(out, {}, no_row, 1.5); }),
+                       "padding_value = 1.5: expected an integer in ["));
+  bload::pack_into(out, {}, no_row, -7);
+  EXPECT_TRUE(torch::equal(out, torch::full({2, 4}, -7, torch::kLong)));
+  // A table with a row still needs its sequence.
+  EXPECT_TRUE(contains(error_of([&] { bload::pack_into(out, {}, one_piece(), 0); }),
+                       "sequences: expected 1 tensors, one per table row, got 0"));
+}
+
 TEST(Padding, BoolAndNarrowDtypesRefuseWhatTheyCannotHold) {
   const auto flags = torch::ones({3}, torch::kBool);
   EXPECT_TRUE(contains(error_of([&] { bload::pack({flags}, one_piece(), 1, 4, 2); }),

@@ -40,6 +40,20 @@ def test_padding_the_dtype_holds_packs():
     ]
 
 
+def test_a_batch_of_no_sequence_checks_the_padding_against_out():
+    """No sequence to take the dtype from: pack_into takes out's, and checks the padding."""
+    no_row = one_piece()[:0]
+    with pytest.raises(RuntimeError, match=r"padding_value = 1.5: expected an integer in \["):
+        ops.pack([], no_row, 1, 4, 1.5, out=torch.empty(1, 4, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="padding_value = 2: expected 0 or 1"):
+        ops.pack([], no_row, 1, 4, 2, out=torch.empty(1, 4, dtype=torch.bool))
+    out = ops.pack([], no_row, 2, 4, -7, out=torch.zeros(2, 4, 3, dtype=torch.int16))
+    assert torch.equal(out, torch.full((2, 4, 3), -7, dtype=torch.int16))
+    # A table with rows still needs its sequences.
+    with pytest.raises(RuntimeError, match="sequences: expected 1 tensors, one per table row"):
+        ops.pack([], one_piece(), 1, 4, 0, out=torch.empty(1, 4))
+
+
 class Sequences(torch.utils.data.Dataset):
     """Sequence i: `lengths[i]` steps of value i, targets i (int64)."""
 
@@ -60,6 +74,18 @@ def test_the_dataset_names_its_padding_option():
     dataset = bload.BlockDataset(Sequences(lengths), 9, target_padding=-100.7)
     with pytest.raises(ValueError, match=r"target_padding = -100.7: expected an integer in \["):
         dataset.__getitems__(next(iter(sampler)))
+
+
+def test_a_batch_of_empty_blocks_names_its_padding_option():
+    """Rank 0's first batch is one empty block (pad_to_max rounds 3 blocks up to 4 on 2 ranks):
+    its padding is checked as any batch's, against the target's dtype."""
+    lengths = [5, 7, 3]
+    sampler = bload.BlockSampler(lengths, 8, world_size=2, rank=0, policy="pad_to_max")
+    request = next(iter(sampler))
+    assert request.table.shape[0] == 0  # the precondition: a batch without a piece
+    dataset = bload.BlockDataset(Sequences(lengths), 8, target_padding=-100.7)
+    with pytest.raises(ValueError, match=r"target_padding = -100.7: expected an integer in \["):
+        dataset.__getitems__(request)
 
 
 def test_a_dataset_of_another_size_is_refused():

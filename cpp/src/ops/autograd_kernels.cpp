@@ -91,7 +91,7 @@ void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
               "out requires grad: pack with out= records no gradient (call pack without out=)");
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    bload::pack_into(out, sequences.vec(), table, padding_value);
+    call_pack_into(out, sequences, table, padding_value);
   }
   torch::autograd::impl::bump_version(out);  // as in-place and out= operators do
 }

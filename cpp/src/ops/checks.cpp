@@ -46,6 +46,16 @@ std::optional<double> largest_finite(at::ScalarType dtype) {
   }
 }
 
+// Whether `sequence`'s shape after its steps is `first`'s. Plain sizes where neither is symbolic
+// (every eager batch): a comparison of SymInts costs calls per dimension, for every piece.
+bool same_trailing_shape(const at::Tensor& sequence, const at::Tensor& first) {
+  if (!sequence.unsafeGetTensorImpl()->has_symbolic_sizes_strides() &&
+      !first.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    return sequence.sizes().slice(1) == first.sizes().slice(1);
+  }
+  return sequence.sym_sizes().slice(1) == first.sym_sizes().slice(1);
+}
+
 }  // namespace
 
 void check_defined(const at::Tensor& tensor, const char* name) {
@@ -110,6 +120,8 @@ void check_batch_shape(int64_t blocks, int64_t t_max) {
 at::Tensor host_table(const at::Tensor& table) {
   check_table_layout(table);
   check_has_values(table, "table");
+  // Already on the host (every CPU batch): no dispatched call, which costs more than the checks.
+  if (table.is_cpu() && table.is_contiguous()) return table;
   return table.to(at::kCPU).contiguous();
 }
 
@@ -134,7 +146,7 @@ void check_sequences(at::TensorList sequences, const c10::SymInt& rows) {
                 "]: expected a tensor [steps, ...], got an undefined at::Tensor");
     TORCH_CHECK(sequence.dim() >= 1, "sequences[", i, "]: expected a tensor [steps, ...], got a ",
                 sequence.dim(), "-d tensor");
-    TORCH_CHECK(sequence.sym_sizes().slice(1) == first.sym_sizes().slice(1), "sequences[", i,
+    TORCH_CHECK(same_trailing_shape(sequence, first), "sequences[", i,
                 "]: expected shape [steps, ", first.sym_sizes().slice(1),
                 "] like sequences[0], got ", sequence.sym_sizes());
     TORCH_CHECK(sequence.scalar_type() == first.scalar_type(), "sequences[", i,
@@ -169,11 +181,22 @@ at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table
   return host;
 }
 
+void check_pack_into_layout(const at::Tensor& out, at::TensorList sequences,
+                            const c10::SymInt& rows) {
+  if (!sequences.empty()) {
+    check_sequences(sequences, rows);
+    check_pack_into(out, sequences[0]);
+    return;
+  }
+  // A batch of padding only: no sequence, so the trailing shape and dtype are out's own.
+  TORCH_CHECK(rows == 0, "sequences: expected ", rows, " tensors, one per table row, got 0");
+  TORCH_CHECK(out.dim() >= 2, "out: expected shape [blocks, t_max, ...], got ", out.sym_sizes());
+}
+
 at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
                                     const at::Tensor& table, const at::Scalar& padding_value) {
   check_table_layout(table);
-  check_sequences(sequences, table.size(0));
-  check_pack_into(out, sequences[0]);
+  check_pack_into_layout(out, sequences, table.size(0));
   check_padding(padding_value, out.scalar_type(), "padding_value");
   return checked_host_table(table, out.size(0), out.size(1));
 }

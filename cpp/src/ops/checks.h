@@ -77,6 +77,10 @@ BLOAD_API void pack_by_gather(at::Tensor& out, at::TensorList sequences, const a
 // pack_into's checks of `out` against the sequences: [blocks, t_max, ...] of their trailing shape,
 // dtype and device.
 void check_pack_into(const at::Tensor& out, const at::Tensor& first);
+// pack_into's sequences against the table's rows and out's shape and dtype; no sequence (a
+// table of no row) leaves out's dtype for the padding.
+void check_pack_into_layout(const at::Tensor& out, at::TensorList sequences,
+                            const c10::SymInt& rows);
 
 // The checks of pack's and pack_into's kernels, whatever the device: `sequences` against the
 // table, the table (brought to the host) against the batch shape, which is `out`'s for pack_into.
@@ -94,6 +98,11 @@ std::vector<at::Tensor> batch_tables_on_host(const at::Tensor& host, int64_t blo
                                              const std::string& positions = "sequence");
 
 // pack's backward through the dispatcher (an operator of its own, so AOT autograd traces it).
+// pack_into through the dispatcher from a list of the caller's tensors, without copying the
+// list (each copy of a tensor is an atomic reference count, a measurable share of a small batch).
+void call_pack_into(at::Tensor& out, at::TensorList sequences, const at::Tensor& table,
+                    const at::Scalar& padding_value);
+
 std::vector<at::Tensor> call_pack_backward(const at::Tensor& grad, const at::Tensor& table,
                                            c10::SymIntArrayRef steps);
 

@@ -14,6 +14,10 @@ namespace bload::ops {
 
 void pack_by_gather(at::Tensor& out, at::TensorList sequences, const at::Tensor& host,
                     const at::Scalar& padding_value) {
+  if (sequences.empty()) {  // a batch of padding only (pack_into of a table of no row)
+    out.fill_(padding_value);
+    return;
+  }
   const auto& first = sequences[0];
   // The sources, end to end: every sequence as given, then one step of padding.
   std::vector<at::Tensor> sources(sequences.begin(), sequences.end());

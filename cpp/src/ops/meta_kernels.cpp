@@ -29,9 +29,8 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
 
 void pack_into(Tensor& out, at::TensorList sequences, const Tensor& table, const at::Scalar&) {
   check_table_layout(table);
-  check_sequences(sequences, table.sym_size(0));
-  check_on_meta(sequences[0], "sequences[0]");
-  check_pack_into(out, sequences[0]);
+  check_pack_into_layout(out, sequences, table.sym_size(0));
+  if (!sequences.empty()) check_on_meta(sequences[0], "sequences[0]");
 }
 
 std::vector<Tensor> pack_backward(const Tensor& grad, const Tensor& table,

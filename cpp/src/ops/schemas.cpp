@@ -119,13 +119,18 @@ std::vector<Tensor> ops::call_pack_backward(const Tensor& grad, const Tensor& ta
   return op.call(grad, table, steps);
 }
 
-void pack_into(Tensor& out, const std::vector<Tensor>& sequences, const Tensor& table,
-               const at::Scalar& padding_value) {
+void ops::call_pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
+                         const at::Scalar& padding_value) {
   static auto op = typed_op<void(Tensor&, at::TensorList, const Tensor&, const at::Scalar&)>(
       "bload::pack_into");
+  op.call(out, sequences, table, padding_value);
+}
+
+void pack_into(Tensor& out, const std::vector<Tensor>& sequences, const Tensor& table,
+               const at::Scalar& padding_value) {
   ops::check_defined(out, "out");
   ops::check_defined(table, "table");
-  op.call(out, sequences, table, padding_value);
+  ops::call_pack_into(out, sequences, table, padding_value);
 }
 
 }  // namespace bload
