@@ -179,8 +179,6 @@ class ScriptPlanner : public torch::CustomClassHolder {
     return rows;
   }
 
-  explicit ScriptPlanner(Planner planner) : planner_(std::move(planner)) {}
-
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
   int64_t num_sequences() const { return planner_.num_sequences(); }
 

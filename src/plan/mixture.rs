@@ -311,10 +311,10 @@ impl Planner {
             err
         })?;
         let mut plan = planner.plan(epoch)?;
-        for sequence in &mut plan.piece_sequences {
+        for sequence in plan.piece_sequences.vec("the plan's pieces' sequences")? {
             *sequence = choice.sequences[*sequence as usize];
         }
-        plan.lengths = Arc::clone(&self.lengths);
+        plan.lengths = self.lengths.clone();
         Ok(plan)
     }
 

@@ -42,14 +42,10 @@ pub(crate) fn new_mixture_planner(
                 })?;
             let (own, after) = rest.split_at(size);
             rest = after;
-            let mut narrow = super::sized("a source's lengths as 32-bit integers", size)?;
-            for (i, &length) in own.iter().enumerate() {
-                let length = u32::try_from(length).map_err(|_| {
-                    let expected = format!("a length from 1 to {} steps", u32::MAX);
-                    Error::invalid(format!("sources[{s}].lengths[{i}]"), length, expected)
-                })?;
-                narrow.push(length);
-            }
+            let narrow = crate::ingest::narrowed(own).map_err(|mut err| {
+                err.argument = format!("sources[{s}].{}", err.argument);
+                err
+            })?;
             sources.push(Source::new(name, narrow, weight));
         }
         if !rest.is_empty() {
@@ -73,13 +69,7 @@ pub(crate) fn new_planner_from_sources_json(
 ) -> Result<Box<Planner>, BridgeError> {
     guarded("new_planner_from_sources_json", || {
         let options = bload::Options::try_from(options)?;
-        let mut narrow = super::sized("the lengths as 32-bit integers", lengths.len())?;
-        for (i, &length) in lengths.iter().enumerate() {
-            narrow.push(u32::try_from(length).map_err(|_| {
-                let expected = format!("a length from 1 to {} steps", u32::MAX);
-                Error::invalid(format!("lengths[{i}]"), length, expected)
-            })?);
-        }
+        let narrow = crate::ingest::narrowed(lengths)?;
         Ok(Box::new(Planner(bload::Planner::with_sources_json(
             &narrow, sources, options,
         )?)))
