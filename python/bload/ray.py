@@ -21,8 +21,9 @@ import numpy as np
 import ray
 
 from bload import ops
+from bload._arguments import integer
 from bload.dataset import BlockDataset
-from bload.sampler import BlockSampler, integer
+from bload.sampler import BlockSampler
 
 __all__ = ["RayLoader"]
 

@@ -10,13 +10,12 @@ all-gather per epoch, that they agree on it.
 import collections.abc
 import dataclasses
 import json
-import numbers
-import os
 import warnings
 
 import torch
 
 from bload import _library, mixture
+from bload._arguments import BOUNDS, POLICIES, distributed, integer, lengths_tensor
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import shared_plan as _shared_plan
@@ -25,23 +24,6 @@ from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 _library.load()
 
 __all__ = ["BlockBatch", "BlockSampler", "PlanHash", "POLICIES"]
-
-_INT64 = (-(2**63), 2**63 - 1)
-
-#: The policies a plan can have, in the core's order.
-POLICIES = tuple(torch.ops.bload.policy_names())
-
-#: The values each int option may take, from the core's one list: name -> (lowest, highest).
-BOUNDS = {name: (low, high) for name, low, high in zip(*torch.ops.bload.option_bounds())}
-
-
-def integer(name, value, minimum=_INT64[0], maximum=_INT64[1]):
-    """`value` as an int from `minimum` to `maximum`, or a TypeError/ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} = {value!r}: expected an int")
-    if not minimum <= value <= maximum:
-        raise ValueError(f"{name} = {value}: expected an int from {minimum} to {maximum}")
-    return int(value)
 
 
 class PlanHash(int):
@@ -81,46 +63,6 @@ class BlockBatch:
             "a bload batch reached a dataset that cannot load it: wrap the dataset in "
             "bload.BlockDataset (and pass BlockSampler as batch_sampler=, not sampler=)"
         )
-
-
-def _lengths_tensor(lengths):
-    if isinstance(lengths, (str, os.PathLike)):
-        # Any lengths file: the core's formats, and Arrow or Parquet's only list column.
-        from bload.lengths import read_lengths
-
-        return read_lengths(lengths)
-    if isinstance(lengths, torch.Tensor):
-        return lengths
-    expected = "expected a lengths file's path, a 1-d integer tensor or a sequence of ints"
-    try:
-        # A numpy array's memory as it is (int32 and int64 are read in place); an empty list
-        # becomes int64 rather than float.
-        tensor = torch.as_tensor(lengths)
-    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
-        raise TypeError(f"lengths: {expected} ({err})") from None
-    if tensor.numel() == 0:
-        return tensor.long()
-    if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
-        # Say what the caller passed, not the tensor it became.
-        dtype = getattr(lengths, "dtype", None)
-        got = (
-            f"a {type(lengths).__name__} of {dtype}"
-            if dtype is not None
-            else (f"a {type(lengths).__name__} of {type(next(iter(lengths))).__name__}s")
-        )
-        raise TypeError(f"lengths: {expected}, got {got}")
-    return tensor
-
-
-def _distributed(world_size, rank):
-    """world_size and rank, each torch.distributed's where it is initialized and not given."""
-    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if world_size is None:
-        world_size = torch.distributed.get_world_size() if initialized else 1
-    world_size = integer("world_size", world_size, *BOUNDS["world_size"])
-    if rank is None:
-        rank = torch.distributed.get_rank() if initialized else 0
-    return world_size, integer("rank", rank, 0, world_size - 1)
 
 
 class BlockSampler(torch.utils.data.Sampler):
@@ -197,7 +139,7 @@ class BlockSampler(torch.utils.data.Sampler):
                 f"drop_last = {drop_last!r}: expected False: bload gives every rank the same number "
                 f"of batches by padding (counted in stats()), and never drops a sequence"
             )
-        self.world_size, self.rank = _distributed(world_size, rank)
+        self.world_size, self.rank = distributed(world_size, rank)
         self.t_max = integer("t_max", t_max, *BOUNDS["t_max"])
         self.blocks_per_batch = integer(
             "blocks_per_batch", blocks_per_batch, *BOUNDS["blocks_per_batch"]
@@ -230,9 +172,9 @@ class BlockSampler(torch.utils.data.Sampler):
             options = (self.t_max, self.blocks_per_batch, self.world_size, self.seed)
             self.planner = _reader_planner(self._shared, *options, policy, split, cost)
         elif sources is not None:
-            self.planner = mixture.mixture_planner(sources, _lengths_tensor, **options)
+            self.planner = mixture.mixture_planner(sources, lengths_tensor, **options)
         else:
-            self.planner = torch.classes.bload.Planner(_lengths_tensor(lengths), **options)
+            self.planner = torch.classes.bload.Planner(lengths_tensor(lengths), **options)
         self._start(0)
 
     def source_of(self, index):

@@ -13,17 +13,21 @@ mod guard;
 mod ingest;
 mod lengths;
 mod mixture;
+mod planner;
 mod shared;
 mod state;
 mod store;
 mod tables;
 pub mod types;
 
-use bload::Error;
 use cost::{cost_code, cost_of_code};
-use guard::{guarded, infallible, BridgeError};
 use lengths::{detect_lengths_format, read_lengths_file};
 use mixture::{new_mixture_planner, new_planner_from_sources_json};
+use planner::{
+    default_plan_options, new_planner, new_planner_from_i32, parse_policy, plan_options_from_json,
+    plan_options_to_json, policy_name, stable_hash,
+};
+pub use planner::{EpochPlan, Planner};
 use shared::planner_from_shared_plan;
 use state::{optional_state_fields, ReadState};
 use store::{open_sequence_store, read_ahead_bounds, store_read_ranges};
@@ -32,7 +36,7 @@ use tables::{
     write_attention_mask, write_batch_tables, write_carry_mask, write_cu_seqlens, write_end_mask,
     write_kv_blocks, write_position_ids, write_reset_mask, write_segment_ids, write_valid_mask,
 };
-use types::ffi::{EpochPosition, PlanOptions, PlanStats, Policy};
+use types::ffi::{EpochPosition, PlanOptions};
 use types::option_bounds;
 
 #[cxx::bridge(namespace = "bload::ffi")]
@@ -330,157 +334,6 @@ mod ffi {
             out: &mut [i64],
         ) -> Result<()>;
         fn write_cu_seqlens(table: &[i64], out: &mut [i32]) -> Result<()>;
-    }
-}
-
-use ffi::{Resumed, StatCount};
-
-pub struct Planner(bload::Planner);
-pub struct EpochPlan(bload::EpochPlan);
-
-fn default_plan_options(t_max: i64) -> PlanOptions {
-    let mut options = PlanOptions::from(&bload::Options::new(1));
-    options.t_max = t_max;
-    options
-}
-
-fn parse_policy(name: &str) -> Result<Policy, BridgeError> {
-    guarded("parse_policy", || Ok(name.parse::<bload::Policy>()?.into()))
-}
-
-fn policy_name(policy: Policy) -> Result<String, BridgeError> {
-    guarded("policy_name", || {
-        Ok(bload::Policy::try_from(policy)?.name().to_string())
-    })
-}
-
-fn plan_options_to_json(options: &PlanOptions) -> Result<String, BridgeError> {
-    guarded("plan_options_to_json", || {
-        Ok(bload::Options::try_from(options)?.to_json())
-    })
-}
-
-fn plan_options_from_json(text: &str) -> Result<PlanOptions, BridgeError> {
-    guarded("plan_options_from_json", || {
-        Ok(PlanOptions::from(&bload::Options::from_json(text)?))
-    })
-}
-
-fn new_planner(lengths: &[i64], options: &PlanOptions) -> Result<Box<Planner>, BridgeError> {
-    guarded("new_planner", || planner_from(lengths, options))
-}
-
-fn new_planner_from_i32(
-    lengths: &[i32],
-    options: &PlanOptions,
-) -> Result<Box<Planner>, BridgeError> {
-    guarded("new_planner_from_i32", || planner_from(lengths, options))
-}
-
-/// The core's planner of `lengths` narrowed to its 32 bits a sequence, in one pass that converts
-/// and notes whether any length was out of range (the out-of-range one is looked for only then).
-/// The copy is fresh memory, whose page faults cost more than the copy on 4 KiB pages; see
-/// [`ingest::fresh_lengths`].
-fn planner_from<T: Copy + Into<i64>>(
-    lengths: &[T],
-    options: &PlanOptions,
-) -> bload::Result<Box<Planner>> {
-    let options = bload::Options::try_from(options)?;
-    let narrow = ingest::narrowed(lengths)?;
-    Ok(Box::new(Planner(bload::Planner::new(narrow, options)?)))
-}
-
-impl Planner {
-    fn lengths(&self) -> &[u32] {
-        self.0.lengths()
-    }
-
-    fn lengths_hash(&self) -> u64 {
-        self.0.lengths_hash()
-    }
-
-    fn plan_epoch(&self, epoch: i64) -> Result<Box<EpochPlan>, BridgeError> {
-        guarded("plan_epoch", || {
-            let epoch = u64::try_from(epoch)
-                .map_err(|_| Error::invalid("epoch", epoch, "an epoch of at least 0"))?;
-            Ok(Box::new(EpochPlan(self.0.plan(epoch)?)))
-        })
-    }
-
-    fn resume_epoch(&self, at: &EpochPosition) -> Result<Resumed, BridgeError> {
-        guarded("resume_epoch", || {
-            let resumed = self.0.resume(&at.try_into()?)?;
-            Ok(Resumed {
-                plan: Box::new(EpochPlan(resumed.plan)),
-                // At most the plan's batches per rank, a count of 32-bit-indexed blocks.
-                batches: resumed.batches as i64,
-            })
-        })
-    }
-}
-
-impl EpochPlan {
-    fn epoch(&self) -> u64 {
-        self.0.epoch()
-    }
-
-    fn batches_per_rank(&self) -> usize {
-        self.0.batches_per_rank()
-    }
-
-    fn carries_state(&self) -> bool {
-        self.0.options().policy.carries_state()
-    }
-
-    fn batch_table(&self, rank: i64, batch: i64) -> Result<Vec<i64>, BridgeError> {
-        guarded("batch_table", || {
-            let ranks = self.0.options().world_size;
-            let rank = u32::try_from(rank).map_err(|_| {
-                let expected = format!("a rank below world_size ({ranks}), counting from 0");
-                Error::invalid("rank", rank, expected)
-            })?;
-            let batch = usize::try_from(batch)
-                .map_err(|_| Error::invalid("batch", batch, "a batch index of at least 0"))?;
-            let rows = self.0.batch(rank, batch)?.table();
-            Ok(rows.into_iter().flatten().collect())
-        })
-    }
-
-    fn stats(&self) -> PlanStats {
-        infallible("stats", || PlanStats::from(self.0.stats()))
-    }
-
-    fn stat_counts(&self) -> Vec<StatCount> {
-        let counts = self.0.stats().counts().into_iter();
-        counts
-            .map(|(name, value)| StatCount {
-                name: name.to_string(),
-                value,
-            })
-            .collect()
-    }
-
-    fn plan_hash(&self) -> u64 {
-        self.0.hash()
-    }
-
-    fn position(&self, batches: i64) -> Result<EpochPosition, BridgeError> {
-        guarded("position", || {
-            let per_rank = self.0.batches_per_rank();
-            let batches = usize::try_from(batches)
-                .map_err(|_| Error::invalid("batches", batches, format!("from 0 to {per_rank}")))?;
-            Ok(EpochPosition::from(&self.0.position(batches)?))
-        })
-    }
-}
-
-fn stable_hash(words: &[u64]) -> u64 {
-    bload::stable_hash(words)
-}
-
-impl Default for PlanStats {
-    fn default() -> Self {
-        PlanStats::from(&bload::PlanStats::default())
     }
 }
 

@@ -2,6 +2,8 @@
 //! shared types carry the core's values by name.
 
 use super::*;
+use crate::guard::guarded;
+use crate::types::ffi::Policy;
 use bload::Column;
 
 fn options(t_max: i64) -> PlanOptions {
