@@ -9,6 +9,9 @@
 #             reference, every mask, pack_backward (tests/python, `-k DEVICE`)
 #   loader    DataLoader(pin_memory=True) of bload's batches, .to(DEVICE, non_blocking=True),
 #             checked against the same batches packed on the CPU (tests/gpu/loader_check.py)
+#   attention the attention model's packed outputs and gradients equal each piece run alone
+#             (flex_attention's gradients: on cuda only), then a transformer epoch of the
+#             Python trainer (flex_attention with the BlockMask on cuda, SDPA on cpu)
 #   trainer   a one-rank epoch of the C++ trainer (NCCL on cuda, gloo on cpu)
 #   bench     pack beside torch.cat on the device (benches/pack_device.py; BENCHMARKS.md)
 #
@@ -109,6 +112,14 @@ if step configure "${configure[@]}" &&
   step ops "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning -k "$DEVICE" \
     tests/python/test_ops.py tests/python/test_pack_paths.py
   step loader "$PYTHON" tests/gpu/loader_check.py --device "$DEVICE"
+  # The attention model's packed outputs and gradients against each piece alone: on cuda this is
+  # where flex_attention's gradients are checked (it has no CPU backward in eager mode).
+  step attention "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+    tests/python/test_attention_model.py
+  # The transformer trained by the Python trainer: flex_attention and the BlockMask on cuda.
+  attention=(flex); [[ $DEVICE == cpu ]] && attention=(sdpa)
+  step transformer "$PYTHON" tests/harness/ddp_trainer.py --world-size 1 --device "$DEVICE" \
+    --model transformer --attention "${attention[0]}" --epochs 1 --sequences 300 --timeout 120
   trainer=("$BUILD_DIR/tests/harness/cpp/ddp_trainer" --world-size 1 --device "$DEVICE" --epochs 1 --timeout 120)
   [[ $DEVICE == cpu ]] && trainer+=(--sequences 300)
   step trainer "${trainer[@]}"
@@ -121,11 +132,12 @@ echo
 echo "== report (tests/gpu/run.sh on $DEVICE)"
 cat "$LOGS/device.txt"
 printf '%s\n' "${REPORT[@]}"
-for name in ops loader trainer bench; do
+for name in ops loader attention transformer trainer bench; do
   [[ -f "$LOGS/$name.log" ]] || continue
   echo "-- $name"
   case $name in
-    ops) tail -n 1 "$LOGS/$name.log" ;;
+    ops|attention) tail -n 1 "$LOGS/$name.log" ;;
+    transformer) tail -n 2 "$LOGS/$name.log" ;;
     trainer) grep -v $'\r' "$LOGS/$name.log" | tail -n 4 ;;
     *) cat "$LOGS/$name.log" ;;
   esac
