@@ -117,7 +117,7 @@ test-cpp: plugin
 	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure
 
 test-python: build plugin python
-	$(VPY) -m pytest -q -W ignore::DeprecationWarning tests/python
+	$(VPY) -m pytest -q -W ignore::DeprecationWarning --durations=15 tests/python
 	$(VPY) examples/python_loop.py > /dev/null
 	rm -rf $(BUILD)/python_loop_store
 	$(VPY) examples/python_loop.py --store $(BUILD)/python_loop_store > /dev/null
