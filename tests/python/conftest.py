@@ -1,3 +1,4 @@
+import os
 import pathlib
 import sys
 
@@ -6,6 +7,9 @@ import pytest
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Every process the tests start (trainer ranks under spawn or torchrun, DataLoader workers) prints
+# its Python stack if it dies of a signal: a rank that aborts says where it was.
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 # tests/support: the test data set and test models, shared with the harness (tests/harness).
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 # The library under test: the installed package's, or the build named by BLOAD_LIBRARY.
