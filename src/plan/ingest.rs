@@ -82,6 +82,9 @@ pub fn narrow_lengths<T: LengthInteger>(lengths: &[T]) -> Result<Vec<u32>> {
     Ok(narrow)
 }
 
+/// Lengths narrowed and tallied at a time: 16 KiB of `u32`, which stay in a core's L1 cache.
+const TALLY_CHUNK: usize = 4096;
+
 /// `validate::gather` of lengths in a caller's integers, which it copies into the core's `u32` as
 /// it reads them, in the same one pass.
 fn gather_narrowing<T: LengthInteger>(
@@ -95,13 +98,23 @@ fn gather_narrowing<T: LengthInteger>(
     let mut lengths = fresh_lengths(source.len())?;
     let mut tally = Tally::new(options.t_max)?;
     let mut all_fit = true;
-    lengths.extend(source.iter().map(|&length| {
-        let (length, fits) = length.narrow();
-        all_fit &= fits;
-        // An out-of-range length is tallied as its low 32 bits, harmlessly: refused just below.
-        tally.add(length);
-        length
-    }));
+    // A chunk at a time: narrowed (a loop simple enough to vectorise), then tallied while it is
+    // still in the cache, by the very loop `gather` runs, so the lengths are read from memory
+    // once and the tally costs what it costs in `Planner::new`. (One loop doing both, measured
+    // beside this by `benches/plan.rs`'s ingest rows, took 1.6x `Planner::new` on i64 lengths,
+    // this 1.0 to 1.1x.) An out-of-range length is tallied as its low 32 bits, harmlessly: it is
+    // refused just below.
+    for chunk in source.chunks(TALLY_CHUNK) {
+        let start = lengths.len();
+        lengths.extend(chunk.iter().map(|&length| {
+            let (length, fits) = length.narrow();
+            all_fit &= fits;
+            length
+        }));
+        for &length in &lengths[start..] {
+            tally.add(length);
+        }
+    }
     if !all_fit {
         return Err(first_out_of_range(source).unwrap_or_else(out_of_range_unfound));
     }
