@@ -2,9 +2,10 @@
 //! int64, read in place) taken into the core's 32 bits a sequence.
 //!
 //! The planner owns its lengths (a caller's tensor could change after the planner is made), so
-//! they are copied; [`Planner::from_lengths`] makes that copy in the very pass that checks and
-//! gathers them (`validate.rs`'s tally), so ingestion adds to [`Planner::new`] only the copy's
-//! writes, not a pass of its own (`benches/ingest.py`). The one check that is ingestion's own,
+//! they are copied; [`Planner::from_lengths`] makes that copy in the pass that checks and gathers
+//! them (`validate.rs`'s tally, run on each chunk as it is copied), so the caller's lengths are
+//! read from memory once and ingestion adds no pass of its own to [`Planner::new`]'s
+//! (`benches/ingest.py`). The one check that is ingestion's own,
 //! that a length fits 32 bits, is noted in that pass and the out-of-range length looked for
 //! only when there is one.
 
@@ -86,7 +87,7 @@ pub fn narrow_lengths<T: LengthInteger>(lengths: &[T]) -> Result<Vec<u32>> {
 const TALLY_CHUNK: usize = 4096;
 
 /// `validate::gather` of lengths in a caller's integers, which it copies into the core's `u32` as
-/// it reads them, in the same one pass.
+/// it reads them, a chunk at a time.
 fn gather_narrowing<T: LengthInteger>(
     source: &[T],
     options: &Options,
