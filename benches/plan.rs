@@ -212,7 +212,8 @@ fn hard_set_rows() {
 }
 
 /// `Planner::new` alone (no plan) on the lengths file `BLOAD_BENCH_LENGTHS`: one line
-/// `planner_new_median_s SECONDS` for scripts (`benches/ingest.py`), then one for people.
+/// `planner_new_median_s SECONDS` for scripts (`benches/ingest.py`), then lines for people:
+/// that baseline's figures, and the rows beside it that explain the Python ones.
 fn ingest_row() {
     let path = std::env::var("BLOAD_BENCH_LENGTHS")
         .expect("BLOAD_BENCH_ONLY=ingest: BLOAD_BENCH_LENGTHS names a lengths file");
@@ -225,19 +226,48 @@ fn ingest_row() {
     let lengths = read_lengths(Path::new(&path)).unwrap_or_else(|err| panic!("{err}"));
     let options = Options::new(t_max);
     // What is timed is the checks and per-length tables the planner builds.
-    let (_, timing, peak_bytes) = measure_on_copies(&lengths, INGEST_RUNS, |input| {
+    let (_, baseline, peak_bytes) = measure_on_copies(&lengths, INGEST_RUNS, |input| {
         Planner::new(input, options.clone()).expect("valid bench input")
     });
-    println!("planner_new_median_s {:.9}", timing.median);
+    println!("planner_new_median_s {:.9}", baseline.median);
     println!(
         "Planner::new of {} lengths from {path} (t_max {t_max}): median {:.3} ms, fastest {:.3} \
          ms of {INGEST_RUNS} runs, {:.2} ns/seq, peak heap {:.1} B/seq above the lengths",
         lengths.len(),
-        timing.median * 1e3,
-        timing.fastest * 1e3,
-        timing.median * 1e9 / lengths.len() as f64,
+        baseline.median * 1e3,
+        baseline.fastest * 1e3,
+        baseline.median * 1e9 / lengths.len() as f64,
         peak_bytes as f64 / lengths.len() as f64,
     );
+    // Beside the baseline, for reading the Python rows (not the baseline, which stays the
+    // constructor of lengths already in the core's form): the core's own ingestion of the same
+    // values as i64 and i32 (what the bridge calls), and `Planner::new` of a copy made inside
+    // the clock, as a Rust caller pays whose lengths are not already a `Vec<u32>` to give away.
+    let wide: Vec<i64> = lengths.iter().map(|&length| i64::from(length)).collect();
+    let (_, from_i64, _) = measure(INGEST_RUNS, || {
+        Planner::from_lengths(&wide, options.clone()).expect("valid bench input")
+    });
+    drop(wide);
+    let narrow: Vec<i32> = lengths.iter().map(|&length| length as i32).collect();
+    let (_, from_i32, _) = measure(INGEST_RUNS, || {
+        Planner::from_lengths(&narrow, options.clone()).expect("valid bench input")
+    });
+    drop(narrow);
+    let (_, copied, _) = measure(INGEST_RUNS, || {
+        Planner::new(lengths.to_vec(), options.clone()).expect("valid bench input")
+    });
+    for (what, timing) in [
+        ("Planner::from_lengths(&[i64])", from_i64),
+        ("Planner::from_lengths(&[i32])", from_i32),
+        ("Planner::new(lengths.to_vec()), copy timed", copied),
+    ] {
+        println!(
+            "{what}: median {:.3} ms, fastest {:.3} ms, {:.2}x the baseline",
+            timing.median * 1e3,
+            timing.fastest * 1e3,
+            timing.median / baseline.median,
+        );
+    }
 }
 
 /// `lanes` beside `best_fit` on the same lengths: `Planner::new` and `plan(0)` of each, the

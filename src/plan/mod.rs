@@ -18,6 +18,7 @@ mod block;
 mod deal;
 mod hash;
 mod identities;
+mod ingest;
 mod lanes;
 mod mixture;
 mod resume;
@@ -29,6 +30,7 @@ mod validate;
 
 pub use block::{Batch, Block, Piece};
 pub use hash::stable_hash;
+pub use ingest::{narrow_lengths, LengthInteger};
 pub use mixture::{Source, SourceStats};
 pub use resume::{EpochPosition, Resumed};
 pub use shared::{PrivateMemory, SHARED_PLAN_VERSION};
@@ -93,7 +95,12 @@ impl Planner {
     /// [`Planner::new`] of lengths held in a column (a shared plan file's: `shared/`).
     fn of_column(lengths: Column<u32>, options: Options) -> Result<Self> {
         let gathered = validate::gather(&lengths, &options)?;
-        Ok(Planner {
+        Ok(Self::with_gathered(lengths, options, gathered))
+    }
+
+    /// The planner of valid lengths and what `validate.rs` gathered from them.
+    fn with_gathered(lengths: Column<u32>, options: Options, gathered: validate::Gathered) -> Self {
+        Planner {
             lengths,
             options,
             counts: gathered.counts,
@@ -107,7 +114,7 @@ impl Planner {
             pieces: gathered.pieces,
             lower_bound: gathered.lower_bound,
             mixture: None,
-        })
+        }
     }
 
     pub fn lengths(&self) -> &[u32] {

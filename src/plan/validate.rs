@@ -33,105 +33,157 @@ pub(super) struct Gathered {
 /// most 2^32 - 1 sequences of at most 2^32 - 1 steps make under 2^64): steps are summed in 64
 /// bits, and nothing of a plan is addressed by step.
 pub(super) fn gather(lengths: &[u32], options: &Options) -> Result<Gathered> {
+    check_count(lengths.len(), options)?;
+    let mut tally = Tally::new(options.t_max)?;
+    for &length in lengths {
+        tally.add(length);
+    }
+    tally.finish(lengths, options)
+}
+
+/// The checks that come before any length is read: the options, and the number of sequences.
+pub(super) fn check_count(sequences: usize, options: &Options) -> Result<()> {
     options.validate()?;
-    if lengths.is_empty() {
+    if sequences == 0 {
         return Err(Error::invalid(
             "lengths",
             "an empty list",
             "at least one sequence",
         ));
     }
-    if lengths.len() as u64 > u64::from(u32::MAX) {
+    if sequences as u64 > u64::from(u32::MAX) {
         return Err(Error::invalid(
             "lengths",
-            format!("{} sequences", lengths.len()),
+            format!("{sequences} sequences"),
             format!("at most {} sequences (plans use 32-bit indices)", u32::MAX),
         ));
     }
-    let t_max = options.t_max;
-    // One pass over the lengths gathers everything the checks and the packers need.
-    let mut counts = try_vec(
-        "the count of sequences of each length",
-        t_max as usize + 1,
-        0u32,
-    )?;
-    let (mut steps, mut longest) = (0u64, 0u32);
-    // Sequences longer than t_max, their full chunks, and those with a tail after them.
-    let (mut oversized_count, mut full_chunks, mut tails) = (0u32, 0u64, 0u64);
-    for &length in lengths {
-        steps += u64::from(length);
-        longest = longest.max(length);
-        if length > t_max {
-            oversized_count += 1;
-            full_chunks += u64::from(length / t_max);
-            tails += u64::from(length % t_max > 0);
-        }
-        counts[packed_part(length, t_max) as usize] += 1;
+    Ok(())
+}
+
+/// What the one pass over the lengths sums and counts, a length at a time (`add`), for the checks
+/// and the packers: `gather` of lengths in memory, and `ingest.rs`'s, which narrows each length
+/// from a caller's wider integers in the same pass.
+pub(super) struct Tally {
+    t_max: u32,
+    counts: Vec<u32>,
+    steps: u64,
+    longest: u32,
+    /// Sequences longer than t_max, their full chunks, and those with a tail after them.
+    oversized_count: u32,
+    full_chunks: u64,
+    tails: u64,
+}
+
+impl Tally {
+    /// An empty tally for blocks of `options.t_max` steps (valid options, `check_count`).
+    pub(super) fn new(t_max: u32) -> Result<Self> {
+        let counts = try_vec(
+            "the count of sequences of each length",
+            t_max as usize + 1,
+            0u32,
+        )?;
+        Ok(Tally {
+            t_max,
+            counts,
+            steps: 0,
+            longest: 0,
+            oversized_count: 0,
+            full_chunks: 0,
+            tails: 0,
+        })
     }
-    if counts[0] > 0 {
-        // Zero-length sequences, or oversized ones that divide into full chunks exactly.
-        let first = lengths.iter().position(|&length| length == 0);
-        if let Some(first) = first {
-            let zeros = lengths.iter().filter(|&&length| length == 0).count();
+
+    /// One more sequence. (At most `u32::MAX` of them, `check_count`: no count overflows.)
+    #[inline(always)]
+    pub(super) fn add(&mut self, length: u32) {
+        let t_max = self.t_max;
+        self.steps += u64::from(length);
+        self.longest = self.longest.max(length);
+        if length > t_max {
+            self.oversized_count += 1;
+            self.full_chunks += u64::from(length / t_max);
+            self.tails += u64::from(length % t_max > 0);
+        }
+        self.counts[packed_part(length, t_max) as usize] += 1;
+    }
+
+    /// The checks and tables of the lengths tallied, which are `lengths`.
+    pub(super) fn finish(self, lengths: &[u32], options: &Options) -> Result<Gathered> {
+        let Tally {
+            t_max,
+            mut counts,
+            steps,
+            longest,
+            oversized_count,
+            full_chunks,
+            tails,
+        } = self;
+        if counts[0] > 0 {
+            // Zero-length sequences, or oversized ones that divide into full chunks exactly.
+            let first = lengths.iter().position(|&length| length == 0);
+            if let Some(first) = first {
+                let zeros = lengths.iter().filter(|&&length| length == 0).count();
+                return Err(Error::invalid(
+                    format!("lengths[{first}]"),
+                    0,
+                    format!("every sequence to have at least 1 step ({zeros} have 0)"),
+                ));
+            }
+            // Chunks with no tail leave nothing to pack.
+            counts[0] = 0;
+        }
+        if options.policy == Policy::Lanes {
+            return lanes_gathered(lengths.len() as u64, steps, longest, options);
+        }
+        if oversized_count > 0 && options.oversize == Oversize::Reject {
             return Err(Error::invalid(
-                format!("lengths[{first}]"),
-                0,
-                format!("every sequence to have at least 1 step ({zeros} have 0)"),
+                "t_max",
+                t_max,
+                format!(
+                    "at least the longest sequence ({longest} steps): {oversized_count} sequences \
+                     are longer than t_max; raise t_max, cut them into chunks (split=True in Python, \
+                     --split on the command line, Options::split_oversized(true) in C++), or carry \
+                     state across batches (policy lanes)"
+                ),
             ));
         }
-        // Chunks with no tail leave nothing to pack.
-        counts[0] = 0;
-    }
-    if options.policy == Policy::Lanes {
-        return lanes_gathered(lengths.len() as u64, steps, longest, options);
-    }
-    if oversized_count > 0 && options.oversize == Oversize::Reject {
-        return Err(Error::invalid(
-            "t_max",
-            t_max,
-            format!(
-                "at least the longest sequence ({longest} steps): {oversized_count} sequences \
-                 are longer than t_max; raise t_max, cut them into chunks (split=True in Python, \
-                 --split on the command line, Options::split_oversized(true) in C++), or carry \
-                 state across batches (policy lanes)"
-            ),
-        ));
-    }
-    let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
-    let pieces = full_chunks + packed_parts;
-    check_blocks_per_global_batch(pieces, options)?;
-    check_piece_positions(pieces, options)?;
+        let packed_parts: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+        let pieces = full_chunks + packed_parts;
+        check_blocks_per_global_batch(pieces, options)?;
+        check_piece_positions(pieces, options)?;
 
-    // Counted first, so that the list is allocated at its size.
-    let mut oversized = try_with_capacity("the sequences to split", oversized_count as usize)?;
-    if oversized_count > 0 {
-        let indices = (0u32..).zip(lengths).filter(|&(_, &length)| length > t_max);
-        oversized.extend(indices.map(|(index, _)| index));
-    }
+        // Counted first, so that the list is allocated at its size.
+        let mut oversized = try_with_capacity("the sequences to split", oversized_count as usize)?;
+        if oversized_count > 0 {
+            let indices = (0u32..).zip(lengths).filter(|&(_, &length)| length > t_max);
+            oversized.extend(indices.map(|(index, _)| index));
+        }
 
-    let mut class_starts = try_vec(
-        "the start of each length in sorted order",
-        t_max as usize + 2,
-        0u32,
-    )?;
-    for length in 1..=t_max as usize {
-        class_starts[length + 1] = class_starts[length] + counts[length];
-    }
+        let mut class_starts = try_vec(
+            "the start of each length in sorted order",
+            t_max as usize + 2,
+            0u32,
+        )?;
+        for length in 1..=t_max as usize {
+            class_starts[length + 1] = class_starts[length] + counts[length];
+        }
 
-    let packing_bound = stats::packing_bound(&counts)?;
-    let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, options);
-    Ok(Gathered {
-        counts,
-        class_starts,
-        oversized,
-        full_chunks,
-        split_pieces: full_chunks + tails,
-        packing_bound,
-        steps,
-        longest,
-        pieces,
-        lower_bound,
-    })
+        let packing_bound = stats::packing_bound(&counts)?;
+        let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, options);
+        Ok(Gathered {
+            counts,
+            class_starts,
+            oversized,
+            full_chunks,
+            split_pieces: full_chunks + tails,
+            packing_bound,
+            steps,
+            longest,
+            pieces,
+            lower_bound,
+        })
+    }
 }
 
 /// What a `lanes` plan needs: no packing tables (the counts per length are dropped), as no

@@ -10,7 +10,6 @@
 
 mod cost;
 mod guard;
-mod ingest;
 mod lengths;
 mod mixture;
 mod planner;

@@ -42,7 +42,7 @@ pub(crate) fn new_mixture_planner(
                 })?;
             let (own, after) = rest.split_at(size);
             rest = after;
-            let narrow = crate::ingest::narrowed(own).map_err(|mut err| {
+            let narrow = bload::narrow_lengths(own).map_err(|mut err| {
                 err.argument = format!("sources[{s}].{}", err.argument);
                 err
             })?;
@@ -69,7 +69,7 @@ pub(crate) fn new_planner_from_sources_json(
 ) -> Result<Box<Planner>, BridgeError> {
     guarded("new_planner_from_sources_json", || {
         let options = bload::Options::try_from(options)?;
-        let narrow = crate::ingest::narrowed(lengths)?;
+        let narrow = bload::narrow_lengths(lengths)?;
         Ok(Box::new(Planner(bload::Planner::with_sources_json(
             &narrow, sources, options,
         )?)))

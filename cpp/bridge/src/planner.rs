@@ -4,7 +4,6 @@
 
 use crate::ffi::{Resumed, StatCount};
 use crate::guard::{guarded, infallible, BridgeError};
-use crate::ingest;
 use crate::types::ffi::{EpochPosition, PlanOptions, PlanStats, Policy};
 use bload::Error;
 
@@ -53,17 +52,16 @@ pub(crate) fn new_planner_from_i32(
     guarded("new_planner_from_i32", || planner_from(lengths, options))
 }
 
-/// The core's planner of `lengths` narrowed to its 32 bits a sequence, in one pass that converts
-/// and notes whether any length was out of range (the out-of-range one is looked for only then).
-/// The copy is fresh memory, whose page faults cost more than the copy on 4 KiB pages; see
-/// [`ingest::fresh_lengths`].
-pub(crate) fn planner_from<T: Copy + Into<i64>>(
+/// The core's planner of `lengths`, which it narrows to its 32 bits a sequence in the pass that
+/// checks them (`bload::Planner::from_lengths`).
+fn planner_from<T: bload::LengthInteger>(
     lengths: &[T],
     options: &PlanOptions,
 ) -> bload::Result<Box<Planner>> {
     let options = bload::Options::try_from(options)?;
-    let narrow = ingest::narrowed(lengths)?;
-    Ok(Box::new(Planner(bload::Planner::new(narrow, options)?)))
+    Ok(Box::new(Planner(bload::Planner::from_lengths(
+        lengths, options,
+    )?)))
 }
 
 impl Planner {
