@@ -4,15 +4,24 @@
 import importlib.util
 import json
 import os
+import pathlib
 import socket
 import subprocess
+import sys
 
 import pytest
 from conftest import ROOT
 
-CPP_TRAINER = ROOT / "build" / "tests" / "harness" / "cpp" / "ddp_trainer"
+# The C++ harness: this checkout's build, or the one BLOAD_CPP_TRAINER names (as BLOAD_LIBRARY
+# names the plugin), so Python-only changes are tested without building the harness again.
+CPP_TRAINER = pathlib.Path(
+    os.environ.get(
+        "BLOAD_CPP_TRAINER", ROOT / "build" / "tests" / "harness" / "cpp" / "ddp_trainer"
+    )
+)
 PY_TRAINER = ROOT / "tests" / "harness" / "ddp_trainer.py"
-TORCHRUN = ROOT / ".venv" / "bin" / "torchrun"
+TORCHRUN = pathlib.Path(sys.executable).with_name("torchrun")  # the one beside this Python
+TRAINERS = {"cpp": [CPP_TRAINER], "python": [sys.executable, PY_TRAINER]}  # their command lines
 HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
 
 
@@ -65,6 +74,19 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def torchrun(program, nodes=1, ranks_per_node=1):
+    """The command line of one torchrun node starting `program` (its words) on loopback, at a
+    free port (never torchrun's default, which a run beside this one may hold): one node with its
+    own store (--master-port), or `nodes` nodes meeting through c10d rendezvous (as machines
+    would at --rdzv-endpoint HOST:PORT); start it `nodes` times."""
+    if nodes == 1:
+        meeting = ["--master-addr", "127.0.0.1", "--master-port", free_port()]
+    else:
+        meeting = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    command = [TORCHRUN, "--nnodes", nodes, "--nproc-per-node", ranks_per_node, *meeting, *program]
+    return [str(word) for word in command]
 
 
 def torchrun_env(rank, world_size, port):

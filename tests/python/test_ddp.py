@@ -13,11 +13,10 @@ from conftest import COLUMN
 from ddp_support import (
     CPP_TRAINER,
     PY_TRAINER,
-    TORCHRUN,
-    free_port,
     report_of,
     run,
     run_ranks,
+    torchrun,
 )
 from models import scripted  # tests/support
 from running_sum import FEATURES
@@ -43,76 +42,49 @@ def check_epoch(epoch, lengths, world_size):
     assert 0 <= epoch["last_loss"] < float("inf")
 
 
+@pytest.fixture(scope="module")
+def trained(script_model):
+    """trained(trainer, world_size, *more): the report of a run of the C++ trainer ("cpp" with its
+    own module, "script" with script_model) or the Python one ("python", script_model) on
+    SEQUENCES. A run several tests read (the same command) starts once, for all of them."""
+    reports = {}
+
+    def report(trainer, world_size, *more):
+        if trainer == "python":
+            command = [sys.executable, PY_TRAINER, "--model", script_model]
+        else:
+            command = [CPP_TRAINER, "--model", "cpp" if trainer == "cpp" else script_model]
+        command += ["--world-size", world_size, "--sequences", SEQUENCES, "--timeout", 60]
+        key = tuple(str(word) for word in [*command, "--json", *more])
+        if key not in reports:
+            reports[key] = report_of(run(key))
+        return reports[key]
+
+    return report
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("model", ["cpp", "script"])
-def test_cpp_trainer_ranks_run_equal_batches(
-    action_genome_lengths, script_model, world_size, model
-):
-    command = [
-        CPP_TRAINER,
-        "--world-size",
-        world_size,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-        "--json",
-    ]
-    report = report_of(run(command + ["--model", "cpp" if model == "cpp" else script_model]))
+def test_cpp_trainer_ranks_run_equal_batches(action_genome_lengths, trained, world_size, model):
+    report = trained(model, world_size)
     assert report["backend"] == "gloo" and report["world_size"] == world_size
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
 
 
-def test_cpp_torchscript_and_python_trainers_train_alike(script_model):
+def test_cpp_torchscript_and_python_trainers_train_alike(trained):
     """Same initial weights (the seed) and data: the C++ module, the scripted one in the C++
     trainer and the scripted one under Python's DDP see the same losses."""
-    command = [
-        CPP_TRAINER,
-        "--world-size",
-        2,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-        "--json",
-        "--model",
-    ]
-    native = report_of(run(command + ["cpp"]))["epochs"][0]
-    script = report_of(run(command + [script_model]))["epochs"][0]
-    python_command = [
-        sys.executable,
-        PY_TRAINER,
-        "--world-size",
-        2,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-    ]
-    python = report_of(run(python_command + ["--model", script_model, "--json"]))["epochs"][0]
-    for other in (script, python):
+    native = trained("cpp", 2)["epochs"][0]
+    for other in (trained("script", 2)["epochs"][0], trained("python", 2)["epochs"][0]):
         assert native["first_loss"] == pytest.approx(other["first_loss"], rel=1e-4)
         assert native["last_loss"] == pytest.approx(other["last_loss"], rel=1e-3)
 
 
-def test_both_trainers_train_alike_from_a_sequence_store(script_model, tmp_path):
+def test_both_trainers_train_alike_from_a_sequence_store(trained, script_model, tmp_path):
     """--store: the sequences Python's trainer writes to a store, packed from it by Python's
     bload.SequenceStore and C++'s bload::SequenceStore, give the losses of the generated ones."""
-    command = [
-        sys.executable,
-        PY_TRAINER,
-        "--world-size",
-        2,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-        "--model",
-        script_model,
-        "--json",
-    ]
-    generated = report_of(run(command))["epochs"][0]
-    stored = report_of(run(command + ["--store", tmp_path / "store"]))["epochs"][0]
+    generated = trained("python", 2)["epochs"][0]
+    stored = trained("python", 2, "--store", tmp_path / "store")["epochs"][0]
     assert (tmp_path / "store" / "header.json").exists()
     cpp = [CPP_TRAINER, "--world-size", 2, "--timeout", 60, "--json", "--model", script_model]
     from_cpp = report_of(run(cpp + ["--store", tmp_path / "store"]))["epochs"][0]
@@ -126,18 +98,8 @@ def test_both_trainers_train_alike_from_a_sequence_store(script_model, tmp_path)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, script_model, world_size):
-    command = [
-        sys.executable,
-        PY_TRAINER,
-        "--world-size",
-        world_size,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-    ]
-    report = report_of(run(command + ["--model", script_model, "--json"]))
+def test_python_trainer_ranks_run_equal_batches(action_genome_lengths, trained, world_size):
+    report = trained("python", world_size)
     assert report["backend"] == "gloo" and report["world_size"] == world_size
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], world_size)
 
@@ -174,21 +136,9 @@ def test_trainers_carry_lanes_with_equal_batches(
 
 
 def torchrun_nodes(nodes, trainer):
-    """`nodes` torchrun processes of one rank each, meeting through c10d rendezvous on loopback
-    (as machines would at --rdzv-endpoint HOST:PORT): every node's (returncode, stdout, stderr)."""
-    command = [
-        TORCHRUN,
-        "--nnodes",
-        nodes,
-        "--nproc-per-node",
-        1,
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{free_port()}",
-        *trainer,
-    ]
-    return run_ranks([command] * nodes)
+    """`nodes` torchrun processes of one rank each, meeting through c10d rendezvous on loopback:
+    every node's (returncode, stdout, stderr)."""
+    return run_ranks([torchrun(trainer, nodes=nodes)] * nodes)
 
 
 def the_report(results):

@@ -20,6 +20,7 @@ from ddp_support import (
     CPP_TRAINER,
     HARD_TIMEOUT,
     PY_TRAINER,
+    TRAINERS,
     free_port,
     run,
     run_ranks,
@@ -27,6 +28,10 @@ from ddp_support import (
 )
 
 SEQUENCES = 100  # the first 100 Action-Genome-shaped sequences: a batch or two per rank
+# The runs killed mid-epoch: with 2 blocks a batch on 3 ranks, about 30 batches per rank, the kill
+# at the 6th or 7th (just past the first checkpoint) and the rest trained after the resume.
+KILLED_SEQUENCES = 750
+LANES_SEQUENCES = 150  # with --t-max 16 on 4 lanes: about 50 batches, killed at the 6th or 7th
 
 
 # One rank started with another seed, or another t_max: both still make a valid plan, so
@@ -41,17 +46,8 @@ DISAGREEMENTS = [
 def test_cpp_trainer_ranks_that_disagree_stop_naming_the_field(other, expected):
     # The ranks by hand (--rank, --port) at a store this test hosts, as the launcher would.
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    command = [
-        CPP_TRAINER,
-        "--world-size",
-        2,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-        "--port",
-        store.port,
-    ]
+    command = [CPP_TRAINER, "--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60]
+    command += ["--port", store.port]
     results = run_ranks([command + ["--rank", 0], command + ["--rank", 1] + other])
     for rank, (returncode, _, stderr) in enumerate(results):
         assert returncode == 3, stderr[-2000:]
@@ -97,21 +93,8 @@ def test_a_batch_of_padding_only_trains_with_loss_zero(action_genome_lengths, tr
         for index in range(planner.batches_per_rank(0))
     ]
     assert min(len(table) for table in tables) == 0  # the precondition: a batch without a piece
-    options = [
-        "--world-size",
-        2,
-        "--sequences",
-        3,
-        "--policy",
-        "pad_to_max",
-        "--blocks-per-batch",
-        1,
-        "--timeout",
-        60,
-        "--json",
-    ]
-    command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
-    result = run(command + options)
+    options = ["--world-size", 2, "--sequences", 3, "--policy", "pad_to_max", "--timeout", 60]
+    result = run(TRAINERS[trainer] + options + ["--blocks-per-batch", 1, "--json"])
     assert result.returncode == 0, result.stderr[-4000:]
     epoch = strict_json(result.stdout.strip().splitlines()[-1])["epochs"][0]
     assert epoch["batches_per_rank"] == [planner.batches_per_rank(0)] * 2
@@ -171,6 +154,14 @@ def assert_every_step_once(pieces, lengths):
 EVERY = 5  # batches between checkpoints
 
 
+def checkpointed(trainer, tmp_path, *options):
+    """The trainer's command line with `options`, a checkpoint every EVERY batches in
+    tmp_path/checkpoint and a step log in tmp_path/steps.RANK."""
+    recovery = ["--checkpoint", tmp_path / "checkpoint", "--checkpoint-every", EVERY]
+    recovery += ["--step-log", tmp_path / "steps", "--timeout", 60]
+    return [*TRAINERS[trainer], *options, *recovery]
+
+
 def kill_mid_epoch_then_resume(
     command, world_size, killed_rank, tmp_path, resume_world_size=None, resume_options=()
 ):
@@ -228,23 +219,9 @@ def kill_mid_epoch_then_resume(
 def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_once(
     trainer, killed_rank, tmp_path, action_genome_lengths
 ):
-    sequences, world_size = 1500, 3  # with 2 blocks a batch, about 60 batches per rank
-    options = [
-        "--sequences",
-        sequences,
-        "--blocks-per-batch",
-        2,
-        "--timeout",
-        60,
-        "--checkpoint",
-        tmp_path / "checkpoint",
-        "--checkpoint-every",
-        EVERY,
-        "--step-log",
-        tmp_path / "steps",
-        "--json",
-    ]
-    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
+    world_size = 3
+    options = ["--sequences", KILLED_SEQUENCES, "--blocks-per-batch", 2, "--json"]
+    command = checkpointed(trainer, tmp_path, *options)
     killed, resumed, logs = kill_mid_epoch_then_resume(command, world_size, killed_rank, tmp_path)
 
     # Every other rank stops (within the hard timeout: long before its own), naming the lost one.
@@ -268,11 +245,11 @@ def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_
     assert any(line[:2] >= start for line in logs[killed_rank][0][1])
     assert_every_step_once(
         [piece for runs in logs for piece in trained_pieces(runs)],
-        action_genome_lengths[:sequences],
+        action_genome_lengths[:KILLED_SEQUENCES],
     )
     # The resumed run trained what its log says, the rest of the epoch.
     planner = torch.classes.bload.Planner(
-        torch.tensor(action_genome_lengths[:sequences]),
+        torch.tensor(action_genome_lengths[:KILLED_SEQUENCES]),
         94,
         blocks_per_batch=2,
         world_size=world_size,
@@ -285,18 +262,8 @@ def test_a_rank_killed_mid_epoch_is_named_and_the_resumed_run_trains_every_step_
 def test_a_checkpoint_of_other_options_is_refused_naming_them(trainer, tmp_path):
     """--resume with another seed than the checkpoint's: no rank trains from a position that
     means nothing under this run's plan; each stops naming the option."""
-    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + [
-        "--world-size",
-        2,
-        "--sequences",
-        SEQUENCES,
-        "--timeout",
-        60,
-        "--checkpoint",
-        tmp_path,
-        "--checkpoint-every",
-        1,
-    ]
+    command = TRAINERS[trainer] + ["--world-size", 2, "--sequences", SEQUENCES, "--timeout", 60]
+    command += ["--checkpoint", tmp_path, "--checkpoint-every", 1]
     run(command, timeout=HARD_TIMEOUT).check_returncode()
     assert (tmp_path / "checkpoint.pt").exists()
     result = run(command + ["--resume", "--seed", 1], timeout=HARD_TIMEOUT)
@@ -342,23 +309,8 @@ def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(
     """3 ranks, one killed mid-epoch; the job goes on from the last checkpoint on 2 ranks (the
     sampler re-deals the blocks not yet trained, padding the last global batch): every step of
     the epoch is trained exactly once, and the 2 ranks run equal batch counts."""
-    sequences = 1500
-    options = [
-        "--sequences",
-        sequences,
-        "--blocks-per-batch",
-        2,
-        "--timeout",
-        60,
-        "--checkpoint",
-        tmp_path / "checkpoint",
-        "--checkpoint-every",
-        EVERY,
-        "--step-log",
-        tmp_path / "steps",
-        "--json",
-    ]
-    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
+    options = ["--sequences", KILLED_SEQUENCES, "--blocks-per-batch", 2, "--json"]
+    command = checkpointed(trainer, tmp_path, *options)
     _, resumed, logs = kill_mid_epoch_then_resume(command, 3, 1, tmp_path, resume_world_size=2)
     for returncode, _, stderr in resumed:
         assert returncode == 0, stderr[-3000:]
@@ -371,7 +323,7 @@ def test_a_run_resumed_on_fewer_ranks_trains_every_step_once(
     # Rank 2 has no run after the kill: its lines count up to where the others resumed.
     pieces = trained_pieces(logs[0]) + trained_pieces(logs[1])
     pieces += [line for line in logs[2][0][1] if line[:2] < starts[0]]
-    assert_every_step_once(pieces, action_genome_lengths[:sequences])
+    assert_every_step_once(pieces, action_genome_lengths[:KILLED_SEQUENCES])
 
 
 def final_state(trainer, checkpoint):
@@ -388,21 +340,10 @@ def test_a_lanes_run_killed_mid_epoch_resumes_exactly(trainer, tmp_path):
     """Lanes carry the model's state from batch to batch: a run killed mid-epoch and resumed from
     its checkpoint (the sampler's position and every lane's state) ends with the weights and lane
     states of the same run left alone, as if it had never stopped."""
-    options = [
-        "--sequences",
-        300,
-        "--t-max",
-        16,
-        "--blocks-per-batch",
-        2,
-        "--policy",
-        "lanes",
-        "--timeout",
-        60,
-        "--checkpoint-every",
-        1,
-    ]
-    command = [CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]
+    options = ["--sequences", LANES_SEQUENCES, "--t-max", 16, "--blocks-per-batch", 2]
+    options += ["--policy", "lanes"]
+    options += ["--timeout", 60, "--checkpoint-every", 1]
+    command = TRAINERS[trainer]
     reference = tmp_path / "reference"
     port = free_port()
     alone = run_ranks(
@@ -411,12 +352,8 @@ def test_a_lanes_run_killed_mid_epoch_resumes_exactly(trainer, tmp_path):
     )
     assert [returncode for returncode, _, _ in alone] == [0, 0], alone[0][2][-3000:]
 
-    killed_options = options + [
-        "--checkpoint",
-        tmp_path / "checkpoint",
-        "--step-log",
-        tmp_path / "steps",
-    ]
+    killed_options = options + ["--checkpoint", tmp_path / "checkpoint"]
+    killed_options += ["--step-log", tmp_path / "steps"]
     killed, resumed, logs = kill_mid_epoch_then_resume(command + killed_options, 2, 1, tmp_path)
     assert killed[1][0] == -signal.SIGKILL
     assert [returncode for returncode, _, _ in resumed] == [0, 0], resumed[0][2][-3000:]
@@ -438,24 +375,9 @@ def test_a_lanes_run_resumes_on_other_factors_of_its_lane_count(
     """4 lanes as 2 ranks of 2 rows, one killed mid-epoch; the job goes on as 1 rank of 4 rows
     from the same batch, each lane from its checkpointed state: every step of the epoch is trained
     exactly once."""
-    sequences = 300
-    options = [
-        "--sequences",
-        sequences,
-        "--t-max",
-        16,
-        "--policy",
-        "lanes",
-        "--timeout",
-        60,
-        "--checkpoint",
-        tmp_path / "checkpoint",
-        "--checkpoint-every",
-        EVERY,
-        "--step-log",
-        tmp_path / "steps",
-    ]
-    command = ([CPP_TRAINER] if trainer == "cpp" else [sys.executable, PY_TRAINER]) + options
+    sequences = LANES_SEQUENCES
+    command = checkpointed(trainer, tmp_path, "--sequences", sequences, "--t-max", 16)
+    command += ["--policy", "lanes"]
     _, resumed, logs = kill_mid_epoch_then_resume(
         command + ["--blocks-per-batch", 2],
         2,

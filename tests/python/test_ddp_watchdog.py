@@ -7,17 +7,15 @@ a rank left waiting for its collective's timeout fails the test."""
 
 import signal
 import subprocess
-import sys
 import time
 
 import bload
 import pytest
-from ddp_support import CPP_TRAINER, PY_TRAINER, free_port, run_ranks, torchrun_env
+from ddp_support import TRAINERS, free_port, run_ranks, torchrun_env
 
 TIMEOUT = 600  # the collectives' --timeout: no test waits for it
 WINDOW = 3  # --heartbeat-window
 WAIT = 120  # seconds a test waits for a rank to stop (a hang is a failure)
-TRAINERS = {"cpp": [CPP_TRAINER], "python": [sys.executable, PY_TRAINER]}
 
 
 def trainer(name, *options):

@@ -10,29 +10,25 @@ import sys
 from pathlib import Path
 
 import pytest
+from ddp_support import TORCHRUN, torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 CPP_TRAIN = ROOT / "build" / "examples" / "cpp" / "train"
-TORCHRUN = Path(sys.executable).with_name("torchrun")
 SMALL = ["--sequences", "300"]
 
 
 def command(language, ranks):
     if language == "python":
         program = [str(ROOT / "examples" / "train.py")]
-        launcher = (
-            [sys.executable] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks)]
-        )
+        launcher = [sys.executable] if ranks == 1 else []
     else:
         if not CPP_TRAIN.exists():
             pytest.skip(
                 "build/examples/cpp/train is built by `make plugin` where gloo's headers are"
             )
         program = [str(CPP_TRAIN)]
-        launcher = (
-            [] if ranks == 1 else [str(TORCHRUN), "--nproc-per-node", str(ranks), "--no-python"]
-        )
-    return launcher + program
+        launcher = [] if ranks == 1 else ["--no-python"]
+    return launcher + program if ranks == 1 else torchrun(launcher + program, ranks_per_node=ranks)
 
 
 def run(language, ranks, *arguments):

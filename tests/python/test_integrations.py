@@ -11,7 +11,7 @@ import bload
 import pytest
 import torch
 from conftest import ROOT
-from ddp_support import HARD_TIMEOUT, TORCHRUN, free_port
+from ddp_support import HARD_TIMEOUT, torchrun
 from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
 
 HERE = ROOT / "tests" / "python"
@@ -25,20 +25,7 @@ def two_rank_reports(tmp_path_factory):
     """Every framework's run on two ranks, in one torchrun launch (the frameworks' imports are
     most of the time): {framework: [rank 0's report, rank 1's]}."""
     out = tmp_path_factory.mktemp("ranks")
-    command = [
-        str(TORCHRUN),
-        "--nnodes",
-        "1",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(free_port()),
-        str(HERE / "integration_ranks.py"),
-        ",".join(FRAMEWORKS),
-        str(out),
-    ]
+    command = torchrun([HERE / "integration_ranks.py", ",".join(FRAMEWORKS), out], ranks_per_node=2)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=out
