@@ -82,7 +82,16 @@ def main():
         lengths, args.t_max, args.blocks_per_batch, policy=args.policy, split=args.policy != "lanes"
     )
     dataset = bload.BlockDataset(RunningSums(lengths), args.t_max)
-    loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=bload.collate, num_workers=1)
+    loader = DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=bload.collate,
+        num_workers=1,
+        # A worker started afresh, once: a worker forked from a rank whose process group already
+        # runs threads can inherit a lock one of them held, and hang the rank (and so every rank).
+        multiprocessing_context="spawn",
+        persistent_workers=True,
+    )
 
     torch.manual_seed(0)  # the same initial weights on every rank
     model = (torch.jit.load(args.model) if args.model else PackedGRU()).to(device)
