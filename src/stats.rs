@@ -61,9 +61,28 @@ impl Default for Imbalance {
 
 impl PlanStats {
     /// Every count by name, for interfaces that hand stats out as a table of integers (the
-    /// Python planner's dict). The destructuring names every field, so a field added to the
-    /// struct does not compile until it is listed here too.
+    /// Python planner's dict) and for files that store them (a shared plan, `plan/shared`).
     pub fn counts(&self) -> [(&'static str, u64); 13] {
+        self.clone().count_fields().map(|(name, count)| (name, *count))
+    }
+
+    /// The stats whose [`PlanStats::counts`] are `counts` (in its order) and whose lower bound
+    /// before rounding is `blocks_unrounded`, the efficiency worked out from them: what a file
+    /// that stored the counts reads back (the rank cost imbalance is measured when read).
+    pub fn from_counts(counts: [u64; 13], blocks_unrounded: u64) -> PlanStats {
+        let mut stats = PlanStats::default();
+        for ((_, field), count) in stats.count_fields().into_iter().zip(counts) {
+            *field = count;
+        }
+        stats.lower_bound.blocks_unrounded = blocks_unrounded;
+        let deleted = stats.deleted.min(stats.steps);
+        stats.efficiency = efficiency(stats.steps, deleted, stats.padding);
+        stats
+    }
+
+    /// The one list of the counts, by name, in order. The destructuring names every field, so a
+    /// field added to the struct does not compile until it is listed here too.
+    fn count_fields(&mut self) -> [(&'static str, &mut u64); 13] {
         let PlanStats {
             sequences,
             steps,
@@ -84,7 +103,7 @@ impl PlanStats {
                     blocks: lower_bound_blocks,
                     padding: lower_bound_padding,
                 },
-        } = *self;
+        } = self;
         [
             ("sequences", sequences),
             ("steps", steps),

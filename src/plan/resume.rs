@@ -108,19 +108,9 @@ impl Planner {
     ///
     /// Errors name the field of `at` and its real bounds.
     pub fn resume(&self, at: &EpochPosition) -> Result<Resumed> {
+        self.check_resumable(at)?;
         if self.options.policy.carries_state() {
             return self.resume_lanes(at);
-        }
-        if at.blocks_per_batch != self.options.blocks_per_batch {
-            return Err(Error::invalid(
-                "blocks_per_batch",
-                self.options.blocks_per_batch,
-                format!(
-                    "{}, the blocks per batch the epoch was saved with (only the lanes policy \
-                     resumes with others, keeping world_size * blocks_per_batch)",
-                    at.blocks_per_batch
-                ),
-            ));
         }
         let planned = self.plan_for(at.epoch, at.planned_world_size)?;
         let blocks = planned.num_blocks() as u64;
@@ -164,8 +154,24 @@ impl Planner {
         })
     }
 
-    /// [`Planner::resume`] of a lanes plan: the same lanes, from the same batch.
-    fn resume_lanes(&self, at: &EpochPosition) -> Result<Resumed> {
+    /// What [`Planner::resume`] checks of `at` before planning anything: the blocks per batch
+    /// it keeps (the lane count, for lanes), and that a lanes epoch was never re-dealt. A rank
+    /// that maps a resumed plan another rank wrote checks this much itself (`shared/`).
+    pub(super) fn check_resumable(&self, at: &EpochPosition) -> Result<()> {
+        if !self.options.policy.carries_state() {
+            if at.blocks_per_batch != self.options.blocks_per_batch {
+                return Err(Error::invalid(
+                    "blocks_per_batch",
+                    self.options.blocks_per_batch,
+                    format!(
+                        "{}, the blocks per batch the epoch was saved with (only the lanes policy \
+                         resumes with others, keeping world_size * blocks_per_batch)",
+                        at.blocks_per_batch
+                    ),
+                ));
+            }
+            return Ok(());
+        }
         let lanes = self.options.blocks_per_global_batch();
         let saved_lanes = u64::from(at.world_size) * u64::from(at.blocks_per_batch);
         if saved_lanes != lanes {
@@ -195,6 +201,11 @@ impl Planner {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// [`Planner::resume`] of a lanes plan (`at` checked): the same lanes, from the same batch.
+    fn resume_lanes(&self, at: &EpochPosition) -> Result<Resumed> {
         let plan = self.plan(at.epoch)?;
         // The same plan, so the same bound as where `at` was taken: position's own check.
         let batches = usize::try_from(at.batches).unwrap_or(usize::MAX);

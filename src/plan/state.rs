@@ -137,6 +137,31 @@ impl Planner {
         fields: &[(String, StateValue)],
         where_: &dyn Fn(&str) -> String,
     ) -> Result<ResumedState> {
+        self.resume_sampler_state_by(fields, where_, &|at| self.resume(at))
+    }
+
+    /// [`Planner::resume_sampler_state`] with the epoch shared on the node
+    /// ([`Planner::resume_on_node`]): the rank that `writes` resumes it into a file in `dir`,
+    /// and every local rank maps it (waiting up to `timeout`).
+    pub fn resume_sampler_state_on_node(
+        &self,
+        fields: &[(String, StateValue)],
+        where_: &dyn Fn(&str) -> String,
+        dir: &std::path::Path,
+        writes: bool,
+        timeout: std::time::Duration,
+    ) -> Result<ResumedState> {
+        let resume = |at: &EpochPosition| self.resume_on_node(at, dir, writes, timeout);
+        self.resume_sampler_state_by(fields, where_, &resume)
+    }
+
+    /// A saved state read and checked, its epoch resumed by `resume`.
+    fn resume_sampler_state_by(
+        &self,
+        fields: &[(String, StateValue)],
+        where_: &dyn Fn(&str) -> String,
+        resume: &dyn Fn(&EpochPosition) -> Result<Resumed>,
+    ) -> Result<ResumedState> {
         let mut expected = self.sampler_state(&SamplerPlace {
             position: None,
             next_epoch: 0,
@@ -270,7 +295,7 @@ impl Planner {
         // Resume names the position's fields as EpochPosition does; those whose value is the
         // state's are named as the state names them (the batches served are its position).
         // Others (blocks_per_batch, the lane count) hold this sampler's value and keep their name.
-        let resumed = self.resume(&at).map_err(|mut err| {
+        let resumed = resume(&at).map_err(|mut err| {
             let state_name = match err.argument.as_str() {
                 "batches" => Some("position"),
                 "first_block" => Some("first_block"),

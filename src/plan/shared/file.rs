@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::plan::resume::Origin;
 use crate::plan::EpochPlan;
-use crate::stats::{self, LowerBound, PlanStats};
+use crate::stats::PlanStats;
 use crate::store::crc32;
 use std::io::Write;
 use std::path::Path;
@@ -35,7 +35,9 @@ pub(super) struct Header {
     pub(super) lengths_hash: u64,
     pub(super) options: Options,
     origin: (u64, u64),
-    counts: [u64; 14],
+    /// The plan's counts, as [`PlanStats::counts`] lists them.
+    counts: [u64; 13],
+    blocks_unrounded: u64,
     column_lens: [u64; COLUMNS],
     column_crcs: [u32; COLUMNS],
     header_bytes: usize,
@@ -53,10 +55,9 @@ fn padding_to_8(len: usize) -> usize {
 /// Writes `plan` (made from lengths of `lengths_hash`) to `out` in the format above.
 pub(super) fn write(plan: &EpochPlan, lengths_hash: u64, out: &mut impl Write) -> Result<()> {
     let stats = &plan.stats;
+    // The counts in `PlanStats::counts`'s order, then the lower bound before rounding.
     let counts = stats.counts().map(|(_, count)| count);
-    let mut all_counts = [0u64; 14];
-    all_counts[..13].copy_from_slice(&counts);
-    all_counts[13] = stats.lower_bound.blocks_unrounded;
+    let blocks_unrounded = [stats.lower_bound.blocks_unrounded];
     let columns: [&[u8]; COLUMNS] = [
         column_bytes(&plan.lengths),
         column_bytes(&plan.piece_sequences),
@@ -85,7 +86,7 @@ pub(super) fn write(plan: &EpochPlan, lengths_hash: u64, out: &mut impl Write) -
         u64::from(plan.origin.planned_world_size),
         plan.origin.first_block,
     ];
-    for word in words.iter().chain(&origin).chain(&all_counts) {
+    for word in words.iter().chain(&origin).chain(&counts).chain(&blocks_unrounded) {
         header.extend_from_slice(&word.to_le_bytes());
     }
     for len in lens {
@@ -197,7 +198,7 @@ pub(super) fn read_header(bytes: &[u8], path: &Path) -> Result<Header> {
     let options = Options::from_json(text)
         .map_err(|err| refused(path, "options", err, "options saved by bload"))?;
     let word = |index: usize| u64_at(bytes, 16 + 8 * index);
-    let mut counts = [0; 14];
+    let mut counts = [0; 13];
     for (index, count) in counts.iter_mut().enumerate() {
         *count = word(6 + index);
     }
@@ -208,6 +209,7 @@ pub(super) fn read_header(bytes: &[u8], path: &Path) -> Result<Header> {
         options,
         origin: (word(4), word(5)),
         counts,
+        blocks_unrounded: word(19),
         column_lens: [word(20), word(21), word(22), word(23)],
         column_crcs: [
             u32_at(bytes, 208),
@@ -270,7 +272,7 @@ pub(super) fn plan_of(map: &Arc<Mapping>, header: Header, path: &Path) -> Result
         piece_sequences: Column::mapped(map, offsets[1], len(1)),
         split_pieces: Column::mapped(map, offsets[2], len(2)),
         spans: Column::mapped(map, offsets[3], len(3)),
-        stats: stats_of(&header.counts),
+        stats: PlanStats::from_counts(header.counts, header.blocks_unrounded),
         measured: OnceLock::new(),
         origin: Origin {
             planned_world_size: u32::try_from(header.origin.0).unwrap_or(0),
@@ -279,29 +281,4 @@ pub(super) fn plan_of(map: &Arc<Mapping>, header: Header, path: &Path) -> Result
     };
     super::ranges::check(&plan, path)?;
     Ok(plan)
-}
-
-fn stats_of(counts: &[u64; 14]) -> PlanStats {
-    let [sequences, steps, pieces, blocks, padding, deleted, split_sequences, split_pieces, rounding_blocks, rounding_padding, empty_blocks, lower_blocks, lower_padding, blocks_unrounded] =
-        *counts;
-    PlanStats {
-        sequences,
-        steps,
-        pieces,
-        blocks,
-        padding,
-        deleted,
-        split_sequences,
-        split_pieces,
-        rounding_blocks,
-        rounding_padding,
-        empty_blocks,
-        efficiency: stats::efficiency(steps, deleted.min(steps), padding),
-        lower_bound: LowerBound {
-            blocks_unrounded,
-            blocks: lower_blocks,
-            padding: lower_padding,
-        },
-        rank_cost_imbalance: Default::default(),
-    }
 }

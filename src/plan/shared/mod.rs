@@ -12,13 +12,15 @@ mod column;
 mod file;
 mod mapping;
 mod ranges;
+mod resumed;
 
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
 
 use super::shard::Span;
 use super::split::SplitPiece;
-use super::{EpochPlan, Planner};
+use super::resume::Origin;
+use super::{EpochPlan, EpochPosition, Planner};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use column::Plain;
@@ -115,74 +117,19 @@ impl Planner {
     /// any older file of the name. Returns the file's path; the plan itself is dropped, so that
     /// the writer too maps the file ([`Planner::map_shared_plan`]) and holds no copy of its own.
     pub fn write_shared_plan(&self, epoch: u64, dir: &Path) -> Result<PathBuf> {
-        self.refuse_mixture()?;
-        if cfg!(target_endian = "big") {
-            let expected = "a little-endian machine (shared plan files are little-endian)";
-            return Err(Error::invalid(
-                "shared plan",
-                "this big-endian machine",
-                expected,
-            ));
-        }
+        self.check_shareable()?;
         let plan = self.plan(epoch)?;
         let path = Self::shared_plan_path(dir, &self.options, epoch);
-        let io = |what: &str, at: &Path, err: std::io::Error| {
-            Error::invalid(
-                format!("shared plan file {}", at.display()),
-                format!("{what}: {err}"),
-                "a directory this rank can write",
-            )
-        };
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.subsec_nanos());
-        let temporary = dir.join(format!(
-            ".{}.{}-{nanos}.tmp",
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .unwrap_or("plan"),
-            std::process::id()
-        ));
-        let written = (|| {
-            let file = File::create(&temporary).map_err(|err| io("create", &temporary, err))?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-            file::write(&plan, self.lengths_hash(), &mut out)?;
-            let file = out
-                .into_inner()
-                .map_err(|err| io("write", &temporary, err.into_error()))?;
-            file.sync_all()
-                .map_err(|err| io("fsync", &temporary, err))?;
-            std::fs::rename(&temporary, &path).map_err(|err| io("rename", &path, err))?;
-            // The rename itself made durable: the directory's entry flushed too.
-            if let Ok(directory) = File::open(dir) {
-                let _ = directory.sync_all();
-            }
-            Ok(())
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temporary);
-        }
-        written.map(|()| path)
+        write_file(&plan, self.lengths_hash(), &path, dir)?;
+        Ok(path)
     }
 
     /// The plan of `epoch` mapped from the file another local rank writes into `dir` (waiting
     /// up to `timeout` for it to appear), checked against this planner: the same lengths (count
     /// and hash), options and epoch, else an error naming the file and what differs.
     pub fn map_shared_plan(&self, epoch: u64, dir: &Path, timeout: Duration) -> Result<EpochPlan> {
-        self.refuse_mixture()?;
         let path = Self::shared_plan_path(dir, &self.options, epoch);
-        let (map, header) = open(&path, timeout)?;
-        check_identity(&header, &path, &self.options, epoch)?;
-        if header.lengths_hash != self.lengths_hash() {
-            let value = format!("lengths of hash {:#018x}", header.lengths_hash);
-            let expected = format!(
-                "this rank's lengths ({} of hash {:#018x})",
-                self.lengths.len(),
-                self.lengths_hash()
-            );
-            return Err(file::refused(&path, "lengths", value, expected));
-        }
-        file::plan_of(&map, header, &path)
+        self.map_file(&path, epoch, timeout, None)
     }
 
     /// A planner and its plan of `epoch`, both read from the file another local rank writes into
@@ -201,9 +148,146 @@ impl Planner {
         let (map, header) = open(&path, timeout)?;
         check_identity(&header, &path, &options, epoch)?;
         let plan = file::plan_of(&map, header, &path)?;
+        check_origin(&plan, &path, None)?;
         let planner = Planner::of_column(plan.lengths.clone(), options)?;
         Ok((planner, plan))
     }
+
+    /// This planner with its lengths read from `plan`, a plan mapped from a shared plan file of
+    /// the same lengths, in place of its own: the planner a rank keeps once it serves shared
+    /// plans, holding only its per-length tables (its own lengths are freed with the last
+    /// planner or private plan that holds them). Later epochs are planned from the mapped
+    /// lengths, as from its own. A plan not mapped from a file leaves the lengths as they are;
+    /// a file of other lengths is an error naming them.
+    pub fn with_lengths_of(&self, plan: &EpochPlan) -> Result<Planner> {
+        let mut planner = self.clone();
+        if plan.is_shared() {
+            if *plan.lengths != *self.lengths {
+                return Err(Error::invalid(
+                    "plan",
+                    format!("a shared plan of {} sequences", plan.lengths.len()),
+                    format!(
+                        "a plan of this planner's lengths ({} of hash {:#018x})",
+                        self.lengths.len(),
+                        self.lengths_hash()
+                    ),
+                ));
+            }
+            planner.lengths = plan.lengths.clone();
+        }
+        Ok(planner)
+    }
+
+    /// Plans can be shared by this planner on this machine: one lengths set, little-endian.
+    fn check_shareable(&self) -> Result<()> {
+        self.refuse_mixture()?;
+        if cfg!(target_endian = "big") {
+            let expected = "a little-endian machine (shared plan files are little-endian)";
+            return Err(Error::invalid(
+                "shared plan",
+                "this big-endian machine",
+                expected,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The plan of `epoch` in the file at `path` (waiting up to `timeout` for it), checked
+    /// against this planner; its origin is its own world size's whole epoch, or, for the rest
+    /// of an epoch resumed from `resumed` (`shared/resumed.rs`), that position's plan.
+    fn map_file(
+        &self,
+        path: &Path,
+        epoch: u64,
+        timeout: Duration,
+        resumed: Option<&EpochPosition>,
+    ) -> Result<EpochPlan> {
+        self.refuse_mixture()?;
+        let (map, header) = open(path, timeout)?;
+        check_identity(&header, path, &self.options, epoch)?;
+        if header.lengths_hash != self.lengths_hash() {
+            let value = format!("lengths of hash {:#018x}", header.lengths_hash);
+            let expected = format!(
+                "this rank's lengths ({} of hash {:#018x})",
+                self.lengths.len(),
+                self.lengths_hash()
+            );
+            return Err(file::refused(path, "lengths", value, expected));
+        }
+        let plan = file::plan_of(&map, header, path)?;
+        check_origin(&plan, path, resumed)?;
+        Ok(plan)
+    }
+}
+
+/// Writes `plan` (of lengths of `lengths_hash`) to `path` in `dir`: under a temporary name,
+/// flushed to disk, renamed, the directory flushed, so a reader never opens half a file.
+fn write_file(plan: &EpochPlan, lengths_hash: u64, path: &Path, dir: &Path) -> Result<()> {
+    let io = |what: &str, at: &Path, err: std::io::Error| {
+        Error::invalid(
+            format!("shared plan file {}", at.display()),
+            format!("{what}: {err}"),
+            "a directory this rank can write",
+        )
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let temporary = dir.join(format!(
+        ".{}.{}-{nanos}.tmp",
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("plan"),
+        std::process::id()
+    ));
+    let written = (|| {
+        let file = File::create(&temporary).map_err(|err| io("create", &temporary, err))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        file::write(plan, lengths_hash, &mut out)?;
+        let file = out
+            .into_inner()
+            .map_err(|err| io("write", &temporary, err.into_error()))?;
+        file.sync_all()
+            .map_err(|err| io("fsync", &temporary, err))?;
+        std::fs::rename(&temporary, path).map_err(|err| io("rename", path, err))?;
+        // The rename itself made durable: the directory's entry flushed too.
+        if let Ok(directory) = File::open(dir) {
+            let _ = directory.sync_all();
+        }
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+/// A file of a whole epoch holds its own world size's plan from block 0; one of the rest of an
+/// epoch resumed from `resumed`, the blocks of that position's plan from where it stood on.
+fn check_origin(plan: &EpochPlan, path: &Path, resumed: Option<&EpochPosition>) -> Result<()> {
+    let origin = plan.origin;
+    let (fits, expected) = match resumed {
+        None => (
+            origin == Origin::own(plan.options.world_size),
+            "an epoch planned whole for its own world size".to_string(),
+        ),
+        Some(at) => (
+            origin.planned_world_size == at.planned_world_size
+                && origin.first_block >= at.first_block,
+            format!(
+                "the blocks of the plan for {} ranks from block {} on (the position resumed)",
+                at.planned_world_size, at.first_block
+            ),
+        ),
+    };
+    if fits {
+        return Ok(());
+    }
+    let value = format!(
+        "planned for {} ranks from block {}",
+        origin.planned_world_size, origin.first_block
+    );
+    Err(file::refused(path, "origin", value, expected))
 }
 
 fn check_identity(header: &file::Header, path: &Path, options: &Options, epoch: u64) -> Result<()> {

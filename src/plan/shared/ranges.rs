@@ -23,18 +23,6 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
             expected,
         ));
     }
-    if plan.origin.planned_world_size != options.world_size || plan.origin.first_block != 0 {
-        let value = format!(
-            "planned for {} ranks from block {}",
-            plan.origin.planned_world_size, plan.origin.first_block
-        );
-        return Err(super::file::refused(
-            path,
-            "origin",
-            value,
-            "an epoch planned whole for its own world size",
-        ));
-    }
     if let Some(span) = plan
         .spans
         .iter()

@@ -1,4 +1,5 @@
 use super::*;
+use crate::plan::Resumed;
 use crate::options::{Cost, Oversize, Policy};
 use std::time::Duration;
 
@@ -183,4 +184,114 @@ fn a_reader_waits_for_the_writer_and_a_missing_file_is_named_after_the_timeout()
     assert_eq!(plan.hash(), planner.plan(0).unwrap().hash());
     // Nothing but the plan is left in the directory (the temporary name was renamed).
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+}
+
+#[test]
+fn the_writer_keeps_the_files_lengths_and_plans_later_epochs_from_them() {
+    let dir = temp_dir("writer");
+    let count = 200_000;
+    let options = options(Policy::BestFit);
+    let private = Planner::new(lengths(count), options.clone()).unwrap();
+    let mut writer = Planner::new(lengths(count), options.clone()).unwrap();
+    assert!(writer.private_memory().bytes >= 4 * u64::from(count));
+    for epoch in 0..3 {
+        writer.write_shared_plan(epoch, &dir).unwrap();
+        let plan = writer.map_shared_plan(epoch, &dir, WAIT).unwrap();
+        writer = writer.with_lengths_of(&plan).unwrap();
+        // From epoch 1 on it plans from the lengths mapped from the epoch before's file.
+        let expected = private.plan(epoch).unwrap();
+        assert_eq!(tables(&plan), tables(&expected), "epoch {epoch}");
+        assert_eq!(writer.lengths_hash(), private.lengths_hash());
+        let own = writer.private_memory().bytes + plan.private_memory().bytes;
+        assert!(own <= u64::from(count), "epoch {epoch}: {own} bytes");
+        assert_eq!(plan.private_memory(), PrivateMemory::default());
+    }
+    // A plan of other lengths is refused; a private plan leaves the planner's lengths its own.
+    let other = Planner::new(lengths(count - 1), options.clone()).unwrap();
+    other.write_shared_plan(7, &dir).unwrap();
+    let foreign = other.map_shared_plan(7, &dir, WAIT).unwrap();
+    let err = writer.with_lengths_of(&foreign).unwrap_err();
+    assert_eq!(err.argument, "plan");
+    let kept = private.with_lengths_of(&private.plan(0).unwrap()).unwrap();
+    assert_eq!(kept.private_memory(), private.private_memory());
+}
+
+fn resumed_tables(resumed: &Resumed, rank: u32) -> Vec<[i64; 6]> {
+    let plan = &resumed.plan;
+    (resumed.batches..plan.batches_per_rank())
+        .flat_map(|batch| plan.batch(rank, batch).unwrap().table())
+        .collect()
+}
+
+#[test]
+fn a_resumed_epoch_is_served_from_the_file_as_the_private_resume_serves_it() {
+    let dir = temp_dir("resume");
+    let mut lanes = options(Policy::Lanes);
+    lanes.blocks_per_batch = 2;
+    // Each case: the options now, and the world size and blocks per batch saved with: the same
+    // world size, more ranks, fewer, and a lanes epoch saved as 2 x 3 lanes, resumed as 3 x 2.
+    for (now, saved_world_size, saved_blocks) in [
+        (options(Policy::BestFit), 3, 2),
+        (options(Policy::BestFit), 5, 2),
+        (options(Policy::RandomFill), 2, 2),
+        (lanes, 2, 3),
+    ] {
+        let lengths = lengths(2_000);
+        let mut saved_options = now.clone();
+        saved_options.world_size = saved_world_size;
+        saved_options.blocks_per_batch = saved_blocks;
+        let saved = Planner::new(lengths.clone(), saved_options).unwrap();
+        let at = saved.plan(1).unwrap().position(2).unwrap();
+        let writer = Planner::new(lengths.clone(), now.clone()).unwrap();
+        let private = writer.resume(&at).unwrap();
+        let written = writer.resume_on_node(&at, &dir, true, WAIT).unwrap();
+        // A reader that never held the lengths: its planner's are epoch 0's file's.
+        writer.write_shared_plan(0, &dir).unwrap();
+        let (reader, _) = Planner::from_shared_plan(now.clone(), 0, &dir, WAIT).unwrap();
+        let read = reader.resume_on_node(&at, &dir, false, WAIT).unwrap();
+        for shared in [&written, &read] {
+            assert!(shared.plan.is_shared());
+            assert_eq!(shared.batches, private.batches, "{now:?}");
+            assert_eq!(shared.plan.hash(), private.plan.hash());
+            assert_eq!(shared.plan.stats(), private.plan.stats());
+            let position = shared.plan.position(shared.batches).unwrap();
+            assert_eq!(position, private.plan.position(private.batches).unwrap());
+            for rank in 0..now.world_size {
+                assert_eq!(resumed_tables(shared, rank), resumed_tables(&private, rank));
+            }
+        }
+        let own = saved_world_size == now.world_size || now.policy == Policy::Lanes;
+        let path = writer.shared_resume_path(&dir, &at);
+        assert_eq!(
+            path == Planner::shared_plan_path(&dir, &now, 1),
+            own,
+            "{}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn a_reader_checks_what_it_can_of_a_resumed_position() {
+    let dir = temp_dir("resume-bad");
+    let options = options(Policy::BestFit);
+    let planner = Planner::new(lengths(500), options.clone()).unwrap();
+    let mut at = planner.plan(0).unwrap().position(1).unwrap();
+    planner.resume_on_node(&at, &dir, true, WAIT).unwrap();
+    // Past the epoch's end, refused by the reader too, from the file's own plan.
+    at.batches = 10_000;
+    let err = planner.resume_on_node(&at, &dir, false, WAIT).unwrap_err();
+    assert_eq!(err.argument, "batches");
+    at.batches = 1;
+    at.blocks_per_batch = 5;
+    let err = planner.resume_on_node(&at, &dir, false, WAIT).unwrap_err();
+    assert_eq!(err.argument, "blocks_per_batch");
+    // A position no writer wrote: an error naming its file after the timeout.
+    at.blocks_per_batch = options.blocks_per_batch;
+    at.world_size = 2;
+    let err = planner
+        .resume_on_node(&at, &dir, false, Duration::from_millis(30))
+        .unwrap_err();
+    let path = planner.shared_resume_path(&dir, &at);
+    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
 }
