@@ -17,9 +17,8 @@
 
 use bload::{read_lengths, Options, Oversize, Planner, Policy};
 use seqpacker::{PackStrategy, Packer};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 mod common;
@@ -28,32 +27,9 @@ use common::lognormal_lengths;
 #[path = "../tests/common/hard_sets.rs"]
 mod hard_sets;
 
-/// Counts live and peak heap bytes, to report memory per sequence honestly.
-struct CountingAllocator;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(live, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > layout.size() {
-            let grow = new_size - layout.size();
-            let live = LIVE.fetch_add(grow, Ordering::Relaxed) + grow;
-            PEAK.fetch_max(live, Ordering::Relaxed);
-        } else {
-            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-        }
-        System.realloc(ptr, layout, new_size)
-    }
-}
+#[path = "common/counting.rs"]
+mod counting;
+use counting::{CountingAllocator, LIVE, PEAK};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;

@@ -5,7 +5,11 @@
 //! ready, the time to serve its batches (every block table of its shard), the memory its planner
 //! and plan hold of their own (`private_memory`, what the allocator gave them), its peak
 //! resident memory (VmHWM) and its private resident memory while serving (Private_* of
-//! /proc/self/smaps_rollup: the mapped plan's pages are shared, not counted there).
+//! /proc/self/smaps_rollup: the mapped plan's pages are shared, not counted there). The writer
+//! plans from its own lengths, then keeps the file's in their place (`with_lengths_of`) as a
+//! sampler does; after serving it plans epoch 1 from those mapped lengths into a file too, and
+//! reports the peak heap of that plan (beyond what it held before) as its planning peak from
+//! epoch 1 on.
 //!
 //! `BLOAD_BENCH_SHARED_SIZES=20000000,100000000` sets the counts (default 20M);
 //! `BLOAD_BENCH_SHARED_ONLY=shared` leaves out the 8 private planners (for counts whose 8 copies
@@ -18,6 +22,13 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::lognormal_lengths;
+#[path = "common/counting.rs"]
+mod counting;
+use counting::{CountingAllocator, LIVE, PEAK};
+use std::sync::atomic::Ordering;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const RANKS: u32 = 8;
 const T_MAX: u32 = 4096;
@@ -52,8 +63,9 @@ fn rank(role: &str, rank: u32, count: usize, dir: &Path) {
         "writer" => {
             let planner = Planner::new(lognormal_lengths(count, 200.0, T_MAX), options()).unwrap();
             planner.write_shared_plan(0, dir).unwrap();
-            drop(planner);
-            Planner::from_shared_plan(options(), 0, dir, wait).unwrap()
+            let plan = planner.map_shared_plan(0, dir, wait).unwrap();
+            // Its own lengths dropped with the planner that held them.
+            (planner.with_lengths_of(&plan).unwrap(), plan)
         }
         _ => Planner::from_shared_plan(options(), 0, dir, wait).unwrap(),
     };
@@ -68,9 +80,17 @@ fn rank(role: &str, rank: u32, count: usize, dir: &Path) {
     let served = serve.elapsed().as_secs_f64();
     let own = planner.private_memory().bytes + plan.private_memory().bytes;
     let private_kb = proc_kb("smaps_rollup", "Private_Dirty:");
+    let hwm_kb = proc_kb("status", "VmHWM:");
+    // The writer's next epoch, planned from the lengths mapped from epoch 0's file.
+    let mut next_peak = 0;
+    if role == "writer" {
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        planner.write_shared_plan(1, dir).unwrap();
+        next_peak = PEAK.load(Ordering::Relaxed) - base;
+    }
     println!(
-        "{role} {rank} {ready:.3} {served:.3} {own} {} {private_kb} {pieces}",
-        proc_kb("status", "VmHWM:")
+        "{role} {rank} {ready:.3} {served:.3} {own} {hwm_kb} {private_kb} {next_peak} {pieces}"
     );
 }
 
@@ -80,6 +100,7 @@ struct Row {
     own: Vec<u64>,
     hwm_kb: Vec<u64>,
     private_kb: Vec<u64>,
+    next_peak: Vec<u64>,
 }
 
 /// Runs the 8 ranks of one node at once; the wall time and each rank's figures.
@@ -107,6 +128,7 @@ fn node(shared: bool, count: usize, dir: &Path) -> (f64, Row) {
         own: vec![],
         hwm_kb: vec![],
         private_kb: vec![],
+        next_peak: vec![],
     };
     for child in children {
         let output = child.wait_with_output().unwrap();
@@ -118,6 +140,7 @@ fn node(shared: bool, count: usize, dir: &Path) -> (f64, Row) {
         row.own.push(fields[4].parse().unwrap());
         row.hwm_kb.push(fields[5].parse().unwrap());
         row.private_kb.push(fields[6].parse().unwrap());
+        row.next_peak.push(fields[7].parse().unwrap());
     }
     (start.elapsed().as_secs_f64(), row)
 }
@@ -131,15 +154,18 @@ fn max<T: Copy + PartialOrd>(values: &[T]) -> T {
 
 fn report(name: &str, count: usize, wall: f64, row: &Row, file_bytes: u64) {
     let mib = |kb: u64| kb as f64 / 1024.0;
+    let per_sequence = |bytes: u64| bytes as f64 / count as f64;
     println!(
-        "{name:>8} {count:>11} {wall:>8.2} {:>9.2} {:>8.2} {:>12.3} {:>11.0} {:>11.0} {:>12.0} {:>11.1}",
+        "{name:>8} {count:>11} {wall:>8.2} {:>9.2} {:>8.2} {:>10.3} {:>10.3} {:>11.0} {:>9.0} {:>10.0} {:>9.1} {:>9.2}",
         max(&row.ready),
         max(&row.served),
-        max(&row.own[1..]) as f64 / count as f64,
+        per_sequence(max(&row.own[1..])),
+        per_sequence(row.own[0]),
         mib(max(&row.hwm_kb[1..])),
         mib(row.hwm_kb[0]),
         mib(max(&row.private_kb)),
         file_bytes as f64 / (1 << 20) as f64,
+        per_sequence(row.next_peak[0]),
     );
 }
 
@@ -163,17 +189,19 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     println!("8 ranks of one node, lognormal lengths (median 200), t_max {T_MAX}, 8 ranks x 4 blocks, best_fit");
     println!(
-        "{:>8} {:>11} {:>8} {:>9} {:>8} {:>12} {:>11} {:>11} {:>12} {:>11}",
+        "{:>8} {:>11} {:>8} {:>9} {:>8} {:>10} {:>10} {:>11} {:>9} {:>10} {:>9} {:>9}",
         "plans",
         "sequences",
         "wall_s",
         "ready_s",
         "serve_s",
         "own_B/seq",
+        "own0_B/seq",
         "hwm_MiB",
         "hwm0_MiB",
         "dirty_MiB",
-        "file_MiB"
+        "file_MiB",
+        "next0_B/seq"
     );
     for count in sizes
         .split(',')
@@ -184,6 +212,7 @@ fn main() {
         let file_bytes = std::fs::metadata(&path).map_or(0, |meta| meta.len());
         report("shared", count, wall, &row, file_bytes);
         std::fs::remove_file(&path).unwrap();
+        std::fs::remove_file(Planner::shared_plan_path(&dir, &options(), 1)).unwrap();
         if !only_shared {
             let (wall, row) = node(false, count, &dir);
             report("private", count, wall, &row, 0);

@@ -63,7 +63,9 @@ impl PlanStats {
     /// Every count by name, for interfaces that hand stats out as a table of integers (the
     /// Python planner's dict) and for files that store them (a shared plan, `plan/shared`).
     pub fn counts(&self) -> [(&'static str, u64); 13] {
-        self.clone().count_fields().map(|(name, count)| (name, *count))
+        self.clone()
+            .count_fields()
+            .map(|(name, count)| (name, *count))
     }
 
     /// The stats whose [`PlanStats::counts`] are `counts` (in its order) and whose lower bound

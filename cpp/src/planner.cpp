@@ -186,6 +186,11 @@ Planner Planner::from_shared_plan(const Options& options, int64_t epoch, const s
   return Planner(std::make_shared<const Impl>(Impl{std::move(planner), options}));
 }
 
+Planner Planner::with_lengths_of(const EpochPlan& plan) const {
+  auto planner = rethrowing([&] { return impl_->planner->with_lengths_of(*plan.impl_->plan); });
+  return Planner(std::make_shared<const Impl>(Impl{std::move(planner), impl_->options}));
+}
+
 int64_t Planner::private_bytes() const {
   return static_cast<int64_t>(impl_->planner->planner_private_bytes());
 }
@@ -225,6 +230,13 @@ SamplerState Planner::sampler_state(const std::optional<EpochPosition>& position
 
 ResumedState Planner::resume_state(const SamplerState& state, const std::string& prefix,
                                    const std::string& suffix) const {
+  return resume_shared_state(state, prefix, suffix, "", 0, 0.0);
+}
+
+ResumedState Planner::resume_shared_state(const SamplerState& state, const std::string& prefix,
+                                          const std::string& suffix,
+                                          const std::string& shared_plan_dir, int64_t local_rank,
+                                          double timeout_s) const {
   std::vector<ffi::StateField> fields;
   // rust::String refuses text that is not UTF-8 with its own exception: named here instead.
   auto text = [&](const std::string& name, const std::string& value) {
@@ -251,7 +263,8 @@ ResumedState Planner::resume_state(const SamplerState& state, const std::string&
   }
   auto read = rethrowing([&] {
     return impl_->planner->read_sampler_state(
-        rust::Slice<const ffi::StateField>(fields.data(), fields.size()), prefix, suffix);
+        rust::Slice<const ffi::StateField>(fields.data(), fields.size()), prefix, suffix,
+        shared_plan_dir, local_rank == 0, timeout_s);
   });
   ResumedState resumed{std::nullopt, read->next_epoch()};
   if (read->started()) {

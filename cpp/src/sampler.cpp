@@ -64,6 +64,8 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
     handle_.state_->current = epoch;
   }
   plan_ = planner_.plan_for_node(epoch);
+  // A shared plan's lengths replace the planner's own: it then holds only its tables.
+  if (plan_->shared()) planner_ = planner_.with_lengths_of(*plan_);
   next_epoch_ = epoch + 1;
   position_ = 0;
 }

@@ -79,12 +79,16 @@ SamplerState BlockSampler::state() const {
 
 void BlockSampler::restore_state(const SamplerState& state, const std::string& prefix,
                                  const std::string& suffix) {
-  auto read = planner_.resume_state(state, prefix, suffix);
+  // With a shared plan directory, the resumed epoch is shared on the node like any other.
+  const auto& options = planner_.options();
+  auto read = planner_.resume_shared_state(state, prefix, suffix, options.shared_plan_dir(),
+                                           options.local_rank(), options.shared_plan_timeout());
   std::optional<EpochPlan> plan;
   int64_t position = 0;
   if (read.resumed) {
     plan = std::move(read.resumed->plan);
     position = read.resumed->batches;
+    if (plan->shared()) planner_ = planner_.with_lengths_of(*plan);
   }
   restore(std::move(plan), position, read.next_epoch);
 }

@@ -199,13 +199,11 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   // The shared plan of `epoch` becomes the planner's cached one: agreement() and
-  // check_agreement() then hash the plan the rank serves.
+  // check_agreement() then hash the plan the rank serves. Its lengths, mapped, replace the
+  // planner's own (Planner::with_lengths_of), which it then no longer holds.
   c10::intrusive_ptr<ScriptEpochPlan> map_shared_plan(int64_t epoch, std::string dir,
                                                       double timeout_s) {
-    auto plan = planner_.map_shared_plan(epoch, dir, timeout_s);
-    std::lock_guard<std::mutex> lock(mutex_);
-    last_ = plan;
-    return c10::make_intrusive<ScriptEpochPlan>(std::move(plan));
+    return serve_shared(planner_.map_shared_plan(epoch, dir, timeout_s));
   }
 
   int64_t private_bytes() { return planner_.private_bytes(); }
@@ -238,6 +236,18 @@ class ScriptPlanner : public torch::CustomClassHolder {
     if (!read.resumed) return {std::nullopt, 0, read.next_epoch};
     return {c10::make_intrusive<ScriptEpochPlan>(std::move(read.resumed->plan)),
             read.resumed->batches, read.next_epoch};
+  }
+
+  // resume_state with the epoch shared on the node (Planner::resume_shared_state): its plan
+  // is served as map_shared_plan's is.
+  std::tuple<std::optional<c10::intrusive_ptr<ScriptEpochPlan>>, int64_t, int64_t>
+  resume_shared_state(c10::Dict<std::string, c10::IValue> state, std::string dir,
+                      int64_t local_rank, double timeout_s) {
+    SamplerState fields;
+    for (const auto& entry : state) fields.emplace_back(entry.key(), entry.value());
+    auto read = planner_.resume_shared_state(fields, "state['", "']", dir, local_rank, timeout_s);
+    if (!read.resumed) return {std::nullopt, 0, read.next_epoch};
+    return {serve_shared(std::move(read.resumed->plan)), read.resumed->batches, read.next_epoch};
   }
 
   at::Tensor agreement(int64_t epoch) { return agreement_values(cached(epoch), planner_); }
@@ -279,6 +289,16 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
  private:
+  // A shared plan the rank serves: cached (as the plan its agreement hashes), its lengths the
+  // planner's from now on.
+  c10::intrusive_ptr<ScriptEpochPlan> serve_shared(EpochPlan plan) {
+    auto planner = planner_.with_lengths_of(plan);
+    std::lock_guard<std::mutex> lock(mutex_);
+    planner_ = std::move(planner);
+    last_ = plan;
+    return c10::make_intrusive<ScriptEpochPlan>(std::move(plan));
+  }
+
   // The last epoch planned is kept: a sampler asks for every batch of an epoch in turn.
   EpochPlan cached(int64_t epoch) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -376,6 +396,8 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "Raises, naming each field and every rank's value, when the rows of `gathered` "
            "(every rank's agreement(epoch), int64 [ranks, fields]) differ")
       .def("plan", &ScriptPlanner::plan, "The plan of `epoch`, as a bload.EpochPlan")
+      .def("resume_shared_state", &ScriptPlanner::resume_shared_state,
+           "resume_state with the epoch shared on the node: (dict, dir, local_rank, timeout_s)")
       .def("write_shared_plan", &ScriptPlanner::write_shared_plan,
            "Plans `epoch` into a shared plan file in `dir` for the node's ranks "
            "(docs/shared_plans.md); its path")

@@ -31,13 +31,23 @@ def shared_plan(directory, local_rank, timeout):
 
 def plan_of(planner, shared, epoch):
     """The plan of `epoch`: the rank's own without `shared`, else the node's (written first by
-    the rank of local rank 0)."""
+    the rank of local rank 0), whose mapped lengths the planner keeps in place of its own."""
     if shared is None:
         return planner.plan(epoch)
     directory, local_rank, timeout = shared
     if local_rank == 0:
         planner.write_shared_plan(epoch, directory)
     return planner.map_shared_plan(epoch, directory, timeout)
+
+
+def resume_of(planner, shared, state):
+    """A saved state checked and its epoch resumed: (plan or None, batches served, next epoch);
+    with `shared`, the rest of the epoch is the node's plan like any epoch (written first by the
+    rank of local rank 0; the planner keeps the file's lengths, not its own)."""
+    if shared is None:
+        return planner.resume_state(state)
+    directory, local_rank, timeout = shared
+    return planner.resume_shared_state(state, directory, local_rank, timeout)
 
 
 def reader_planner(shared, t_max, blocks_per_batch, world_size, seed, policy, split, cost):

@@ -18,6 +18,7 @@ from bload import _library, mixture
 from bload._arguments import BOUNDS, POLICIES, distributed, integer, lengths_tensor
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
+from bload._shared_plan import resume_of as _resume_of
 from bload._shared_plan import shared_plan as _shared_plan
 from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
@@ -322,7 +323,9 @@ class BlockSampler(torch.utils.data.Sampler):
             )
         if "version" not in state:
             return self._load_unchecked(state)
-        plan, served, next_epoch = self.planner.resume_state(dict(state))
+        plan, served, next_epoch = _resume_of(
+            self.planner, getattr(self, "_shared", None), dict(state)
+        )
         if plan is None:  # saved (by C++) before its first epoch: that epoch from its start
             self._start(next_epoch)
             return

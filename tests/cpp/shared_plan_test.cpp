@@ -1,6 +1,8 @@
 // Plans shared on a node from C++ (docs/shared_plans.md): a BlockSampler with shared_plan_dir
-// serves the batches of a private one from the file its local rank 0 writes, a rank without the
-// lengths reads its planner from the file, and a damaged file is refused by name.
+// serves the batches of a private one from the file its local rank 0 writes, keeping no lengths
+// of its own once it serves (writer and readers, made from the lengths), a resumed epoch too; a
+// rank without the lengths reads its planner from the file, and a damaged file is refused by
+// name.
 
 #include "test_support.h"
 
@@ -24,8 +26,10 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
+// A reader waits for its writer at most 20 s: a test that fails does not hang.
 bload::Options options(int64_t rank) {
-  return bload::Options(94).world_size(3).blocks_per_batch(2).seed(5).rank(rank);
+  return bload::Options(94).world_size(3).blocks_per_batch(2).seed(5).rank(rank).shared_plan_timeout(
+      20.0);
 }
 
 TEST(SharedPlan, EveryRankServesThePrivatePlansBatches) {
@@ -47,6 +51,57 @@ TEST(SharedPlan, EveryRankServesThePrivatePlansBatches) {
   EXPECT_EQ(mapped.hash(), own.hash());
   EXPECT_EQ(planner.lengths_hash(), bload::Planner(lengths, options(0)).lengths_hash());
   EXPECT_LT(planner.private_bytes(), static_cast<int64_t>(lengths.size()));
+}
+
+TEST(SharedPlan, SamplersMadeFromLengthsKeepNoLengthsOnceTheyServe) {
+  const auto lengths = action_genome_lengths();
+  const auto sequences = static_cast<int64_t>(lengths.size());
+  const auto dir = fresh_dir("lean");
+  // The writer (local rank 0) and a reader, both made from the lengths, and a private sampler.
+  bload::BlockSampler writer(lengths, options(0).shared_plan_dir(dir).local_rank(0));
+  bload::BlockSampler reader(lengths, options(1).shared_plan_dir(dir).local_rank(1));
+  bload::BlockSampler own(lengths, options(0));
+  EXPECT_GE(writer.planner().private_bytes(), 4 * sequences);  // before its first epoch
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    SCOPED_TRACE("epoch = " + std::to_string(epoch));
+    EXPECT_TRUE(same_tables(epoch_tables(writer), epoch_tables(own)));
+    epoch_tables(reader);
+    for (auto* sampler : {&writer, &reader}) {
+      EXPECT_TRUE(sampler->plan().shared());
+      // The planner's per-length tables alone: at most a byte a sequence.
+      EXPECT_LE(sampler->planner().private_bytes() + sampler->plan().private_bytes(), sequences);
+      EXPECT_EQ(sampler->planner().lengths_hash(), own.planner().lengths_hash());
+    }
+  }
+}
+
+TEST(SharedPlan, AResumedEpochIsServedFromTheFile) {
+  const auto lengths = action_genome_lengths();
+  const auto dir = fresh_dir("resume");
+  // Saved on 3 ranks part-way into epoch 1; loaded on 3 ranks and on 2 (the rest re-dealt).
+  bload::BlockSampler saved(lengths, options(0));
+  epoch_tables(saved);
+  saved.reset();
+  saved.next();
+  saved.next();
+  const auto state = saved.state_dict();
+  for (int64_t world : {3, 2}) {
+    SCOPED_TRACE("world_size = " + std::to_string(world));
+    auto on = [&](int64_t rank) { return options(rank).world_size(world); };
+    bload::BlockSampler writer(lengths, on(0).shared_plan_dir(dir).local_rank(0));
+    bload::BlockSampler reader(lengths, on(1).shared_plan_dir(dir).local_rank(1));
+    bload::BlockSampler own0(lengths, on(0)), own1(lengths, on(1));
+    for (auto* sampler : {&writer, &reader, &own0, &own1}) sampler->load_state_dict(state);
+    EXPECT_TRUE(writer.plan().shared() && reader.plan().shared() && !own0.plan().shared());
+    EXPECT_EQ(writer.plan().hash(), own0.plan().hash());
+    EXPECT_EQ(writer.position(), own0.position());
+    EXPECT_LE(reader.planner().private_bytes(), static_cast<int64_t>(lengths.size()));
+    EXPECT_TRUE(same_tables(epoch_tables(writer), epoch_tables(own0)));
+    EXPECT_TRUE(same_tables(epoch_tables(reader), epoch_tables(own1)));
+    // The next epoch is shared again, from the lengths mapped from the resumed plan's file.
+    EXPECT_TRUE(same_tables(epoch_tables(writer), epoch_tables(own0)));
+    EXPECT_TRUE(same_tables(epoch_tables(reader), epoch_tables(own1)));
+  }
 }
 
 TEST(SharedPlan, ADamagedFileIsRefusedByName) {

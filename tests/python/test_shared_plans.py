@@ -1,6 +1,7 @@
 """Plans shared on a node (docs/shared_plans.md): the rank of local rank 0 plans each epoch into a
-file that every local rank maps. The batches served are the private plan's, a damaged or foreign
-file is refused by name, and ranks in separate processes meet at the file."""
+file that every local rank maps. The batches served are the private plan's (a resumed epoch's
+too), no rank keeps lengths of its own once it serves, a damaged or foreign file is refused by
+name, and ranks in separate processes meet at the file."""
 
 import multiprocessing
 import pathlib
@@ -14,11 +15,11 @@ WORLD = 4
 
 
 def sampler(rank, directory=None, local_rank=None, lengths=LENGTHS, seed=3, **options):
+    options = {"world_size": WORLD, "shared_plan_timeout": 20.0, **options}
     return bload.BlockSampler(
         lengths,
         128,
         2,
-        world_size=WORLD,
         rank=rank,
         seed=seed,
         shared_plan_dir=directory,
@@ -52,6 +53,42 @@ def test_a_rank_holds_no_plan_of_its_own(tmp_path):
     assert shared.plan.private_bytes() == 0
     assert private.plan.private_bytes() >= 4 * len(LENGTHS)
     assert shared.private_bytes() < private.private_bytes()
+
+
+def test_the_writer_and_readers_hold_at_most_a_byte_a_sequence(tmp_path):
+    # The writer plans from its lengths, then keeps the file's: from epoch 0 on it holds, like
+    # the readers, only its planner's per-length tables (LENGTHS are short: a few hundred bytes).
+    writer, reader = sampler(0, tmp_path), sampler(1, tmp_path)
+    private = sampler(0)
+    assert private.private_bytes() >= 8 * len(LENGTHS)
+    for epoch in (0, 1, 2):
+        for rank in (writer, reader):
+            rank.set_epoch(epoch)
+            assert rank.plan.shared()
+            assert rank.private_bytes() <= len(LENGTHS), (epoch, rank.private_bytes())
+        assert tables(writer, epoch) == tables(private, epoch)
+
+
+@pytest.mark.parametrize("world", [WORLD, 3])
+def test_a_resumed_epoch_is_served_from_the_file(tmp_path, world):
+    saved = sampler(0)
+    saved.set_epoch(1)
+    batches = iter(saved)
+    next(batches), next(batches)
+    state = saved.state_dict()
+    # Loaded on the same world size (the epoch's own file) and on another (the rest re-dealt,
+    # in a file of the position's).
+    shared = [sampler(rank, tmp_path, world_size=world) for rank in range(world)]
+    private = [sampler(rank, world_size=world) for rank in range(world)]
+    for mine, theirs in zip(shared, private):
+        mine.load_state_dict(state)
+        theirs.load_state_dict(state)
+        assert mine.plan.shared() and not theirs.plan.shared()
+        assert mine.private_bytes() <= len(LENGTHS)
+        assert (len(mine), mine.plan_hash()) == (len(theirs), theirs.plan_hash())
+        assert [b.table.tolist() for b in mine] == [b.table.tolist() for b in theirs]
+        assert mine.state_dict() == theirs.state_dict()
+    assert any("-resume-" in path.name for path in tmp_path.iterdir()) == (world != WORLD)
 
 
 def test_a_damaged_file_is_refused_by_name(tmp_path):

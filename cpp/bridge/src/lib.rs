@@ -196,11 +196,16 @@ mod ffi {
             next_epoch: i64,
         ) -> Result<Vec<StateField>>;
         /// A saved state checked and its epoch resumed; fields named `{prefix}{name}{suffix}`.
+        /// With a `shared_dir` (not ""), the epoch is shared on the node: the rank that
+        /// `writes` resumes it into a file there, every rank maps it (`Planner::resume_on_node`).
         fn read_sampler_state(
             self: &Planner,
             fields: &[StateField],
             prefix: &str,
             suffix: &str,
+            shared_dir: &str,
+            writes: bool,
+            timeout_s: f64,
         ) -> Result<Box<ReadState>>;
         fn started(self: &ReadState) -> bool;
         fn next_epoch(self: &ReadState) -> i64;
@@ -284,6 +289,9 @@ mod ffi {
             dir: &str,
             timeout_s: f64,
         ) -> Result<Box<EpochPlan>>;
+        /// This planner with its lengths read from `plan`'s shared plan file in place of its
+        /// own (`Planner::with_lengths_of`).
+        fn with_lengths_of(self: &Planner, plan: &EpochPlan) -> Result<Box<Planner>>;
         /// Bytes the planner holds of its own (`bload::PrivateMemory`).
         fn planner_private_bytes(self: &Planner) -> u64;
         /// Bytes the plan holds of its own: none for a mapped plan's columns.

@@ -28,7 +28,7 @@ pub(crate) fn planner_from_shared_plan(
     })
 }
 
-fn timeout_of(timeout_s: f64) -> bload::Result<Duration> {
+pub(crate) fn timeout_of(timeout_s: f64) -> bload::Result<Duration> {
     Duration::try_from_secs_f64(timeout_s)
         .map_err(|_| Error::invalid("shared_plan_timeout", timeout_s, "seconds, at least 0"))
 }
@@ -53,6 +53,12 @@ impl Planner {
                 .0
                 .map_shared_plan(epoch_of(epoch)?, Path::new(dir), timeout)?;
             Ok(Box::new(EpochPlan(plan)))
+        })
+    }
+
+    pub(crate) fn with_lengths_of(&self, plan: &EpochPlan) -> Result<Box<Planner>, BridgeError> {
+        guarded("with_lengths_of", || {
+            Ok(Box::new(Planner(self.0.with_lengths_of(&plan.0)?)))
         })
     }
 

@@ -43,11 +43,21 @@ impl Planner {
         fields: &[StateField],
         prefix: &str,
         suffix: &str,
+        shared_dir: &str,
+        writes: bool,
+        timeout_s: f64,
     ) -> Result<Box<ReadState>, BridgeError> {
         guarded("read_sampler_state", || {
             let fields: Vec<_> = fields.iter().map(value_of).collect();
             let named = |name: &str| format!("{prefix}{name}{suffix}");
-            let read = self.0.resume_sampler_state(&fields, &named)?;
+            let read = if shared_dir.is_empty() {
+                self.0.resume_sampler_state(&fields, &named)?
+            } else {
+                let timeout = super::shared::timeout_of(timeout_s)?;
+                let dir = std::path::Path::new(shared_dir);
+                self.0
+                    .resume_sampler_state_on_node(&fields, &named, dir, writes, timeout)?
+            };
             Ok(Box::new(ReadState {
                 next_epoch: read.next_epoch as i64,
                 batches: read.resumed.as_ref().map_or(0, |r| r.batches as i64),

@@ -260,6 +260,12 @@ class BLOAD_API Planner {
   // lengths are the mapped file's, so it holds only its per-length tables of its own.
   static Planner from_shared_plan(const Options& options, int64_t epoch, const std::string& dir,
                                   double timeout_s);
+  // This planner with its lengths read from `plan`, mapped from a shared plan file of the same
+  // lengths (map_shared_plan, plan_for_node), in place of its own: the planner a rank keeps once
+  // it serves shared plans (BlockSampler does), holding only its per-length tables; its own
+  // lengths are freed with the last copy that holds them. Later epochs are planned from the
+  // mapped lengths. A plan not shared leaves them as they are; one of other lengths is an error.
+  Planner with_lengths_of(const EpochPlan& plan) const;
   // Bytes the planner holds of its own (its lengths and per-length tables).
   int64_t private_bytes() const;
   const Options& options() const;
@@ -291,6 +297,12 @@ class BLOAD_API Planner {
   // with both values), then where it stood. Errors name a field as `prefix + name + suffix`.
   ResumedState resume_state(const SamplerState& state, const std::string& prefix,
                             const std::string& suffix) const;
+  // resume_state with the epoch shared on the node (docs/shared_plans.md): the rank of
+  // `local_rank` 0 resumes it into a file in `shared_plan_dir`, and every local rank maps it
+  // (waiting up to `timeout_s` seconds): the same plan and batches as resume_state gives.
+  ResumedState resume_shared_state(const SamplerState& state, const std::string& prefix,
+                                   const std::string& suffix, const std::string& shared_plan_dir,
+                                   int64_t local_rank, double timeout_s) const;
 
   struct Impl;
 

@@ -86,7 +86,12 @@ pub(super) fn write(plan: &EpochPlan, lengths_hash: u64, out: &mut impl Write) -
         u64::from(plan.origin.planned_world_size),
         plan.origin.first_block,
     ];
-    for word in words.iter().chain(&origin).chain(&counts).chain(&blocks_unrounded) {
+    for word in words
+        .iter()
+        .chain(&origin)
+        .chain(&counts)
+        .chain(&blocks_unrounded)
+    {
         header.extend_from_slice(&word.to_le_bytes());
     }
     for len in lens {

@@ -17,9 +17,9 @@ mod resumed;
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
 
+use super::resume::Origin;
 use super::shard::Span;
 use super::split::SplitPiece;
-use super::resume::Origin;
 use super::{EpochPlan, EpochPosition, Planner};
 use crate::error::{Error, Result};
 use crate::options::Options;

@@ -19,7 +19,10 @@ impl Planner {
         if self.resumes_own_plan(at) {
             return path;
         }
-        let name = path.file_stem().and_then(|stem| stem.to_str()).unwrap_or("");
+        let name = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .unwrap_or("");
         dir.join(format!(
             "{name}-resume-{}-{}-{}x{}-{}.plan",
             at.planned_world_size, at.first_block, at.world_size, at.blocks_per_batch, at.batches

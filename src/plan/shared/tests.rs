@@ -1,6 +1,6 @@
 use super::*;
-use crate::plan::Resumed;
 use crate::options::{Cost, Oversize, Policy};
+use crate::plan::Resumed;
 use std::time::Duration;
 
 fn lengths(count: u32) -> Vec<u32> {
@@ -293,5 +293,8 @@ fn a_reader_checks_what_it_can_of_a_resumed_position() {
         .resume_on_node(&at, &dir, false, Duration::from_millis(30))
         .unwrap_err();
     let path = planner.shared_resume_path(&dir, &at);
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 }
