@@ -25,7 +25,42 @@ pub(crate) fn try_with_capacity<T>(what: &str, capacity: usize) -> Result<Vec<T>
 /// Room for exactly `additional` more elements in `vec`.
 pub(crate) fn try_reserve<T>(vec: &mut Vec<T>, what: &str, additional: usize) -> Result<()> {
     vec.try_reserve_exact(additional)
-        .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))
+        .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))?;
+    advise_huge_pages(vec);
+    Ok(())
+}
+
+/// The size of a huge page on the machines bload runs on (x86-64 and aarch64 Linux, 4 KiB base
+/// pages).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the kernel to back the room of `vec`, if it spans whole huge pages, with transparent
+/// huge pages where the system allows them (`madvise` mode, the usual default, leaves it to the
+/// program). A plan's large buffers are written once, fresh: in 4 KiB pages each page is a
+/// fault of its own (about a microsecond or more, a fifth to a quarter of a plan's time at 5M
+/// sequences), and the random accesses of the shuffles and sorts miss the TLB on nearly every
+/// item. A hint only: it changes no result, and a failure (no huge pages) leaves 4 KiB pages.
+/// Only the huge pages wholly inside the allocation are advised, so nothing else is touched.
+fn advise_huge_pages<T>(vec: &mut Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        let bytes = vec.capacity().saturating_mul(size_of::<T>());
+        if bytes < 2 * HUGE_PAGE {
+            return;
+        }
+        let start = vec.as_mut_ptr() as usize;
+        let first = start.next_multiple_of(HUGE_PAGE);
+        let end = (start + bytes) / HUGE_PAGE * HUGE_PAGE;
+        if end > first {
+            // SAFETY: the range lies within `vec`'s allocation, and MADV_HUGEPAGE changes how
+            // its pages are backed, never their contents.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (vec, HUGE_PAGE);
 }
 
 /// `value` pushed onto `vec`, which grows as `Vec::push` grows it (doubling its room), but

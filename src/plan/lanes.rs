@@ -38,7 +38,14 @@ impl Planner {
             .lengths
             .len()
             .saturating_add(most_blocks.min(u64::from(u32::MAX)) as usize);
-        let deal = super::deal::deal(&self.lengths, options.seed, epoch, lanes, room)?;
+        let deal = super::deal::deal(
+            &self.lengths,
+            &self.counts,
+            options.seed,
+            epoch,
+            lanes,
+            room,
+        )?;
         let longest_lane = deal.steps.iter().copied().max().unwrap_or(0);
         let windows = longest_lane.div_ceil(t_max).max(1);
         let blocks = windows * lanes as u64;

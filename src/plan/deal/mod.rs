@@ -73,9 +73,11 @@ pub(super) fn length_of(pair: u64) -> u32 {
 }
 
 /// The deal of `lengths` to `lanes` lanes (at least one) in `epoch` (see the module's comment),
-/// its spare buffer with room for `room` pieces.
+/// its spare buffer with room for `room` pieces. `counts[length]` is each length's count, or
+/// empty when the planner has none (the sort counts them then).
 pub(super) fn deal(
     lengths: &[u32],
+    counts: &[u32],
     seed: u64,
     epoch: u64,
     lanes: usize,
@@ -86,7 +88,7 @@ pub(super) fn deal(
         mut sorted,
         spare: mut order,
         runs,
-    } = shuffled_longest_first(lengths, &mut rng, room)?;
+    } = shuffled_longest_first(lengths, counts, &mut rng, room)?;
 
     let mut lane_numbers = try_with_capacity("the number of every lane", lanes)?;
     lane_numbers.extend(0..lanes as u32);
