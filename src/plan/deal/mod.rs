@@ -186,13 +186,15 @@ impl Hand for Place<'_> {
         if count == 0 {
             return;
         }
-        for _ in 0..count / turns.len() {
-            for &turn in turns {
-                self.one(turn as u32);
+        // The next `count` sorted sequences, a round of `turns` at a time (the last one short).
+        let sequences = &self.sorted[self.at..self.at + count];
+        self.at += count;
+        for round in sequences.chunks(turns.len()) {
+            for (&sequence, &turn) in round.iter().zip(turns) {
+                let next = &mut self.next[turn as u32 as usize];
+                self.order[*next] = pair(sequence, self.length);
+                *next += 1;
             }
-        }
-        for &turn in &turns[..count % turns.len()] {
-            self.one(turn as u32);
         }
     }
 }
