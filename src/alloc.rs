@@ -25,9 +25,15 @@ pub(crate) fn try_with_capacity<T>(what: &str, capacity: usize) -> Result<Vec<T>
 /// Room for exactly `additional` more elements in `vec`.
 pub(crate) fn try_reserve<T>(vec: &mut Vec<T>, what: &str, additional: usize) -> Result<()> {
     vec.try_reserve_exact(additional)
-        .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))?;
-    advise_huge_pages(vec);
-    Ok(())
+        .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))
+}
+
+/// [`try_with_capacity`] for a vector that is then shuffled across its whole length: its room
+/// is advised to use huge pages (`advise_huge_pages`), before anything is written to it.
+pub(crate) fn try_with_capacity_to_shuffle<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
+    let mut vec = try_with_capacity(what, capacity)?;
+    advise_huge_pages(&mut vec);
+    Ok(vec)
 }
 
 /// The size of a huge page on the machines bload runs on (x86-64 and aarch64 Linux, 4 KiB base
@@ -36,10 +42,12 @@ const HUGE_PAGE: usize = 2 << 20;
 
 /// Asks the kernel to back the room of `vec`, if it spans whole huge pages, with transparent
 /// huge pages where the system allows them (`madvise` mode, the usual default, leaves it to the
-/// program). A plan's large buffers are written once, fresh: in 4 KiB pages each page is a
-/// fault of its own (about a microsecond or more, a fifth to a quarter of a plan's time at 5M
-/// sequences), and the random accesses of the shuffles and sorts miss the TLB on nearly every
-/// item. A hint only: it changes no result, and a failure (no huge pages) leaves 4 KiB pages.
+/// program). A Fisher-Yates shuffle of a large array swaps items at random across it: in 4 KiB
+/// pages nearly every swap misses the TLB as well as the caches, and each page is a fault of
+/// its own when first written. Advised, the first shuffle of `lanes` took 45% less time at 50M
+/// sequences (BENCHMARKS.md, issue 26). Only for arrays shuffled whole: advising every large
+/// buffer made the later, written-in-order ones far slower to fault in at 50M on the machine
+/// measured. A hint only: it changes no result, and where it is refused the pages stay 4 KiB.
 /// Only the huge pages wholly inside the allocation are advised, so nothing else is touched.
 fn advise_huge_pages<T>(vec: &mut Vec<T>) {
     #[cfg(target_os = "linux")]

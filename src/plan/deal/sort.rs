@@ -2,7 +2,7 @@
 //! the shuffles themselves, prefetching the items they swap.
 
 use super::{length_of, pair, sequence_of};
-use crate::alloc::{try_vec, try_with_capacity};
+use crate::alloc::{try_vec, try_with_capacity, try_with_capacity_to_shuffle};
 use crate::error::Result;
 use crate::rng::PlanRng;
 
@@ -40,7 +40,8 @@ pub(super) fn shuffled_longest_first(
     };
     // (No lengths, which planners refuse, make one empty run.)
     let shortest = shortest.min(longest);
-    let mut pairs = try_with_capacity("the sequences with their lengths", lengths.len())?;
+    let mut pairs =
+        try_with_capacity_to_shuffle("the sequences with their lengths", lengths.len())?;
     pairs.extend(
         (0..)
             .zip(lengths)
