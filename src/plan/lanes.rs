@@ -38,7 +38,14 @@ impl Planner {
             .lengths
             .len()
             .saturating_add(most_blocks.min(u64::from(u32::MAX)) as usize);
-        let deal = super::deal::deal(&self.lengths, options.seed, epoch, lanes, room)?;
+        let deal = super::deal::deal(
+            &self.lengths,
+            &self.counts,
+            options.seed,
+            epoch,
+            lanes,
+            room,
+        )?;
         let longest_lane = deal.steps.iter().copied().max().unwrap_or(0);
         let windows = longest_lane.div_ceil(t_max).max(1);
         let blocks = windows * lanes as u64;
@@ -118,20 +125,15 @@ struct Windows {
 }
 
 /// Where a lane stands as its windows are written: its next sequence in the deal's order, the
-/// end of its sequences, and what is left of a sequence cut at its last window's end.
+/// end of its sequences, and what is left of a sequence cut at its last window's end (its
+/// steps from `cut_offset`, `cut_left` of them; none when 0).
 #[derive(Clone, Copy)]
 struct Lane {
     at: usize,
     end: usize,
-    cut: Option<Cut>,
-}
-
-/// The rest of a sequence cut at a window's end: its steps from `offset` to `length`.
-#[derive(Clone, Copy)]
-struct Cut {
-    sequence: u32,
-    offset: u64,
-    length: u64,
+    cut_sequence: u32,
+    cut_offset: u32,
+    cut_left: u32,
 }
 
 impl Windows {
@@ -143,7 +145,9 @@ impl Windows {
         lanes.extend(starts.windows(2).map(|lane| Lane {
             at: lane[0],
             end: lane[1],
-            cut: None,
+            cut_sequence: 0,
+            cut_offset: 0,
+            cut_left: 0,
         }));
         for _ in 0..windows {
             for lane in &mut lanes {
@@ -168,43 +172,48 @@ impl Windows {
 
     /// The next window of `lane`: the rest of a cut sequence (as much as fits), whole sequences
     /// as long as they fit, then the first piece of the next one if it runs past the window's end.
+    #[inline(always)]
     fn window(&mut self, lane: &mut Lane, order: &[u64]) -> Result<()> {
         let t_max = self.t_max;
         let mut used = 0;
-        if let Some(cut) = &mut lane.cut {
-            used = t_max.min(cut.length - cut.offset);
-            let (sequence, offset) = (cut.sequence, cut.offset);
-            cut.offset += used;
-            if cut.offset == cut.length {
-                lane.cut = None;
-            }
-            self.split_piece(sequence, offset, used)?;
+        if lane.cut_left > 0 {
+            let take = t_max.min(u64::from(lane.cut_left));
+            self.split_piece(lane.cut_sequence, u64::from(lane.cut_offset), take)?;
+            // `take` is at most `cut_left`, a u32.
+            lane.cut_offset += take as u32;
+            lane.cut_left -= take as u32;
+            used = take;
         }
         // The lanes are read side by side, more streams than the processor follows on its own.
         prefetch(order, lane.at + 16);
-        let first = lane.at;
-        while lane.at < lane.end && used + u64::from(length_of(order[lane.at])) <= t_max {
-            used += u64::from(length_of(order[lane.at]));
-            lane.at += 1;
+        let rest = &order[lane.at..lane.end];
+        let mut whole = 0;
+        for &pair in rest {
+            let length = u64::from(length_of(pair));
+            if used + length > t_max {
+                break;
+            }
+            used += length;
+            whole += 1;
         }
-        let whole = order[first..lane.at].iter().map(|&pair| sequence_of(pair));
-        self.piece_sequences.extend(whole);
-        if used < t_max && lane.at < lane.end {
-            let (sequence, length) = (sequence_of(order[lane.at]), length_of(order[lane.at]));
+        let pieces = rest[..whole].iter().map(|&pair| sequence_of(pair));
+        self.piece_sequences.extend(pieces);
+        lane.at += whole;
+        if used < t_max && whole < rest.len() {
+            let (sequence, length) = (sequence_of(rest[whole]), length_of(rest[whole]));
             lane.at += 1;
             self.split_sequences += 1;
             let take = t_max - used;
             self.split_piece(sequence, 0, take)?;
-            lane.cut = Some(Cut {
-                sequence,
-                offset: take,
-                length: u64::from(length),
-            });
+            // Cut: `take` is less than `length`, a u32.
+            (lane.cut_sequence, lane.cut_offset) = (sequence, take as u32);
+            lane.cut_left = length - take as u32;
         }
         Ok(())
     }
 
     /// A piece of a cut sequence: `length` steps from `offset`.
+    #[inline(always)]
     fn split_piece(&mut self, sequence: u32, offset: u64, length: u64) -> Result<()> {
         debug_assert!(self.split_pieces.len() < self.split_pieces.capacity());
         self.split_pieces.push(SplitPiece {

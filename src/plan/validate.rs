@@ -134,7 +134,14 @@ impl Tally {
             counts[0] = 0;
         }
         if options.policy == Policy::Lanes {
-            return lanes_gathered(lengths.len() as u64, steps, longest, options);
+            // With none longer than t_max, `counts` is each length's count, which the deal's
+            // sort would otherwise count again.
+            let counts = if oversized_count == 0 {
+                counts
+            } else {
+                Vec::new()
+            };
+            return lanes_gathered(lengths.len() as u64, steps, longest, counts, options);
         }
         if oversized_count > 0 && options.oversize == Oversize::Reject {
             return Err(Error::invalid(
@@ -186,16 +193,23 @@ impl Tally {
     }
 }
 
-/// What a `lanes` plan needs: no packing tables (the counts per length are dropped), as no
-/// sequence is packed or split into chunks; the lanes' own lower bound.
-fn lanes_gathered(sequences: u64, steps: u64, longest: u32, options: &Options) -> Result<Gathered> {
+/// What a `lanes` plan needs: no packing tables, as no sequence is packed or split into chunks,
+/// but each length's count when there are `counts` (for the deal's sort); the lanes' own lower
+/// bound.
+fn lanes_gathered(
+    sequences: u64,
+    steps: u64,
+    longest: u32,
+    counts: Vec<u32>,
+    options: &Options,
+) -> Result<Gathered> {
     check_blocks_per_global_batch(sequences, options)?;
     let blocks = super::lanes::lanes_bound(steps, longest, options);
     if blocks > u64::from(u32::MAX) {
         return Err(super::lanes::too_many_blocks(blocks, options.t_max));
     }
     Ok(Gathered {
-        counts: Vec::new(),
+        counts,
         class_starts: Vec::new(),
         oversized: Vec::new(),
         full_chunks: 0,

@@ -73,9 +73,11 @@ pub(super) fn length_of(pair: u64) -> u32 {
 }
 
 /// The deal of `lengths` to `lanes` lanes (at least one) in `epoch` (see the module's comment),
-/// its spare buffer with room for `room` pieces.
+/// its spare buffer with room for `room` pieces. `counts[length]` is each length's count, or
+/// empty when the planner has none (the sort counts them then).
 pub(super) fn deal(
     lengths: &[u32],
+    counts: &[u32],
     seed: u64,
     epoch: u64,
     lanes: usize,
@@ -86,7 +88,7 @@ pub(super) fn deal(
         mut sorted,
         spare: mut order,
         runs,
-    } = shuffled_longest_first(lengths, &mut rng, room)?;
+    } = shuffled_longest_first(lengths, counts, &mut rng, room)?;
 
     let mut lane_numbers = try_with_capacity("the number of every lane", lanes)?;
     lane_numbers.extend(0..lanes as u32);
@@ -184,13 +186,15 @@ impl Hand for Place<'_> {
         if count == 0 {
             return;
         }
-        for _ in 0..count / turns.len() {
-            for &turn in turns {
-                self.one(turn as u32);
+        // The next `count` sorted sequences, a round of `turns` at a time (the last one short).
+        let sequences = &self.sorted[self.at..self.at + count];
+        self.at += count;
+        for round in sequences.chunks(turns.len()) {
+            for (&sequence, &turn) in round.iter().zip(turns) {
+                let next = &mut self.next[turn as u32 as usize];
+                self.order[*next] = pair(sequence, self.length);
+                *next += 1;
             }
-        }
-        for &turn in &turns[..count % turns.len()] {
-            self.one(turn as u32);
         }
     }
 }

@@ -40,12 +40,25 @@ fn deal_as_written(lengths: &[u32], seed: u64, epoch: u64, lanes: usize) -> Deal
     }
 }
 
+/// Each length's count, as a planner has them for lengths up to `t_max`: indexed by length.
+fn counts_of(lengths: &[u32]) -> Vec<u32> {
+    let longest = lengths.iter().copied().max().unwrap_or(0);
+    let mut counts = vec![0; longest as usize + 1];
+    for &length in lengths {
+        counts[length as usize] += 1;
+    }
+    counts
+}
+
+/// The deal, with and without the planner's counts, is the rule as written.
 fn assert_same(lengths: &[u32], seed: u64, lanes: usize) {
-    let fast = deal(lengths, seed, 1, lanes, 0).unwrap();
     let written = deal_as_written(lengths, seed, 1, lanes);
-    assert_eq!(fast.order, written.order);
-    assert_eq!(fast.starts, written.starts);
-    assert_eq!(fast.steps, written.steps);
+    for counts in [Vec::new(), counts_of(lengths)] {
+        let fast = deal(lengths, &counts, seed, 1, lanes, 0).unwrap();
+        assert_eq!(fast.order, written.order);
+        assert_eq!(fast.starts, written.starts);
+        assert_eq!(fast.steps, written.steps);
+    }
 }
 
 proptest! {
@@ -62,8 +75,14 @@ proptest! {
         lanes in 1usize..=40,
         seed in any::<u64>(),
     ) {
-        let fast = deal(&lengths, seed, 1, lanes, 0).unwrap();
         let written = deal_as_written(&lengths, seed, 1, lanes);
+        // With the planner's counts where it keeps them (no length past 2^16 here).
+        let counts = if lengths.iter().all(|&length| length <= 1 << 16) {
+            counts_of(&lengths)
+        } else {
+            Vec::new()
+        };
+        let fast = deal(&lengths, &counts, seed, 1, lanes, 0).unwrap();
         prop_assert_eq!(fast.order, written.order);
         prop_assert_eq!(fast.starts, written.starts);
         prop_assert_eq!(fast.steps, written.steps);
