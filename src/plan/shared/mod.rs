@@ -13,6 +13,7 @@ mod file;
 mod mapping;
 mod ranges;
 mod resumed;
+mod retire;
 
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
@@ -95,8 +96,7 @@ impl Planner {
     /// Where in `dir` the plan of `epoch` under these options is shared: a name of the options
     /// (their JSON's stable hash) and the epoch, so a rank that has only the options finds it.
     pub fn shared_plan_path(dir: &Path, options: &Options, epoch: u64) -> PathBuf {
-        let hash = file::stable_text_hash(&options.to_json());
-        dir.join(format!("bload-plan-{hash:016x}-epoch{epoch}.plan"))
+        dir.join(format!("{}{epoch}.plan", plan_name_prefix(options)))
     }
 
     /// A mixture's epochs choose their sequences anew (mixture.rs), which the file does not yet
@@ -121,6 +121,7 @@ impl Planner {
         let plan = self.plan(epoch)?;
         let path = Self::shared_plan_path(dir, &self.options, epoch);
         write_file(&plan, self.lengths_hash(), &path, dir)?;
+        retire::retire_old_epochs(dir, &self.options, epoch);
         Ok(path)
     }
 
@@ -218,6 +219,13 @@ impl Planner {
         check_origin(&plan, path, resumed)?;
         Ok(plan)
     }
+}
+
+/// What every plan file's name under `options` starts with, its epoch next: the stable hash of
+/// the options' JSON, so a rank that has only the options finds the file.
+fn plan_name_prefix(options: &Options) -> String {
+    let hash = file::stable_text_hash(&options.to_json());
+    format!("bload-plan-{hash:016x}-epoch")
 }
 
 /// Writes `plan` (of lengths of `lengths_hash`) to `path` in `dir`: under a temporary name,

@@ -3,6 +3,7 @@
 //! serves into a file named after the position, and every local rank maps that file. The rest
 //! of the epoch is then served bit for bit as [`Planner::resume`] would serve it on each rank.
 
+use super::retire::retire_old_epochs;
 use super::{write_file, Planner};
 use crate::error::Result;
 use crate::plan::{EpochPosition, Resumed};
@@ -50,6 +51,7 @@ impl Planner {
         if writes {
             let resumed = self.resume(at)?;
             write_file(&resumed.plan, self.lengths_hash(), &path, dir)?;
+            retire_old_epochs(dir, &self.options, at.epoch);
         }
         let own = self.resumes_own_plan(at);
         let plan = self.map_file(&path, at.epoch, timeout, (!own).then_some(at))?;

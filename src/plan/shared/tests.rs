@@ -16,11 +16,33 @@ fn options(policy: Policy) -> Options {
     options
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+/// A test's own directory, removed when the test ends (passed or failed).
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!("bload-shared-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
 }
 
 fn tables(plan: &EpochPlan) -> Vec<Vec<[i64; 6]>> {
@@ -171,7 +193,7 @@ fn a_reader_waits_for_the_writer_and_a_missing_file_is_named_after_the_timeout()
     );
     assert!(err.to_string().contains("timeout"), "{err}");
     let writer = {
-        let (planner, dir) = (planner.clone(), dir.clone());
+        let (planner, dir) = (planner.clone(), dir.to_path_buf());
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             planner.write_shared_plan(0, &dir).unwrap()
@@ -297,4 +319,51 @@ fn a_reader_checks_what_it_can_of_a_resumed_position() {
         err.to_string().contains(&path.display().to_string()),
         "{err}"
     );
+}
+
+#[test]
+fn writing_an_epoch_removes_the_files_of_epochs_two_before_it() {
+    let dir = temp_dir("retire");
+    let options = options(Policy::BestFit);
+    let planner = Planner::new(lengths(300), options.clone()).unwrap();
+    let private = planner.plan(0).unwrap();
+    planner.write_shared_plan(0, &dir).unwrap();
+    let mapped = planner.map_shared_plan(0, &dir, WAIT).unwrap();
+    // Files of other options, and names that are not plans, are left alone.
+    let other = Options {
+        seed: 12,
+        ..options.clone()
+    };
+    Planner::new(lengths(300), other.clone())
+        .unwrap()
+        .write_shared_plan(0, &dir)
+        .unwrap();
+    std::fs::write(dir.join("notes.txt"), "kept").unwrap();
+    let exists = |epoch| Planner::shared_plan_path(&dir, &options, epoch).exists();
+    planner.write_shared_plan(1, &dir).unwrap();
+    assert!(exists(0) && exists(1));
+    planner.write_shared_plan(2, &dir).unwrap();
+    assert!(!exists(0) && exists(1) && exists(2));
+    assert!(Planner::shared_plan_path(&dir, &other, 0).exists());
+    assert!(dir.join("notes.txt").exists());
+    // A rank still serving the removed epoch's mapping serves it whole.
+    assert_eq!(tables(&mapped), tables(&private));
+    // A resumed epoch's file (here of another world size's position) is retired like a whole
+    // epoch's, once the epoch two after it is written.
+    let saved = Planner::new(
+        lengths(300),
+        Options {
+            world_size: 5,
+            ..options.clone()
+        },
+    )
+    .unwrap();
+    let at = saved.plan(3).unwrap().position(1).unwrap();
+    planner.resume_on_node(&at, &dir, true, WAIT).unwrap();
+    let resumed = planner.shared_resume_path(&dir, &at);
+    assert!(resumed.exists() && resumed != Planner::shared_plan_path(&dir, &options, 3));
+    planner.write_shared_plan(4, &dir).unwrap();
+    assert!(resumed.exists());
+    planner.write_shared_plan(5, &dir).unwrap();
+    assert!(!resumed.exists() && exists(4) && exists(5));
 }
