@@ -2,7 +2,9 @@
 //! the shuffles themselves, prefetching the items they swap.
 
 use super::{length_of, pair, sequence_of};
-use crate::alloc::{try_vec, try_with_capacity, try_with_capacity_to_shuffle};
+use crate::alloc::{
+    try_vec, try_with_capacity, try_with_capacity_to_scatter, try_with_capacity_to_shuffle,
+};
 use crate::error::Result;
 use crate::rng::PlanRng;
 
@@ -69,7 +71,7 @@ pub(super) fn shuffled_longest_first(
             *count = counts[longest as usize - key];
         }
     }
-    let mut sorted = try_with_capacity(SORTED, room.max(pairs.len()))?;
+    let mut sorted = try_with_capacity_to_scatter(SORTED, room.max(pairs.len()))?;
     scatter(&pairs, &of_key, key, &mut sorted)?;
     let present = (0..of_key.len()).filter(|&k| of_key[k] > 0);
     let mut runs = try_with_capacity("the lengths present", present.clone().count())?;
