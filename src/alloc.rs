@@ -40,7 +40,7 @@ pub(crate) fn try_with_capacity_to_shuffle<T>(what: &str, capacity: usize) -> Re
 /// where every length writes its own stream): its room, when at most [`SCATTERED_HUGE_MOST`]
 /// bytes, is advised to use huge pages (`advise_huge_pages`). The thousands of streams fall in
 /// as many 4 KiB pages, more than the TLB holds; in huge pages the sort of `lanes` took about
-/// 10 ms less at 5M sequences (a 20 MB vector). Larger vectors keep 4 KiB pages: at 50M
+/// 9 ms less at 5M sequences (a 20 MB vector). Larger vectors keep 4 KiB pages: at 50M
 /// (200 MB) advising made the plan slower, and its time far more variable, on the machine
 /// measured (BENCHMARKS.md, issue 26, fourth pass).
 pub(crate) fn try_with_capacity_to_scatter<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
