@@ -21,9 +21,6 @@ from ddp_support import (
 from models import scripted  # tests/support
 from running_sum import FEATURES
 
-# Its trainer runs (module fixtures) start once, on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("test_ddp")
-
 SEQUENCES = 400  # the first 400 Action-Genome-shaped sequences: a few batches per rank
 
 

@@ -15,9 +15,6 @@ from models import build, scripted  # tests/support
 from packed_transformer import causal_alone
 from running_sum import RunningSum
 
-# Its trainer runs (module fixtures) start once, on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("test_ddp_transformer")
-
 COLUMN = bload.ops.COLUMN
 
 SEQUENCES, T_MAX, BLOCKS = 240, 94, 8  # the trainers' defaults: a few batches per rank

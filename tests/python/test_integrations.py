@@ -14,9 +14,6 @@ from conftest import ROOT
 from ddp_support import HARD_TIMEOUT, torchrun
 from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
 
-# The frameworks' torchrun launch (a module fixture) starts once, on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("test_integrations")
-
 HERE = ROOT / "tests" / "python"
 
 

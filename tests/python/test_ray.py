@@ -18,9 +18,6 @@ ray = pytest.importorskip(
 import bload  # noqa: E402
 import bload.ray  # noqa: E402
 
-# One local Ray (a module fixture) starts once, on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("test_ray")
-
 T_MAX, BLOCKS = 32, 2
 # Lengths up to 40 > T_MAX: with split=True some sequences are cut into pieces.
 LENGTHS = torch.randint(1, 41, (48,), generator=torch.Generator().manual_seed(28)).tolist()
