@@ -76,16 +76,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(program, nodes=1, ranks_per_node=1):
+def torchrun(program, log_dir, nodes=1, ranks_per_node=1):
     """The command line of one torchrun node starting `program` (its words) on loopback, at a
     free port (never torchrun's default, which a run beside this one may hold): one node with its
     own store (--master-port), or `nodes` nodes meeting through c10d rendezvous (as machines
-    would at --rdzv-endpoint HOST:PORT); start it `nodes` times."""
+    would at --rdzv-endpoint HOST:PORT); start it `nodes` times. Its logs go under `log_dir` (a
+    test's tmp_path), not into a torchelastic_* directory of the system's that nothing removes."""
     if nodes == 1:
         meeting = ["--master-addr", "127.0.0.1", "--master-port", free_port()]
     else:
         meeting = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
-    command = [TORCHRUN, "--nnodes", nodes, "--nproc-per-node", ranks_per_node, *meeting, *program]
+    command = [TORCHRUN, "--nnodes", nodes, "--nproc-per-node", ranks_per_node, *meeting]
+    command += ["--log-dir", log_dir, *program]
     return [str(word) for word in command]
 
 

@@ -135,10 +135,10 @@ def test_trainers_carry_lanes_with_equal_batches(
     assert 0 <= epoch["last_loss"] < epoch["first_loss"]
 
 
-def torchrun_nodes(nodes, trainer):
+def torchrun_nodes(nodes, trainer, log_dir):
     """`nodes` torchrun processes of one rank each, meeting through c10d rendezvous on loopback:
     every node's (returncode, stdout, stderr)."""
-    return run_ranks([torchrun(trainer, nodes=nodes)] * nodes)
+    return run_ranks([torchrun(trainer, log_dir, nodes=nodes)] * nodes)
 
 
 def the_report(results):
@@ -155,16 +155,16 @@ def the_report(results):
     return reports[0]
 
 
-def test_cpp_trainer_under_torchrun_on_two_nodes(action_genome_lengths):
+def test_cpp_trainer_under_torchrun_on_two_nodes(action_genome_lengths, tmp_path):
     """RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, the store torchrun's agent
     hosts: two single-rank nodes train one epoch as the launcher's two ranks do."""
     trainer = ["--no-python", CPP_TRAINER, "--sequences", SEQUENCES, "--timeout", 60, "--json"]
-    report = the_report(torchrun_nodes(2, trainer))
+    report = the_report(torchrun_nodes(2, trainer, tmp_path))
     assert report["world_size"] == 2
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], 2)
 
 
-def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, script_model):
+def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, script_model, tmp_path):
     trainer = [
         PY_TRAINER,
         "--sequences",
@@ -175,7 +175,7 @@ def test_python_trainer_under_torchrun_on_two_nodes(action_genome_lengths, scrip
         script_model,
         "--json",
     ]
-    report = the_report(torchrun_nodes(2, trainer))
+    report = the_report(torchrun_nodes(2, trainer, tmp_path))
     assert report["world_size"] == 2
     check_epoch(report["epochs"][0], action_genome_lengths[:SEQUENCES], 2)
 

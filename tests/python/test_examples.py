@@ -17,7 +17,7 @@ CPP_TRAIN = ROOT / "build" / "examples" / "cpp" / "train"
 SMALL = ["--sequences", "300"]
 
 
-def command(language, ranks):
+def command(language, ranks, log_dir):
     if language == "python":
         program = [str(ROOT / "examples" / "train.py")]
         launcher = [sys.executable] if ranks == 1 else []
@@ -28,12 +28,16 @@ def command(language, ranks):
             )
         program = [str(CPP_TRAIN)]
         launcher = [] if ranks == 1 else ["--no-python"]
-    return launcher + program if ranks == 1 else torchrun(launcher + program, ranks_per_node=ranks)
+    return (
+        launcher + program
+        if ranks == 1
+        else torchrun(launcher + program, log_dir, ranks_per_node=ranks)
+    )
 
 
-def run(language, ranks, *arguments):
+def run(language, ranks, log_dir, *arguments):
     result = subprocess.run(
-        command(language, ranks) + SMALL + list(arguments),
+        command(language, ranks, log_dir) + SMALL + list(arguments),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -51,11 +55,11 @@ def test_a_resumed_run_ends_as_the_run_left_alone(language, ranks, policy, tmp_p
     if ranks > 1 and not shutil.which(str(TORCHRUN)):
         pytest.skip("torchrun is not beside this Python")
     options = ["--policy", policy] + (["--t-max", "32"] if policy == "lanes" else [])
-    alone = run(language, ranks, *options, "--epochs", "2")
+    alone = run(language, ranks, tmp_path, *options, "--epochs", "2")
     assert [epoch for epoch, _, _ in alone] == ["0", "1"]
     assert all(int(batches) > 0 for _, batches, _ in alone)
     checkpoint = str(tmp_path / "run.pt")
-    first = run(language, ranks, *options, "--epochs", "1", "--checkpoint", checkpoint)
+    first = run(language, ranks, tmp_path, *options, "--epochs", "1", "--checkpoint", checkpoint)
     assert os.path.exists(checkpoint) and first == alone[:1]
-    resumed = run(language, ranks, *options, "--epochs", "2", "--checkpoint", checkpoint)
+    resumed = run(language, ranks, tmp_path, *options, "--epochs", "2", "--checkpoint", checkpoint)
     assert resumed == alone[1:], "the resumed run trained another epoch than the run left alone"

@@ -25,7 +25,9 @@ def two_rank_reports(tmp_path_factory):
     """Every framework's run on two ranks, in one torchrun launch (the frameworks' imports are
     most of the time): {framework: [rank 0's report, rank 1's]}."""
     out = tmp_path_factory.mktemp("ranks")
-    command = torchrun([HERE / "integration_ranks.py", ",".join(FRAMEWORKS), out], ranks_per_node=2)
+    command = torchrun(
+        [HERE / "integration_ranks.py", ",".join(FRAMEWORKS), out], out / "logs", ranks_per_node=2
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=out

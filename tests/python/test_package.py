@@ -254,6 +254,8 @@ def test_the_readme_loop_runs_on_two_torchrun_ranks(tmp_path):
         "127.0.0.1",
         "--master-port",
         str(port),
+        "--log-dir",
+        str(tmp_path / "logs"),
         str(ROOT / "examples" / "python_loop.py"),
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1")

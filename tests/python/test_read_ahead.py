@@ -5,6 +5,7 @@ reported; a sequence store advises the kernel of exactly the byte ranges a batch
 
 import mmap
 import os
+import traceback
 
 import bload
 import numpy as np
@@ -188,9 +189,15 @@ def test_a_hook_that_raises_is_reported():
 def test_a_hook_that_raises_in_a_worker_is_reported():
     batches = sampler(2)
     failing = plan_pieces(batches)[3][0]
-    with pytest.raises(OSError, match=f"piece {failing[0]} unreachable"):
-        for _ in loader(Recorded(LENGTHS, fail_at=failing), batches, num_workers=2):
+    data = iter(loader(Recorded(LENGTHS, fail_at=failing), batches, num_workers=2))
+    with pytest.raises(OSError, match=f"piece {failing[0]} unreachable") as raised:
+        for _ in data:
             pass
+    # Its workers stop here, while their queues are open: the traceback's frames hold the
+    # iterator, which freed with them by a later garbage collection (its queues first) waited
+    # 5 s on each worker.
+    traceback.clear_frames(raised.tb)
+    del data
 
 
 @pytest.fixture
