@@ -18,9 +18,19 @@ using bload_test::epoch_tables;
 using bload_test::error_of;
 using bload_test::same_tables;
 
+// This process's directories, removed when it ends, passed or failed.
+struct RemovedAtExit {
+  std::filesystem::path root;
+  ~RemovedAtExit() {
+    std::error_code ignored;
+    std::filesystem::remove_all(root, ignored);
+  }
+};
+const RemovedAtExit shared_dirs{std::filesystem::temp_directory_path() /
+                                ("bload-cpp-shared-" + std::to_string(getpid()))};
+
 std::string fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("bload-cpp-shared-" + name + "-" + std::to_string(getpid()));
+  const auto dir = shared_dirs.root / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

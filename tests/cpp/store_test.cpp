@@ -42,8 +42,18 @@ void write_file(const fs::path& path, const std::string& bytes) {
 
 // A store of `lengths`: data float32 [T, 2] with step s of sequence i = (i, s), target int64 [T]
 // = 100 * i + s.
+// This process's stores, removed when it ends, passed or failed.
+struct RemovedAtExit {
+  fs::path root;
+  ~RemovedAtExit() {
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+  }
+};
+const RemovedAtExit stores{fs::temp_directory_path() / ("bload_store_test_" + std::to_string(getpid()))};
+
 fs::path write_store(const std::string& name, const std::vector<int64_t>& lengths) {
-  const auto dir = fs::temp_directory_path() / ("bload_store_test_" + std::to_string(getpid())) / name;
+  const auto dir = stores.root / name;
   fs::create_directories(dir);
   std::vector<int64_t> offsets{0};
   std::vector<float> data;
