@@ -116,10 +116,11 @@ test-rust:
 test-cpp: plugin
 	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure
 
-# Two test processes (pytest-xdist): most tests wait on the rank processes they start. A test
-# file runs whole in one of them (--dist loadfile), so its module fixtures run once.
+# One test process: two (pytest-xdist, -n 2) took as long in CI on 2 cores (312 s against 319 s
+# serial; each test ran about twice as long beside another), and doubled every test's time
+# against its timeouts (BENCHMARKS.md, "Test suite time").
 test-python: build plugin python
-	$(VPY) -m pytest -q -W ignore::DeprecationWarning --durations=15 -n 2 --dist loadfile tests/python
+	$(VPY) -m pytest -q -W ignore::DeprecationWarning --durations=15 tests/python
 	$(VPY) examples/python_loop.py > /dev/null
 	rm -rf $(BUILD)/python_loop_store
 	$(VPY) examples/python_loop.py --store $(BUILD)/python_loop_store > /dev/null
