@@ -4,9 +4,8 @@
 //   for b in range(planner.batches_per_rank(epoch)):
 //       table = planner.batch(epoch, rank, b)   # int64 [pieces, 6], see TableColumn
 //
-// and torch.classes.bload.EpochPlan, one epoch's plan as planner.plan(epoch) returns it, or as
-// planner.resume(position) does to go on with an epoch part-way, on the same world size or
-// another; a position is a dict of the core's EpochPosition fields.
+// and torch.classes.bload.EpochPlan (script_epoch_plan.h), registered here before the Planner,
+// whose methods return it.
 
 #include <ATen/ATen.h>
 #include <torch/custom_class.h>
@@ -24,8 +23,9 @@
 #include "bload/agreement.h"
 #include "bload/planner.h"
 #include "ops/checks.h"
+#include "script_epoch_plan.h"
 
-namespace bload {
+namespace bload::script {
 namespace {
 
 // `lengths` (named `name`) checked to be a 1-d integer tensor with values.
@@ -51,85 +51,27 @@ Planner planner_of(const at::Tensor& lengths, const Options& options) {
   return Planner(c10::ArrayRef<int64_t>(host.const_data_ptr<int64_t>(), host.numel()), options);
 }
 
+// The options every constructor of the class takes, in the order it takes them.
+Options options_of(int64_t t_max, int64_t blocks_per_batch, int64_t world_size, int64_t seed,
+                   const std::string& policy, bool split_oversized, const std::string& cost) {
+  return Options(t_max)
+      .blocks_per_batch(blocks_per_batch)
+      .world_size(world_size)
+      .seed(seed)
+      .policy(policy)
+      .split_oversized(split_oversized)
+      .cost(cost);
+}
+
 // The pickled state: the lengths, and the plan options as the core's JSON.
 using PlannerState = std::tuple<at::Tensor, std::string>;
-
-using PositionDict = c10::Dict<std::string, int64_t>;
-
-// The fields of an EpochPosition by name, the one list both directions read.
-std::vector<std::pair<const char*, int64_t EpochPosition::*>> position_fields() {
-  return {{"epoch", &EpochPosition::epoch},
-          {"planned_world_size", &EpochPosition::planned_world_size},
-          {"first_block", &EpochPosition::first_block},
-          {"world_size", &EpochPosition::world_size},
-          {"blocks_per_batch", &EpochPosition::blocks_per_batch},
-          {"batches", &EpochPosition::batches}};
-}
-
-PositionDict dict_of(const EpochPosition& position) {
-  PositionDict dict;
-  for (const auto& [name, field] : position_fields()) dict.insert(name, position.*field);
-  return dict;
-}
-
-EpochPosition position_of(const PositionDict& dict) {
-  const auto fields = position_fields();
-  const char* expected =
-      "a dict of epoch, planned_world_size, first_block, world_size, blocks_per_batch and "
-      "batches, as EpochPlan.position() returns";
-  EpochPosition position{};
-  for (const auto& [name, field] : fields) {
-    auto found = dict.find(name);
-    TORCH_CHECK(found != dict.end(), "position has no '", name, "': expected ", expected);
-    position.*field = found->value();
-  }
-  for (const auto& entry : dict) {
-    const bool known = std::any_of(fields.begin(), fields.end(),
-                                   [&](const auto& f) { return entry.key() == f.first; });
-    TORCH_CHECK(known, "position['", entry.key(), "']: expected ", expected);
-  }
-  return position;
-}
-
-// torch.classes.bload.EpochPlan: one epoch's plan (shared and immutable, like bload::EpochPlan).
-class ScriptEpochPlan : public torch::CustomClassHolder {
- public:
-  explicit ScriptEpochPlan(EpochPlan plan) : plan_(std::move(plan)) {}
-
-  int64_t epoch() { return plan_.epoch(); }
-  int64_t batches_per_rank() { return plan_.batches_per_rank(); }
-  bool carries_state() { return plan_.carries_state(); }
-  at::Tensor batch(int64_t rank, int64_t index) { return plan_.batch(rank, index).table; }
-  c10::Dict<std::string, int64_t> stats() {
-    c10::Dict<std::string, int64_t> dict;
-    for (const auto& [name, value] : plan_.counts()) dict.insert(name, value);
-    return dict;
-  }
-  // PlanStats::rank_cost_imbalance (floats, which the counts' dict does not hold).
-  std::tuple<double, double> rank_cost_imbalance() {
-    const auto stats = plan_.stats();
-    return {stats.rank_cost_imbalance_mean, stats.rank_cost_imbalance_worst};
-  }
-  int64_t plan_hash() { return static_cast<int64_t>(plan_.hash()); }
-  PositionDict position(int64_t batches) { return dict_of(plan_.position(batches)); }
-  int64_t private_bytes() { return plan_.private_bytes(); }
-  bool shared() { return plan_.shared(); }
-
- private:
-  EpochPlan plan_;
-};
 
 class ScriptPlanner : public torch::CustomClassHolder {
  public:
   ScriptPlanner(at::Tensor lengths, int64_t t_max, int64_t blocks_per_batch, int64_t world_size,
                 int64_t seed, std::string policy, bool split_oversized, std::string cost)
-      : ScriptPlanner(lengths, Options(t_max)
-                                   .blocks_per_batch(blocks_per_batch)
-                                   .world_size(world_size)
-                                   .seed(seed)
-                                   .policy(policy)
-                                   .split_oversized(split_oversized)
-                                   .cost(cost)) {}
+      : ScriptPlanner(lengths, options_of(t_max, blocks_per_batch, world_size, seed, policy,
+                                          split_oversized, cost)) {}
 
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
       : planner_(planner_of(lengths, options)) {}
@@ -153,26 +95,20 @@ class ScriptPlanner : public torch::CustomClassHolder {
       sources.push_back(Source{names[s], std::vector<int64_t>(data, data + host.numel()),
                                weights[s]});
     }
-    const auto options = Options(t_max)
-                             .blocks_per_batch(blocks_per_batch)
-                             .world_size(world_size)
-                             .seed(seed)
-                             .policy(policy)
-                             .split_oversized(split_oversized)
-                             .cost(cost);
-    return c10::make_intrusive<ScriptPlanner>(Planner(sources, options));
+    return c10::make_intrusive<ScriptPlanner>(Planner(
+        sources, options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost)));
   }
 
-  std::string mixture() const { return planner_.mixture(); }
-  std::vector<int64_t> source_starts() const { return planner_.source_starts(); }
-  std::vector<std::string> source_names() const { return planner_.source_names(); }
+  std::string mixture() const { return planner().mixture(); }
+  std::vector<int64_t> source_starts() const { return planner().source_starts(); }
+  std::vector<std::string> source_names() const { return planner().source_names(); }
   // Each source's part of `epoch`: (name, weight_share, source_sequences, sequences, steps,
   // share, repeats, left_out), the fields of bload::SourceStats in order.
   std::vector<std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
   source_stats(int64_t epoch) const {
     std::vector<std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
         rows;
-    for (const auto& s : planner_.source_stats(epoch)) {
+    for (const auto& s : planner().source_stats(epoch)) {
       rows.emplace_back(s.name, s.weight_share, s.source_sequences, s.sequences, s.steps, s.share,
                         s.repeats, s.left_out);
     }
@@ -180,7 +116,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   int64_t batches_per_rank(int64_t epoch) { return cached(epoch).batches_per_rank(); }
-  int64_t num_sequences() const { return planner_.num_sequences(); }
+  int64_t num_sequences() const { return planner().num_sequences(); }
 
   at::Tensor batch(int64_t epoch, int64_t rank, int64_t index) {
     return cached(epoch).batch(rank, index).table;
@@ -195,7 +131,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   std::string write_shared_plan(int64_t epoch, std::string dir) {
-    return planner_.write_shared_plan(epoch, dir);
+    return planner().write_shared_plan(epoch, dir);
   }
 
   // The shared plan of `epoch` becomes the planner's cached one: agreement() and
@@ -203,13 +139,13 @@ class ScriptPlanner : public torch::CustomClassHolder {
   // planner's own (Planner::with_lengths_of), which it then no longer holds.
   c10::intrusive_ptr<ScriptEpochPlan> map_shared_plan(int64_t epoch, std::string dir,
                                                       double timeout_s) {
-    return serve_shared(planner_.map_shared_plan(epoch, dir, timeout_s));
+    return serve_shared(planner().map_shared_plan(epoch, dir, timeout_s));
   }
 
-  int64_t private_bytes() { return planner_.private_bytes(); }
+  int64_t private_bytes() { return planner().private_bytes(); }
 
   std::tuple<c10::intrusive_ptr<ScriptEpochPlan>, int64_t> resume(PositionDict position) {
-    auto resumed = planner_.resume(position_of(position));
+    auto resumed = planner().resume(position_of(position));
     return {c10::make_intrusive<ScriptEpochPlan>(std::move(resumed.plan)), resumed.batches};
   }
 
@@ -220,7 +156,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
     if (!position.empty()) at = position_of(position);
     auto state = c10::impl::toTypedDict<std::string, c10::IValue>(
         c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
-    for (auto& [name, value] : planner_.sampler_state(at, next_epoch)) {
+    for (auto& [name, value] : planner().sampler_state(at, next_epoch)) {
       state.insert(name, std::move(value));
     }
     return state;
@@ -230,36 +166,35 @@ class ScriptPlanner : public torch::CustomClassHolder {
   // epoch; the batches of it served; the epoch after it).
   std::tuple<std::optional<c10::intrusive_ptr<ScriptEpochPlan>>, int64_t, int64_t> resume_state(
       c10::Dict<std::string, c10::IValue> state) {
-    SamplerState fields;
-    for (const auto& entry : state) fields.emplace_back(entry.key(), entry.value());
-    auto read = planner_.resume_state(fields, "state['", "']");
-    if (!read.resumed) return {std::nullopt, 0, read.next_epoch};
-    return {c10::make_intrusive<ScriptEpochPlan>(std::move(read.resumed->plan)),
-            read.resumed->batches, read.next_epoch};
+    return resume_shared_state(std::move(state), "", 0, 0.0);
   }
 
   // resume_state with the epoch shared on the node (Planner::resume_shared_state): its plan
-  // is served as map_shared_plan's is.
+  // is served as map_shared_plan's is. Without a directory, the rank's own resumed plan.
   std::tuple<std::optional<c10::intrusive_ptr<ScriptEpochPlan>>, int64_t, int64_t>
   resume_shared_state(c10::Dict<std::string, c10::IValue> state, std::string dir,
                       int64_t local_rank, double timeout_s) {
     SamplerState fields;
     for (const auto& entry : state) fields.emplace_back(entry.key(), entry.value());
-    auto read = planner_.resume_shared_state(fields, "state['", "']", dir, local_rank, timeout_s);
+    auto read = planner().resume_shared_state(fields, "state['", "']", dir, local_rank, timeout_s);
     if (!read.resumed) return {std::nullopt, 0, read.next_epoch};
-    return {serve_shared(std::move(read.resumed->plan)), read.resumed->batches, read.next_epoch};
+    auto plan = std::move(read.resumed->plan);
+    return {dir.empty() ? c10::make_intrusive<ScriptEpochPlan>(std::move(plan))
+                        : serve_shared(std::move(plan)),
+            read.resumed->batches, read.next_epoch};
   }
 
-  at::Tensor agreement(int64_t epoch) { return agreement_values(cached(epoch), planner_); }
+  at::Tensor agreement(int64_t epoch) { return agreement_values(cached(epoch), planner()); }
 
   void check_agreement(int64_t epoch, const at::Tensor& gathered) {
-    bload::check_agreement(gathered, cached(epoch), planner_);
+    bload::check_agreement(gathered, cached(epoch), planner());
   }
 
   PlannerState state() const {
     // The lengths back from the core's copy (none is kept here), 4 bytes a sequence where they
     // fit int32 (all below 2^31 steps), else 8.
-    const auto lengths = planner_.lengths();
+    const auto planner = this->planner();  // keeps the lengths below alive
+    const auto lengths = planner.lengths();
     const bool fit_int32 = std::all_of(lengths.begin(), lengths.end(), [](uint32_t length) {
       return length <= static_cast<uint32_t>(std::numeric_limits<int32_t>::max());
     });
@@ -270,8 +205,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
       std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int64_t>());
     }
     // A mixture's sources follow the options on a line of their own (JSON holds no newline).
-    const auto sources = planner_.sources_json();
-    auto options = plan_options_to_json(planner_.options());
+    const auto sources = planner.sources_json();
+    auto options = plan_options_to_json(planner.options());
     if (!sources.empty()) options += "\n" + sources;
     return {tensor, options};
   }
@@ -289,12 +224,18 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
  private:
+  // The planner, read under the lock: serve_shared replaces it while other threads may call
+  // any method. A copy shares the (immutable) core planner.
+  Planner planner() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return planner_;
+  }
+
   // A shared plan the rank serves: cached (as the plan its agreement hashes), its lengths the
   // planner's from now on.
   c10::intrusive_ptr<ScriptEpochPlan> serve_shared(EpochPlan plan) {
-    auto planner = planner_.with_lengths_of(plan);
     std::lock_guard<std::mutex> lock(mutex_);
-    planner_ = std::move(planner);
+    planner_ = planner_.with_lengths_of(plan);
     last_ = plan;
     return c10::make_intrusive<ScriptEpochPlan>(std::move(plan));
   }
@@ -309,7 +250,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
   }
 
   Planner planner_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards planner_ and last_
   std::optional<EpochPlan> last_;
 };
 
@@ -320,15 +261,9 @@ c10::intrusive_ptr<ScriptPlanner> shared_planner(std::string dir, int64_t epoch,
                                                  int64_t world_size, int64_t seed,
                                                  std::string policy, bool split_oversized,
                                                  std::string cost) {
-  const auto options = Options(t_max)
-                           .blocks_per_batch(blocks_per_batch)
-                           .world_size(world_size)
-                           .seed(seed)
-                           .policy(policy)
-                           .split_oversized(split_oversized)
-                           .cost(cost);
-  return c10::make_intrusive<ScriptPlanner>(
-      Planner::from_shared_plan(options, epoch, dir, timeout_s));
+  return c10::make_intrusive<ScriptPlanner>(Planner::from_shared_plan(
+      options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost), epoch,
+      dir, timeout_s));
 }
 
 }  // namespace
@@ -417,4 +352,4 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
   m.def("shared_planner", shared_planner);
 }
 
-}  // namespace bload
+}  // namespace bload::script

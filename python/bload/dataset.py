@@ -13,8 +13,8 @@ import torch
 
 from bload import _library, ops
 from bload.batch import PackedBatch
+from bload.block_batch import BlockBatch
 from bload.read_ahead import ReadAhead
-from bload.sampler import BlockBatch
 
 _library.load()
 

@@ -5,6 +5,7 @@ name, and ranks in separate processes meet at the file."""
 
 import multiprocessing
 import pathlib
+import threading
 
 import bload
 import pytest
@@ -45,6 +46,35 @@ def test_every_rank_serves_the_private_plans_batches(tmp_path, policy):
             assert mine.stats() == theirs.stats()
     files = sorted(path.name for path in tmp_path.iterdir())
     assert len(files) == 2 and all(name.endswith(".plan") for name in files), files
+
+
+def test_one_planner_used_from_threads_while_it_maps_shared_plans(tmp_path):
+    # map_shared_plan replaces the planner's lengths with the file's while other threads plan,
+    # pickle and count with it (torch releases the GIL in a class's methods): every answer is
+    # the one a planner alone gives.
+    planner = torch.classes.bload.Planner(torch.tensor(LENGTHS), 128, 2, WORLD, 3)
+    alone = torch.classes.bload.Planner(torch.tensor(LENGTHS), 128, 2, WORLD, 3)
+    planner.write_shared_plan(0, str(tmp_path))
+    expected = (alone.plan_hash(1), alone.__getstate__()[0][0].tolist(), alone.num_sequences())
+    failures = []
+
+    def use():
+        try:
+            for _ in range(30):
+                got = (planner.plan(1).plan_hash(), planner.__getstate__()[0][0].tolist())
+                assert got + (planner.num_sequences(),) == expected
+        except Exception as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=use) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for _ in range(30):
+        assert planner.map_shared_plan(0, str(tmp_path), 20.0).shared()
+    for thread in threads:
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+    assert failures == []
 
 
 def test_a_rank_holds_no_plan_of_its_own(tmp_path):

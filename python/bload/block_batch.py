@@ -1,0 +1,47 @@
+"""What a BlockSampler hands a DataLoader for each batch (BlockBatch), and the fingerprint of a
+plan as the sampler and the command line show it (PlanHash)."""
+
+import dataclasses
+
+import torch
+
+__all__ = ["BlockBatch", "PlanHash"]
+
+
+class PlanHash(int):
+    """A plan's fingerprint: an unsigned 64-bit int, shown as the CLI shows it (0x + 16 digits)."""
+
+    def __repr__(self):
+        return f"{int(self):#018x}"
+
+    __str__ = __repr__
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockBatch:
+    """What BlockSampler hands the DataLoader for one batch: batch `index` of `epoch` for one
+    rank, as its block table (int64 [pieces, 6], see bload.ops) of `blocks` blocks of `t_max`
+    steps. bload.BlockDataset turns it into a PackedBatch."""
+
+    table: torch.Tensor
+    blocks: int
+    t_max: int
+    epoch: int
+    index: int
+    #: Each row carries its recurrent state from the previous batch (policy "lanes").
+    carry: bool = False
+    #: The lane of row 0, rank * blocks: row j is lane first_lane + j.
+    first_lane: int = 0
+    #: Sequences in the lengths planned (0: not known): BlockDataset refuses a dataset of
+    #: another size, naming both, before reading out of its range.
+    sequences: int = 0
+    #: The sampler's read_ahead, and the tables of the batches after this one (as many, fewer at
+    #: the epoch's end): BlockDataset starts their reads through the dataset's hook.
+    read_ahead: int = 0
+    ahead: tuple = ()
+
+    def __iter__(self):  # a DataLoader iterates a batch only for a dataset without __getitems__
+        raise TypeError(
+            "a bload batch reached a dataset that cannot load it: wrap the dataset in "
+            "bload.BlockDataset (and pass BlockSampler as batch_sampler=, not sampler=)"
+        )
