@@ -5,10 +5,11 @@
 //   bload_packed_gru_interop MODEL IN OUT
 //
 // Copies the parameters of MODEL (a scripted bload.nn.PackedGRU that torch.jit.save wrote) into a
-// bload::nn::PackedGRU of their shapes and dtype, by name, and runs it on IN (a dict of tensors
-// torch.save wrote: packed_data and packed_table for forward; lanes_data, lanes_table, carry and
-// state for forward_lanes). Saves {forward, lanes_outputs, lanes_state} to OUT with
-// torch::pickle_save (torch.load reads it). Errors go to stderr with exit status 1.
+// bload::nn::PackedGRU of their shapes and dtype, by name, and runs it on IN, a dict torch.save
+// wrote: forward on packed_data and packed_table; forward_lanes on each of the lists lanes_data,
+// lanes_tables and carries in turn, from `state` and then from each batch's final state. Saves
+// {forward, lanes_outputs (a list), lanes_states (a list)} to OUT with torch::pickle_save
+// (torch.load reads it). Errors go to stderr with exit status 1.
 
 #include <bload/nn/packed_gru.h>
 #include <torch/script.h>
@@ -65,16 +66,28 @@ int main(int argc, char** argv) {
     const std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
     const auto inputs = torch::pickle_load(bytes).toGenericDict();
     auto tensor = [&](const char* name) { return inputs.at(name).toTensor(); };
+    auto tensors = [&](const char* name) {  // a Python list unpickles as a list of IValues
+      std::vector<torch::Tensor> all;
+      for (const auto& item : inputs.at(name).toListRef()) all.push_back(item.toTensor());
+      return all;
+    };
 
     torch::NoGradGuard no_grad;
-    const auto forward = model->forward(tensor("packed_data"), tensor("packed_table"));
-    const auto [lanes_outputs, lanes_state] = model->forward_lanes(
-        tensor("lanes_data"), tensor("lanes_table"), tensor("carry"), tensor("state"));
-
-    c10::Dict<std::string, torch::Tensor> results;
-    results.insert("forward", forward);
-    results.insert("lanes_outputs", lanes_outputs);
-    results.insert("lanes_state", lanes_state);
+    c10::impl::GenericDict results(c10::StringType::get(), c10::AnyType::get());
+    results.insert("forward", model->forward(tensor("packed_data"), tensor("packed_table")));
+    const auto data = tensors("lanes_data"), tables = tensors("lanes_tables");
+    const auto carries = tensors("carries");
+    c10::List<torch::Tensor> outputs, states;
+    auto state = tensor("state");
+    for (size_t batch = 0; batch < data.size(); ++batch) {
+      auto [batch_outputs, final_state] =
+          model->forward_lanes(data.at(batch), tables.at(batch), carries.at(batch), state);
+      outputs.push_back(batch_outputs);
+      states.push_back(final_state);
+      state = final_state;
+    }
+    results.insert("lanes_outputs", outputs);
+    results.insert("lanes_states", states);
     const auto saved = torch::pickle_save(results);
     std::ofstream out(argv[3], std::ios::binary);
     out.write(saved.data(), static_cast<std::streamsize>(saved.size()));
