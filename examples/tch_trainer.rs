@@ -1,8 +1,9 @@
 //! Trains a recurrent model on packed blocks with tch, on one rank: the bundled
 //! Action-Genome-shaped lengths, the running-sum task of the DDP trainers, packed by
 //! `bload::tch::pack_batch`. `--model gru` (default) is a GRU cell stepped in Rust, its state
-//! zeroed where the reset mask says; `--model FILE.pt` loads the TorchScript model of
-//! examples/packed_gru.py (which calls `torch.ops.bload.reset_mask`) with `tch::CModule`, after
+//! zeroed where the reset mask says; `--model FILE.pt` loads a TorchScript model, such as the
+//! scripted `bload.nn.PackedGRU` that examples/packed_gru.py saves (which calls
+//! `torch.ops.bload.reset_mask`), with `tch::CModule`, after
 //! `bload::tch::load_plugin`. `--policy NAME` picks how blocks are planned (any name
 //! `bload::Policy` parses; best_fit by default). With `--policy lanes` every row of a batch is a
 //! lane for the whole epoch and the model carries its state from one batch to the next
@@ -109,7 +110,7 @@ enum Model {
     Script(CModule),
 }
 
-/// The GRU cell and linear head of examples/packed_gru.py, stepped in Rust.
+/// The GRU cell and linear head of `bload.nn.PackedGRU` (python/bload/nn.py), stepped in Rust.
 struct Gru {
     w_ih: Tensor,
     w_hh: Tensor,

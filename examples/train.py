@@ -1,5 +1,6 @@
 """Data-parallel training of a recurrent model on packed blocks of variable-length sequences: a
-user's training program, written with bload's sampler, dataset, lane state and checkpoint calls.
+user's training program, written with bload's model (bload.nn.PackedGRU), sampler, dataset, lane
+state and checkpoint calls.
 
     python examples/train.py                                  # one process
     torchrun --nproc-per-node 2 examples/train.py             # 2 DDP ranks (gloo, or NCCL on GPUs)
@@ -17,7 +18,6 @@ import os
 import bload
 import torch
 import torch.distributed as dist
-from packed_gru import PackedGRU  # the model, beside this file
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
@@ -57,7 +57,9 @@ def parse():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default=LENGTHS, help="a lengths file (docs/data.md)")
     parser.add_argument("--sequences", type=int, default=2000, help="train on the first N")
-    parser.add_argument("--model", default="", help="a TorchScript model file (default: PackedGRU)")
+    parser.add_argument(
+        "--model", default="", help="a TorchScript model file (default: bload.nn.PackedGRU)"
+    )
     parser.add_argument("--policy", default="best_fit", choices=bload.POLICIES)
     parser.add_argument("--t-max", type=int, default=94)
     parser.add_argument("--blocks-per-batch", type=int, default=8)
@@ -94,7 +96,8 @@ def main():
     )
 
     torch.manual_seed(0)  # the same initial weights on every rank
-    model = (torch.jit.load(args.model) if args.model else PackedGRU()).to(device)
+    model = torch.jit.load(args.model) if args.model else bload.nn.PackedGRU(16, 64, 1)
+    model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     lanes = (
         bload.LaneState(sampler, shape=(model.hidden,), device=device)

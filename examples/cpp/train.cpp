@@ -11,6 +11,7 @@
 // The data are made up: sequence i has 16 features per step and, as target, the scaled running
 // sum of its first feature, so the model must carry its state along a sequence.
 #include <bload/bload.h>
+#include <bload/nn/packed_gru.h>  // the model, which bload ships
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/script.h>
@@ -21,8 +22,6 @@
 #include <functional>
 #include <iostream>
 #include <map>
-
-#include "packed_gru.h"
 
 struct RunningSums : torch::data::datasets::Dataset<RunningSums> {
   std::vector<int64_t> lengths;
@@ -35,9 +34,9 @@ struct RunningSums : torch::data::datasets::Dataset<RunningSums> {
   std::optional<size_t> size() const override { return lengths.size(); }
 };
 
-// Both models, behind one call: the C++ module of packed_gru.h or a TorchScript file.
+// Both models, behind one call: bload's C++ module bload::nn::PackedGRU or a TorchScript file.
 struct Model {
-  PackedGRU module{nullptr};
+  bload::nn::PackedGRU module{nullptr};
   torch::jit::Module script;
   std::vector<torch::Tensor> parameters() {
     if (module) return module->parameters();
@@ -104,7 +103,7 @@ int main(int argc, char** argv) try {
 
   torch::manual_seed(0);  // the same initial weights on every rank
   Model model;
-  if (flags["--model"] == "cpp") model.module = PackedGRU(16, 64, 1);
+  if (flags["--model"] == "cpp") model.module = bload::nn::PackedGRU(16, 64, 1);
   else model.script = torch::jit::load(flags["--model"]);
   auto parameters = model.parameters();
   torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(1e-2));

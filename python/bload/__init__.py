@@ -11,10 +11,11 @@ and padding is near the least possible.
             ...
 
 `import bload` loads libbload.so into torch (torch.ops.bload, torch.classes.bload) once per
-process; bload.library_path() names it for C++ and TorchScript users.
+process; bload.library_path() names it for C++ and TorchScript users. bload.nn holds models for
+packed blocks (PackedGRU, a recurrent model that resets where each sequence starts).
 """
 
-from bload import _library, distributed, ops, store
+from bload import _library, distributed, nn, ops, store
 from bload._library import library_path
 from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
@@ -40,6 +41,7 @@ __all__ = [
     "collate",
     "distributed",
     "library_path",
+    "nn",
     "ops",
     "read_lengths",
     "store",

@@ -1,8 +1,9 @@
 // Packed batches: bload::BlockDataset's packing (checked by hand), pinned memory and its errors, a
 // DataLoader with worker threads, and the example model trained on packed blocks.
 
+#include <bload/nn/packed_gru.h>
+
 #include "test_support.h"
-#include "packed_gru.h"  // tests/support: the test model
 
 namespace {
 
@@ -136,11 +137,12 @@ TEST(DataLoader, WithWorkersMatchesTheMainThread) {
   }
 }
 
-// One step of tests/support/packed_gru.h on packed blocks with resets has the gradients of the
-// same sequences run one at a time, summed (a summed squared error on real steps either way).
+// One step of bload::nn::PackedGRU (<bload/nn/packed_gru.h>) on packed blocks with resets has the
+// gradients of the same sequences run one at a time, summed (a summed squared error on real steps
+// either way).
 TEST(PackedGRU, GradientsEqualTheSumOverSequencesRunAlone) {
   torch::manual_seed(5);
-  PackedGRU model(3, 8, 1);
+  bload::nn::PackedGRU model(3, 8, 1);
   auto lengths = torch::randint(1, 24, {60}, torch::kLong);
   std::vector<int64_t> length_list(lengths.data_ptr<int64_t>(), lengths.data_ptr<int64_t>() + 60);
   bload::Planner planner(length_list, bload::Options(24).blocks_per_batch(4).seed(5));

@@ -1,5 +1,5 @@
-"""Data-parallel training of tests/support's models on packed blocks (the scripted PackedGRU, the
-eager causal transformer with flex_attention or SDPA, or a TorchScript file), with
+"""Data-parallel training of tests/support's models on packed blocks (bload.nn.PackedGRU
+scripted, the eager causal transformer with flex_attention or SDPA, or a TorchScript file), with
 torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the Python twin of
 tests/harness/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the
 bload package into .venv):

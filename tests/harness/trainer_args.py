@@ -61,7 +61,7 @@ def parse():
     parser.add_argument(
         "--model",
         default="gru",
-        help="gru (tests/support's PackedGRU, scripted here; the default), transformer (its "
+        help="gru (bload.nn.PackedGRU, scripted here; the default), transformer (tests/support's "
         "causal transformer, eager: see --attention), or a saved TorchScript model file",
     )
     parser.add_argument(

@@ -2,13 +2,12 @@
 run by a GRU that carries each row's state from batch to batch, give every step the output it gets
 when its sequence runs whole on its own; with the state detached at batch boundaries, a batch's
 gradients are the per-sequence gradients truncated at the same boundaries; and no sequence's
-outputs depend on another's steps, for packed and lane batches, in the example model."""
+outputs depend on another's steps, for packed and lane batches, in bload.nn.PackedGRU."""
 
 import bload
 import pytest
 import torch
 from conftest import COLUMN
-from ddp_support import example_module
 
 FEATURES, HIDDEN = 3, 5
 # Sequences up to 11 times t_max, and many shorter than it.
@@ -160,10 +159,9 @@ def assert_no_leaks(run, batch, dataset_items, changed):
 
 
 @pytest.mark.parametrize("policy", ["best_fit", "lanes"])
-def test_the_example_model_leaks_nothing_across_sequences(policy):
-    packed_gru = example_module("packed_gru")
+def test_the_library_model_leaks_nothing_across_sequences(policy):
     torch.manual_seed(2)
-    model = packed_gru.PackedGRU(FEATURES, HIDDEN, 2).double()
+    model = bload.nn.PackedGRU(FEATURES, HIDDEN, 2).double()
     lengths = [5, 3, 8, 2, 7, 4, 6, 1, 9, 3]
     dataset = Sequences(lengths, seed=2)
     sampler = bload.BlockSampler(lengths, 9, 2, policy=policy, split=True)
@@ -183,8 +181,7 @@ def test_the_example_model_leaks_nothing_across_sequences(policy):
 
 
 def test_the_scripted_model_runs_lanes_like_the_eager_one():
-    packed_gru = example_module("packed_gru")
-    eager = packed_gru.PackedGRU(FEATURES, HIDDEN, 1).double()
+    eager = bload.nn.PackedGRU(FEATURES, HIDDEN, 1).double()
     scripted = torch.jit.script(eager)
     dataset = Sequences(LENGTHS)
     state_e = state_s = torch.zeros(3, HIDDEN, dtype=torch.float64)

@@ -156,26 +156,6 @@ def test_bad_planner_inputs_raise_instead_of_aborting(make, expected):
     assert expected in str(error.value)
 
 
-class PackedGRU(torch.nn.Module):
-    """A GRU cell stepped over packed blocks, its state reset where a sequence starts."""
-
-    def __init__(self, features: int, hidden: int):
-        super().__init__()
-        self.cell = torch.nn.GRUCell(features, hidden)
-        self.hidden = hidden
-
-    def forward(self, packed: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        blocks, t_max = packed.size(0), packed.size(1)
-        reset = torch.ops.bload.reset_mask(table, blocks, t_max)
-        state = torch.zeros(blocks, self.hidden, dtype=packed.dtype)
-        outputs = []
-        for step in range(t_max):
-            state = torch.where(reset[:, step].unsqueeze(1), torch.zeros_like(state), state)
-            state = self.cell(packed[:, step], state)
-            outputs.append(state)
-        return torch.stack(outputs, 1)
-
-
 OUT_OF_MEMORY = """
 import resource, sys, torch
 import bload
@@ -209,7 +189,7 @@ def test_torchscript_gru_on_packed_blocks_equals_each_sequence_alone():
     torch.manual_seed(0)
     lengths = torch.randint(1, 24, (40,))
     planner = Planner(lengths, 24, blocks_per_batch=4, world_size=1, seed=11)
-    model = torch.jit.script(PackedGRU(3, 5))
+    model = torch.jit.script(bload.nn.PackedGRU(3, 5, 2))  # bload's GRU, resetting per piece
     sequences = [torch.randn(int(n), 3) for n in lengths]
     checked = 0
     for index in range(planner.batches_per_rank(0)):

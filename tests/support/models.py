@@ -1,6 +1,7 @@
 """The test models by name, with their initial weights drawn from a seed (the same on every rank):
-"gru" (packed_gru.py) and "transformer" (packed_transformer.py). Saves one scripted, for the C++
-trainer's --model FILE (run from the repository root after `make`):
+"gru" (bload.nn.PackedGRU, bload's own recurrent model, with the running-sum data's features)
+and "transformer" (packed_transformer.py). Saves one scripted, for the C++ trainer's --model FILE
+(run from the repository root after `make`):
 
     .venv/bin/python tests/support/models.py transformer build/packed_transformer.pt
 """
@@ -9,13 +10,22 @@ import argparse
 import os
 import sys
 
+import bload
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script
-from packed_gru import PackedGRU  # noqa: E402
 from packed_transformer import PackedTransformer  # noqa: E402
+from running_sum import FEATURES  # noqa: E402
 
-MODELS = {"gru": PackedGRU, "transformer": PackedTransformer}
+HIDDEN, OUTPUTS = 64, 1  # the C++ trainer's own GRU has the same (--model cpp)
+
+
+def packed_gru():
+    """The GRU the trainers train on the running-sum data."""
+    return bload.nn.PackedGRU(FEATURES, HIDDEN, OUTPUTS)
+
+
+MODELS = {"gru": packed_gru, "transformer": PackedTransformer}
 
 
 def build(kind, seed=0):

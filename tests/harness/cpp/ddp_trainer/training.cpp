@@ -4,6 +4,7 @@
 #include "training.h"
 
 #include <bload/bload.h>
+#include <bload/nn/packed_gru.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -13,7 +14,6 @@
 #include <tuple>
 
 #include "checkpoint.h"
-#include "packed_gru.h"  // tests/support
 #include "padded_sampler.h"
 #include "running_sum.h"  // tests/support
 
@@ -29,7 +29,7 @@ using bload_test::RunningSum;  // tests/support/running_sum.h: the data set's de
 // The model either way: the C++ module or a TorchScript one.
 class Model {
  public:
-  PackedGRU native{nullptr};
+  bload::nn::PackedGRU native{nullptr};
   torch::jit::Module script;
 
   torch::Tensor forward(const torch::Tensor& data, const torch::Tensor& table) {
@@ -37,8 +37,8 @@ class Model {
     return script.forward({data, table}).toTensor();
   }
 
-  // A batch of the lanes policy (see PackedGRUImpl::forward_lanes): the outputs, and the rows'
-  // final state.
+  // A batch of the lanes policy (see bload::nn::PackedGRUImpl::forward_lanes): the outputs, and
+  // the rows' final state.
   std::pair<torch::Tensor, torch::Tensor> forward_lanes(const torch::Tensor& data,
                                                         const torch::Tensor& table,
                                                         const torch::Tensor& carry,
@@ -53,7 +53,7 @@ class Model {
 
   // The size of the recurrent state of one row.
   int64_t hidden() const {
-    return native ? native->cell->options.hidden_size() : script.attr("hidden").toInt();
+    return native ? native->hidden() : script.attr("hidden").toInt();
   }
 
   std::vector<torch::Tensor> parameters() {
@@ -111,7 +111,7 @@ std::shared_ptr<Model> load_model(const Config& config, const c10::Device& devic
   auto model = std::make_shared<Model>();
   if (config.model == "cpp") {
     torch::manual_seed(config.seed);  // the same initial weights on every rank
-    model->native = PackedGRU(bload_test::kRunningSumFeatures, kHidden, kOutputs);
+    model->native = bload::nn::PackedGRU(bload_test::kRunningSumFeatures, kHidden, kOutputs);
     model->native->to(device);
   } else {
     try {

@@ -1,5 +1,5 @@
 // The training loops: bload's packed loop, the padded loop and the naive per-sequence loop, on the RunningSum data
-// set, and the model they train (the C++ PackedGRU or a TorchScript one).
+// set, and the model they train (bload::nn::PackedGRU or a TorchScript one).
 #pragma once
 
 #include <c10/core/Device.h>
