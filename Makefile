@@ -132,6 +132,7 @@ test-downstream: plugin
 		-DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_PREFIX_PATH=$(abspath $(INSTALL))
 	$(CMAKE) --build $(BUILD)/downstream
 	$(BUILD)/downstream/readme_loop
+	$(BUILD)/downstream/packed_gru
 
 # As on a machine with libtorch but no Rust toolchain (the GPU machine): `make test-gpu`'s script
 # on the CPU, with cargo out of reach. It builds the library and the C++ trainer from the Rust

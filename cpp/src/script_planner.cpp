@@ -95,8 +95,9 @@ class ScriptPlanner : public torch::CustomClassHolder {
       sources.push_back(Source{names[s], std::vector<int64_t>(data, data + host.numel()),
                                weights[s]});
     }
-    return c10::make_intrusive<ScriptPlanner>(Planner(
-        sources, options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost)));
+    const auto options =
+        options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost);
+    return c10::make_intrusive<ScriptPlanner>(Planner(sources, options));
   }
 
   std::string mixture() const { return planner().mixture(); }
@@ -240,12 +241,18 @@ class ScriptPlanner : public torch::CustomClassHolder {
     return c10::make_intrusive<ScriptEpochPlan>(std::move(plan));
   }
 
-  // The last epoch planned is kept: a sampler asks for every batch of an epoch in turn.
+  // The last epoch planned is kept: a sampler asks for every batch of an epoch in turn. It is
+  // planned outside the lock, so that the class's other methods do not wait for a whole epoch.
   EpochPlan cached(int64_t epoch) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!last_ || last_->epoch() != epoch) {
-      last_ = planner_.plan(epoch);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (last_ && last_->epoch() == epoch) return *last_;
     }
+    auto plan = planner().plan(epoch);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Another thread may have planned the same epoch meanwhile, or served a shared plan of it
+    // (the plan agreement() must hash): that one stays.
+    if (!last_ || last_->epoch() != epoch) last_ = std::move(plan);
     return *last_;
   }
 
@@ -332,7 +339,8 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "(every rank's agreement(epoch), int64 [ranks, fields]) differ")
       .def("plan", &ScriptPlanner::plan, "The plan of `epoch`, as a bload.EpochPlan")
       .def("resume_shared_state", &ScriptPlanner::resume_shared_state,
-           "resume_state with the epoch shared on the node: (dict, dir, local_rank, timeout_s)")
+           "resume_state with the epoch shared on the node: (dict, dir, local_rank, timeout_s); "
+           "with an empty dir, resume_state")
       .def("write_shared_plan", &ScriptPlanner::write_shared_plan,
            "Plans `epoch` into a shared plan file in `dir` for the node's ranks "
            "(docs/shared_plans.md); its path")

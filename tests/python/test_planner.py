@@ -236,6 +236,7 @@ def test_only_bload_symbols_are_exported():
         "bload$",
         "bload::ffi",
         "ScriptPlanner",
+        "ScriptEpochPlan",
         "PackFunction",
     ):
         assert hidden not in symbols, hidden

@@ -51,7 +51,8 @@ def test_every_rank_serves_the_private_plans_batches(tmp_path, policy):
 def test_one_planner_used_from_threads_while_it_maps_shared_plans(tmp_path):
     # map_shared_plan replaces the planner's lengths with the file's while other threads plan,
     # pickle and count with it (torch releases the GIL in a class's methods): every answer is
-    # the one a planner alone gives.
+    # the one a planner alone gives. A smoke test: the race it guards against (a copy of the
+    # planner's handle beside its replacement) is rare in any one run.
     planner = torch.classes.bload.Planner(torch.tensor(LENGTHS), 128, 2, WORLD, 3)
     alone = torch.classes.bload.Planner(torch.tensor(LENGTHS), 128, 2, WORLD, 3)
     planner.write_shared_plan(0, str(tmp_path))
