@@ -4,8 +4,11 @@
 //   for b in range(planner.batches_per_rank(epoch)):
 //       table = planner.batch(epoch, rank, b)   # int64 [pieces, 6], see TableColumn
 //
-// and torch.classes.bload.EpochPlan (script_epoch_plan.h), registered here before the Planner,
-// whose methods return it.
+// and torch.classes.bload.EpochPlan, one epoch's plan as planner.plan(epoch) returns it, or as
+// planner.resume(position) does to go on with an epoch part-way, on the same world size or
+// another; a position is a dict of the core's EpochPosition fields (script_position.h). Both
+// classes stay in this file's anonymous namespace: with names of their own, torch's templates
+// instantiated for them would be exported from libbload.so.
 
 #include <ATen/ATen.h>
 #include <torch/custom_class.h>
@@ -23,7 +26,7 @@
 #include "bload/agreement.h"
 #include "bload/planner.h"
 #include "ops/checks.h"
-#include "script_epoch_plan.h"
+#include "script_position.h"
 
 namespace bload::script {
 namespace {
@@ -65,6 +68,34 @@ Options options_of(int64_t t_max, int64_t blocks_per_batch, int64_t world_size, 
 
 // The pickled state: the lengths, and the plan options as the core's JSON.
 using PlannerState = std::tuple<at::Tensor, std::string>;
+
+// torch.classes.bload.EpochPlan: one epoch's plan (shared and immutable, like bload::EpochPlan).
+class ScriptEpochPlan : public torch::CustomClassHolder {
+ public:
+  explicit ScriptEpochPlan(EpochPlan plan) : plan_(std::move(plan)) {}
+
+  int64_t epoch() { return plan_.epoch(); }
+  int64_t batches_per_rank() { return plan_.batches_per_rank(); }
+  bool carries_state() { return plan_.carries_state(); }
+  at::Tensor batch(int64_t rank, int64_t index) { return plan_.batch(rank, index).table; }
+  c10::Dict<std::string, int64_t> stats() {
+    c10::Dict<std::string, int64_t> dict;
+    for (const auto& [name, value] : plan_.counts()) dict.insert(name, value);
+    return dict;
+  }
+  // PlanStats::rank_cost_imbalance (floats, which the counts' dict does not hold).
+  std::tuple<double, double> rank_cost_imbalance() {
+    const auto stats = plan_.stats();
+    return {stats.rank_cost_imbalance_mean, stats.rank_cost_imbalance_worst};
+  }
+  int64_t plan_hash() { return static_cast<int64_t>(plan_.hash()); }
+  PositionDict position(int64_t batches) { return dict_of(plan_.position(batches)); }
+  int64_t private_bytes() { return plan_.private_bytes(); }
+  bool shared() { return plan_.shared(); }
+
+ private:
+  EpochPlan plan_;
+};
 
 class ScriptPlanner : public torch::CustomClassHolder {
  public:

@@ -1,8 +1,11 @@
-// The position dict of torch.classes.bload.EpochPlan (script_epoch_plan.h): an EpochPosition's
-// fields by name, in both directions from one list.
-#include "script_epoch_plan.h"
+// The position dict (script_position.h): an EpochPosition's fields by name, in both directions
+// from one list.
+#include "script_position.h"
+
+#include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace bload::script {
