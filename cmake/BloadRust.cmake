@@ -27,10 +27,11 @@ else()
   set(rust_dir "${CMAKE_BINARY_DIR}/rust")
   set(cargo_out "${BLOAD_CARGO_TARGET_DIR}/release")
   set(cxxbridge "${BLOAD_CARGO_TARGET_DIR}/cxxbridge")
-  # Under pip, scikit-build-core sets CXX (Python's compiler) and SOURCE_DATE_EPOCH for CMake.
-  # cc-rs reruns the bridge's build scripts (cxx's glue) when either changes, so cargo runs
-  # without them, as `cargo build` does: a target directory shared with `make build` (the
-  # Makefile's) is then not rebuilt each time pip and plain cargo take turns.
+  # Under pip, scikit-build-core gives CMake CXX (Python's compiler, where CXX is unset) and, for
+  # reproducible wheels, SOURCE_DATE_EPOCH. cc-rs reruns the bridge's build scripts (cxx's glue)
+  # when either changes, so cargo runs without them, as `cargo build` does: a target directory
+  # shared with `make build` (the Makefile's) is then not rebuilt each time pip and plain cargo
+  # take turns.
   set(cargo_env "CARGO_TARGET_DIR=${BLOAD_CARGO_TARGET_DIR}")
   if(SKBUILD)
     list(PREPEND cargo_env --unset=CXX --unset=SOURCE_DATE_EPOCH)
