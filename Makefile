@@ -106,8 +106,12 @@ format: $(VENV)/installed
 
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
-# project built against the installed package.
-test: lint test-rust test-cpp test-python test-downstream test-prebuilt test-wheel test-tch
+# project built against the installed package. Each step runs as its own make, after the builds
+# they share, and its wall and CPU time is printed as it ends and in a table at the end
+# (tests/timed_steps.sh); a failing step stops the run and fails make.
+TEST_STEPS := lint test-rust test-cpp test-python test-downstream test-prebuilt test-wheel test-tch
+test:
+	MAKE='$(MAKE)' tests/timed_steps.sh --built "build plugin python $(MODEL)" $(TEST_STEPS)
 
 test-rust:
 	$(CARGO) test --release --locked --workspace

@@ -27,11 +27,20 @@ else()
   set(rust_dir "${CMAKE_BINARY_DIR}/rust")
   set(cargo_out "${BLOAD_CARGO_TARGET_DIR}/release")
   set(cxxbridge "${BLOAD_CARGO_TARGET_DIR}/cxxbridge")
+  # Under pip, scikit-build-core gives CMake CXX (Python's compiler, where CXX is unset) and, for
+  # reproducible wheels, SOURCE_DATE_EPOCH. cc-rs reruns the bridge's build scripts (cxx's glue)
+  # when either changes, so cargo runs without them, as `cargo build` does: a target directory
+  # shared with `make build` (the Makefile's) is then not rebuilt each time pip and plain cargo
+  # take turns.
+  set(cargo_env "CARGO_TARGET_DIR=${BLOAD_CARGO_TARGET_DIR}")
+  if(SKBUILD)
+    list(PREPEND cargo_env --unset=CXX --unset=SOURCE_DATE_EPOCH)
+  endif()
   # Always runs: cargo decides what is out of date. The copies follow cxx-build's symlinks. The
   # command is built too (the same crate and features as `cargo build --release`, so a shared
   # target directory builds it once), so that a prebuilt made here carries it.
   add_custom_target(bload_rust_build
-    COMMAND "${CMAKE_COMMAND}" -E env "CARGO_TARGET_DIR=${BLOAD_CARGO_TARGET_DIR}"
+    COMMAND "${CMAKE_COMMAND}" -E env ${cargo_env}
             "${BLOAD_CARGO}" build --release --locked -p bload-cxx -p bload --lib --bin bload
             --manifest-path "${PROJECT_SOURCE_DIR}/Cargo.toml"
     COMMAND "${CMAKE_COMMAND}" -E copy_if_different "${cargo_out}/libbload_cxx.a" "${rust_dir}/lib/"

@@ -106,8 +106,16 @@ ninja=$(command -v ninja || true)
 [[ -n "${BLOAD_GLOO_INCLUDE_DIR:-}" ]] && configure+=(-DBLOAD_GLOO_INCLUDE_DIR="$BLOAD_GLOO_INCLUDE_DIR")
 # On cuda the trainer must have NCCL: a trainer that fell back to gloo would check nothing.
 [[ $DEVICE == cuda ]] && configure+=(-DBLOAD_REQUIRE_NCCL=ON)
-if step configure "${configure[@]}" &&
-   LIMIT=$BUILD_TIMEOUT step build "$CMAKE" --build "$BUILD_DIR" --parallel "$(nproc)"; then
+# The targets the steps use: the library and, where the configure found gloo's headers, the
+# trainer. Not examples/cpp's short trainer, which no step runs (`make plugin` builds it).
+build_targets=(bload)
+find_trainer() {
+  "$CMAKE" -N -LA "$BUILD_DIR" | grep -q '^BLOAD_GLOO_INCLUDE_DIR:PATH=/' && build_targets+=(ddp_trainer)
+  return 0
+}
+if step configure "${configure[@]}" && find_trainer &&
+   LIMIT=$BUILD_TIMEOUT step build "$CMAKE" --build "$BUILD_DIR" --parallel "$(nproc)" \
+     --target "${build_targets[@]}"; then
   step planner "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/python/test_planner.py
   step ops "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning -k "$DEVICE" \
     tests/python/test_ops.py tests/python/test_pack_paths.py
