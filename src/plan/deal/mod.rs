@@ -40,7 +40,7 @@ use crate::error::Result;
 use crate::rng::{PlanRng, Stream};
 use rounds::Dealer;
 pub(super) use sort::prefetch;
-use sort::{shuffle, shuffled_longest_first, Sorted};
+use sort::{shuffle, shuffled_longest_first, Sorted, AHEAD_LANE};
 
 /// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`, and
 /// holds `steps[l]` steps. Each sequence is kept with its length, as `length << 32 | sequence`
@@ -126,7 +126,7 @@ pub(super) fn deal(
         dealer.deal(length, count as usize, &mut place);
     }
     for lane in 0..lanes {
-        shuffle(&mut rng, &mut order[starts[lane]..starts[lane + 1]]);
+        shuffle::<_, AHEAD_LANE>(&mut rng, &mut order[starts[lane]..starts[lane + 1]]);
     }
     sorted.clear();
     Ok(Deal {

@@ -49,7 +49,7 @@ pub(super) fn shuffled_longest_first(
             .zip(lengths)
             .map(|(sequence, &length)| pair(sequence, length)),
     );
-    shuffle(rng, &mut pairs);
+    shuffle::<_, AHEAD_ALL>(rng, &mut pairs);
     // Sorted ascending by how much shorter than the longest: longest first.
     let key = |pair: u64| longest - length_of(pair);
     if longest - shortest >= DIGIT {
@@ -171,15 +171,22 @@ fn counting_pass(items: &[u64], sorted: &mut [u64], key: impl Fn(u64) -> u32) ->
     Ok(())
 }
 
-/// Items of a shuffle drawn and prefetched before their swap: enough to keep the memory busy
-/// (a swap in a large set waits on a read from memory, and the next picks do not depend on it),
-/// few enough that the prefetched items are still in the cache when swapped. (Measured on 5M
-/// and 50M items: 32 and 128 were no faster at 5M, and slower at 50M.)
-const AHEAD: usize = 64;
+/// Items of the shuffle of all the sequences drawn and prefetched before their swap: enough to
+/// keep the memory busy (a swap in a large set waits on a read from memory, and the next picks
+/// do not depend on it), few enough that the prefetched items are still in the cache when
+/// swapped. (Measured on 5M and 50M items: 32 and 128 were no faster at 5M, and slower at 50M.)
+pub(super) const AHEAD_ALL: usize = 64;
+
+/// The same for the shuffle of each lane, a 32nd of the sequences here: its items are nearer
+/// (a lane fits the last-level cache, if not the second), and more of them in flight pay.
+/// Measured with 8 to 256 on 50M sequences in 32 lanes, the lanes' shuffles took 340, 265,
+/// 215, 200, 185 and 185 ms (8, 16, 32, 64, 128, 256); on 5M, 15.8 ms with 64 and 14.4 with
+/// 256 (BENCHMARKS.md, issue 26, fifth pass).
+pub(super) const AHEAD_LANE: usize = 256;
 
 /// `PlanRng::shuffle`: the same draws, so the same order, each item prefetched `AHEAD` swaps
 /// before it is swapped, which on large sets takes about half the time.
-pub(super) fn shuffle<T>(rng: &mut PlanRng, items: &mut [T]) {
+pub(super) fn shuffle<T, const AHEAD: usize>(rng: &mut PlanRng, items: &mut [T]) {
     let places = items.len().saturating_sub(1);
     // `picks[k % AHEAD]`: the pick of step `k` (place `len - 1 - k`), drawn in order.
     let mut picks = [0u32; AHEAD];
