@@ -66,6 +66,7 @@ impl Planner {
             )?,
             spans: try_with_capacity("the plan's blocks", blocks as usize)?,
             split_sequences: 0,
+            empty_blocks: 0,
         };
         try_reserve(
             &mut written.piece_sequences,
@@ -78,6 +79,7 @@ impl Planner {
             split_pieces,
             spans,
             split_sequences,
+            empty_blocks,
             ..
         } = written;
         let pieces_of_split = split_pieces.len() as u64;
@@ -93,7 +95,7 @@ impl Planner {
             split_pieces: pieces_of_split,
             rounding_blocks: 0,
             rounding_padding: 0,
-            empty_blocks: spans.iter().filter(|span| span.start == span.end).count() as u64,
+            empty_blocks,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
             // Measured when the stats are first read (`EpochPlan::stats`).
@@ -123,6 +125,8 @@ struct Windows {
     split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
     split_sequences: u64,
+    /// Blocks past the end of their lane (counted as written, rather than in a pass after).
+    empty_blocks: u64,
 }
 
 /// Where a lane stands as its windows are written: its next sequence in the deal's order, the
@@ -157,6 +161,7 @@ impl Windows {
                 let end = piece_position(self.piece_sequences.len())?;
                 // Past the end of its lane, a block of padding: no pieces, as in any plan.
                 let span = if end as usize == start {
+                    self.empty_blocks += 1;
                     Span { start: 0, end: 0 }
                 } else {
                     Span {
