@@ -36,18 +36,29 @@ pub(crate) fn try_with_capacity_to_shuffle<T>(what: &str, capacity: usize) -> Re
     Ok(vec)
 }
 
-/// [`try_with_capacity`] for a vector written at scattered places (a counting sort's output,
-/// where every length writes its own stream): its room, when at most [`SCATTERED_HUGE_MOST`]
-/// bytes, is advised to use huge pages (`advise_huge_pages`). The thousands of streams fall in
-/// as many 4 KiB pages, more than the TLB holds; in huge pages the sort of `lanes` took about
-/// 9 ms less at 5M sequences (a 20 MB vector). Larger vectors keep 4 KiB pages: at 50M
-/// (200 MB) advising made the plan slower, and its time far more variable, on the machine
-/// measured (BENCHMARKS.md, issue 26, fourth pass).
-pub(crate) fn try_with_capacity_to_scatter<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
+/// [`try_with_capacity`] for a vector whose first `scattered` places are then written at
+/// scattered places (a counting sort's output, where every length writes its own stream).
+///
+/// Its room, when at most [`SCATTERED_HUGE_MOST`] bytes, is advised to use huge pages
+/// (`advise_huge_pages`). The thousands of streams fall in as many 4 KiB pages, more than the
+/// TLB holds; in huge pages the sort of `lanes` took about 9 ms less at 5M sequences (a 20 MB
+/// vector). Larger vectors keep 4 KiB pages: at 50M (200 MB) advising made the plan slower,
+/// and its time far more variable, on the machine measured (BENCHMARKS.md, issue 26, fourth
+/// pass).
+///
+/// The places to be written are then backed with memory at once (`populate_for_writing`),
+/// rather than a page at a time as the scatter first writes each: the scatter prefetches the
+/// places it writes next, and a prefetch of a page not yet backed is dropped.
+pub(crate) fn try_with_capacity_to_scatter<T>(
+    what: &str,
+    capacity: usize,
+    scattered: usize,
+) -> Result<Vec<T>> {
     let mut vec = try_with_capacity(what, capacity)?;
     if vec.capacity().saturating_mul(size_of::<T>()) <= SCATTERED_HUGE_MOST {
         advise_huge_pages(&mut vec);
     }
+    populate_for_writing(&mut vec, scattered);
     Ok(vec)
 }
 
@@ -87,6 +98,35 @@ fn advise_huge_pages<T>(vec: &mut Vec<T>) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (vec, HUGE_PAGE);
+}
+
+/// Asks the kernel (Linux 5.14 and later) to back the whole 4 KiB pages of the first `len`
+/// places of `vec`'s room with memory now, as its first write to each would, but in one call
+/// (`MADV_POPULATE_WRITE`); for places that are all written next. A hint only: it changes no
+/// result, and where it is refused (an older kernel) each page is backed when first written,
+/// as without it. Short of memory, it fares as the writes would have.
+fn populate_for_writing<T>(vec: &mut Vec<T>, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4 << 10;
+        let bytes = len.min(vec.capacity()).saturating_mul(size_of::<T>());
+        let start = vec.as_mut_ptr() as usize;
+        let first = start.next_multiple_of(PAGE);
+        let end = (start + bytes) / PAGE * PAGE;
+        if end > first {
+            // SAFETY: the range lies within `vec`'s allocation, and MADV_POPULATE_WRITE backs
+            // its pages with memory (zeroed where new), never changing what was written.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    end - first,
+                    libc::MADV_POPULATE_WRITE,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (vec, len);
 }
 
 /// `value` pushed onto `vec`, which grows as `Vec::push` grows it (doubling its room), but

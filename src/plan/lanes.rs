@@ -22,6 +22,7 @@ use super::{EpochPlan, Planner};
 use crate::alloc::{try_reserve, try_with_capacity};
 use crate::error::{Error, Result};
 use crate::stats::{self, PlanStats};
+use std::mem::MaybeUninit;
 
 impl Planner {
     /// The `lanes` plan of `epoch` (see the module's comment).
@@ -65,6 +66,7 @@ impl Planner {
             )?,
             spans: try_with_capacity("the plan's blocks", blocks as usize)?,
             split_sequences: 0,
+            empty_blocks: 0,
         };
         try_reserve(
             &mut written.piece_sequences,
@@ -77,6 +79,7 @@ impl Planner {
             split_pieces,
             spans,
             split_sequences,
+            empty_blocks,
             ..
         } = written;
         let pieces_of_split = split_pieces.len() as u64;
@@ -92,7 +95,7 @@ impl Planner {
             split_pieces: pieces_of_split,
             rounding_blocks: 0,
             rounding_padding: 0,
-            empty_blocks: spans.iter().filter(|span| span.start == span.end).count() as u64,
+            empty_blocks,
             efficiency: stats::efficiency(self.steps, 0, padding),
             lower_bound: self.lower_bound,
             // Measured when the stats are first read (`EpochPlan::stats`).
@@ -122,6 +125,8 @@ struct Windows {
     split_pieces: Vec<SplitPiece>,
     spans: Vec<Span>,
     split_sequences: u64,
+    /// Blocks past the end of their lane (counted as written, rather than in a pass after).
+    empty_blocks: u64,
 }
 
 /// Where a lane stands as its windows are written: its next sequence in the deal's order, the
@@ -156,6 +161,7 @@ impl Windows {
                 let end = piece_position(self.piece_sequences.len())?;
                 // Past the end of its lane, a block of padding: no pieces, as in any plan.
                 let span = if end as usize == start {
+                    self.empty_blocks += 1;
                     Span { start: 0, end: 0 }
                 } else {
                     Span {
@@ -187,17 +193,17 @@ impl Windows {
         // The lanes are read side by side, more streams than the processor follows on its own.
         prefetch(order, lane.at + 16);
         let rest = &order[lane.at..lane.end];
-        let mut whole = 0;
-        for &pair in rest {
-            let length = u64::from(length_of(pair));
-            if used + length > t_max {
-                break;
-            }
-            used += length;
-            whole += 1;
+        // Every sequence left in the lane is a piece to come, which the room left for the plan's
+        // pieces holds (sized for the most there can be): reserved here only if that were wrong.
+        if self.piece_sequences.spare_capacity_mut().len() < rest.len() {
+            try_reserve(&mut self.piece_sequences, "the plan's pieces", rest.len())?;
         }
-        let pieces = rest[..whole].iter().map(|&pair| sequence_of(pair));
-        self.piece_sequences.extend(pieces);
+        let written = self.piece_sequences.len();
+        let places = &mut self.piece_sequences.spare_capacity_mut()[..rest.len()];
+        let (whole, steps) = whole_fitting(rest, t_max - used, places);
+        // SAFETY: `whole_fitting` wrote the first `whole` of the spare places.
+        unsafe { self.piece_sequences.set_len(written + whole) };
+        used += steps;
         lane.at += whole;
         if used < t_max && whole < rest.len() {
             let (sequence, length) = (sequence_of(rest[whole]), length_of(rest[whole]));
@@ -224,6 +230,48 @@ impl Windows {
         self.piece_sequences.push(sequence);
         Ok(())
     }
+}
+
+/// The sequences a window takes whole are counted `CHUNK` at a time, without a branch on
+/// each: where a window ends depends on the lengths, which the processor cannot predict, so a
+/// branch per sequence cost a mispredicted branch per block (about 3 ms in 37 of cutting the
+/// windows at 5M sequences, 25 ms at 50M; BENCHMARKS.md, issue 26, fifth pass).
+const CHUNK: usize = 8;
+
+/// How many of `rest`'s sequences, from the first, fit end to end in `budget` steps, and their
+/// steps. Their sequences are written to the first places of `places` (as long as `rest`); the
+/// places after them may be written too.
+#[inline(always)]
+fn whole_fitting(rest: &[u64], budget: u64, places: &mut [MaybeUninit<u32>]) -> (usize, u64) {
+    let (mut whole, mut steps) = (0, 0);
+    let mut chunks = rest.chunks_exact(CHUNK);
+    let mut chunk_places = places.chunks_exact_mut(CHUNK);
+    for (chunk, places) in (&mut chunks).zip(&mut chunk_places) {
+        // The steps up to each sequence only grow, so those within the budget are the first.
+        let (mut fit, mut total) = (0, steps);
+        for (&pair, place) in chunk.iter().zip(places) {
+            place.write(sequence_of(pair));
+            total += u64::from(length_of(pair));
+            let fits = total <= budget;
+            fit += usize::from(fits);
+            steps = if fits { total } else { steps };
+        }
+        whole += fit;
+        if fit < CHUNK {
+            return (whole, steps);
+        }
+    }
+    let rest = chunks.remainder().iter().zip(chunk_places.into_remainder());
+    for (&pair, place) in rest {
+        let length = u64::from(length_of(pair));
+        if steps + length > budget {
+            break;
+        }
+        place.write(sequence_of(pair));
+        steps += length;
+        whole += 1;
+    }
+    (whole, steps)
 }
 
 /// A piece's position in the plan, which plans keep in 32 bits.
@@ -263,4 +311,33 @@ pub(super) fn lanes_bound(steps: u64, longest: u32, options: &crate::Options) ->
         .div_ceil(lanes * t_max)
         .max(u64::from(longest).div_ceil(t_max));
     lanes * windows.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::deal::pair;
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `whole_fitting` takes what a loop over each sequence in turn takes, on runs shorter
+        /// and longer than its chunks.
+        #[test]
+        fn whole_fitting_takes_the_sequences_that_fit_in_turn(
+            lengths in prop::collection::vec(1u32..300, 0..40),
+            budget in 0u64..3000,
+        ) {
+            let rest: Vec<u64> = (100..).zip(&lengths).map(|(s, &l)| pair(s, l)).collect();
+            let (mut whole, mut steps) = (0, 0);
+            while whole < rest.len() && steps + u64::from(lengths[whole]) <= budget {
+                steps += u64::from(lengths[whole]);
+                whole += 1;
+            }
+            let mut places = vec![MaybeUninit::new(0u32); rest.len()];
+            prop_assert_eq!(whole_fitting(&rest, budget, &mut places), (whole, steps));
+            // SAFETY: every place was initialized above.
+            let written: Vec<u32> = places[..whole].iter().map(|p| unsafe { p.assume_init() }).collect();
+            prop_assert_eq!(written, (100..100 + whole as u32).collect::<Vec<_>>());
+        }
+    }
 }

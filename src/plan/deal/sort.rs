@@ -49,7 +49,7 @@ pub(super) fn shuffled_longest_first(
             .zip(lengths)
             .map(|(sequence, &length)| pair(sequence, length)),
     );
-    shuffle(rng, &mut pairs);
+    shuffle::<_, AHEAD_ALL>(rng, &mut pairs);
     // Sorted ascending by how much shorter than the longest: longest first.
     let key = |pair: u64| longest - length_of(pair);
     if longest - shortest >= DIGIT {
@@ -71,7 +71,7 @@ pub(super) fn shuffled_longest_first(
             *count = counts[longest as usize - key];
         }
     }
-    let mut sorted = try_with_capacity_to_scatter(SORTED, room.max(pairs.len()))?;
+    let mut sorted = try_with_capacity_to_scatter(SORTED, room.max(pairs.len()), pairs.len())?;
     scatter(&pairs, &of_key, key, &mut sorted)?;
     let present = (0..of_key.len()).filter(|&k| of_key[k] > 0);
     let mut runs = try_with_capacity("the lengths present", present.clone().count())?;
@@ -100,7 +100,12 @@ fn scatter(
         next[k] = next[k - 1] + of_key[k - 1];
     }
     let places = &mut sorted.spare_capacity_mut()[..pairs.len()];
-    for &pair in pairs {
+    for (at, &pair) in pairs.iter().enumerate() {
+        if let Some(&ahead) = pairs.get(at + SCATTER_AHEAD) {
+            if let Some(&place) = next.get(key(ahead) as usize) {
+                prefetch(places, place as usize);
+            }
+        }
         let next = &mut next[key(pair) as usize];
         places[*next as usize].write(sequence_of(pair));
         *next += 1;
@@ -120,6 +125,16 @@ fn scatter(
     unsafe { sorted.set_len(pairs.len()) };
     Ok(())
 }
+
+/// Sequences the scatter looks ahead: it prefetches the place where the sequence this many
+/// further on goes (the next place of its length now; a place or two on by then, in the same
+/// line as a rule). Writes that miss the cache hold up every later write, since they are made
+/// in order; prefetched, they do not. With the sorted vector's pages backed beforehand (see
+/// `try_with_capacity_to_scatter`), the scatter took 16 ms instead of 25 at 5M sequences and
+/// 190 instead of 290 at 50M (and 53 to back the pages). Without the backing, at 5M, looking
+/// 16, 64, 128 and 256 ahead took 24, 18, 17 and 17.5 ms; at 50M none was faster, as its
+/// pages were backed only as they were written (BENCHMARKS.md, issue 26, fifth pass).
+const SCATTER_AHEAD: usize = 128;
 
 /// Lengths over more values than a counting sort's table should hold: a radix sort of two
 /// 16-bit digits of `key`, the low one first (the second pass keeps the order of the first
@@ -171,15 +186,22 @@ fn counting_pass(items: &[u64], sorted: &mut [u64], key: impl Fn(u64) -> u32) ->
     Ok(())
 }
 
-/// Items of a shuffle drawn and prefetched before their swap: enough to keep the memory busy
-/// (a swap in a large set waits on a read from memory, and the next picks do not depend on it),
-/// few enough that the prefetched items are still in the cache when swapped. (Measured on 5M
-/// and 50M items: 32 and 128 were no faster at 5M, and slower at 50M.)
-const AHEAD: usize = 64;
+/// Items of the shuffle of all the sequences drawn and prefetched before their swap: enough to
+/// keep the memory busy (a swap in a large set waits on a read from memory, and the next picks
+/// do not depend on it), few enough that the prefetched items are still in the cache when
+/// swapped. (Measured on 5M and 50M items: 32 and 128 were no faster at 5M, and slower at 50M.)
+pub(super) const AHEAD_ALL: usize = 64;
+
+/// The same for the shuffle of each lane, a 32nd of the sequences here: its items are nearer
+/// (a lane fits the last-level cache, if not the second), and more of them in flight pay.
+/// Measured with 8 to 256 on 50M sequences in 32 lanes, the lanes' shuffles took 340, 265,
+/// 215, 200, 185 and 185 ms (8, 16, 32, 64, 128, 256); on 5M, 15.8 ms with 64 and 14.4 with
+/// 256 (BENCHMARKS.md, issue 26, fifth pass).
+pub(super) const AHEAD_LANE: usize = 256;
 
 /// `PlanRng::shuffle`: the same draws, so the same order, each item prefetched `AHEAD` swaps
 /// before it is swapped, which on large sets takes about half the time.
-pub(super) fn shuffle<T>(rng: &mut PlanRng, items: &mut [T]) {
+pub(super) fn shuffle<T, const AHEAD: usize>(rng: &mut PlanRng, items: &mut [T]) {
     let places = items.len().saturating_sub(1);
     // `picks[k % AHEAD]`: the pick of step `k` (place `len - 1 - k`), drawn in order.
     let mut picks = [0u32; AHEAD];
