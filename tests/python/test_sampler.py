@@ -1,6 +1,7 @@
 """bload.BlockSampler's state saved and restored, onto another world size too, and the
 DataLoader misuse it refuses."""
 
+import traceback
 import warnings
 from typing import Dict
 
@@ -284,11 +285,17 @@ def test_the_sampler_passed_as_sampler_with_a_batch_size_is_an_error(
         collate_fn=bload.collate,
         num_workers=workers,
     )
+    batches = iter(loader)
     with pytest.raises(
         TypeError,
         match=r"expected a BlockBatch from bload.BlockSampler, passed to the DataLoader as batch_sampler= \(not sampler=\)",
-    ):
-        next(iter(loader))
+    ) as raised:
+        next(batches)
+    # Its workers stop here, while their queues are open: the traceback's frames hold the
+    # iterator, which freed with them by a later garbage collection (in another test) waited 5 s
+    # on each worker.
+    traceback.clear_frames(raised.tb)
+    del batches
     plain = torch.utils.data.DataLoader(
         Clips(action_genome_lengths), batch_sampler=sampler_for(action_genome_lengths, 1, 0)
     )
