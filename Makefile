@@ -26,7 +26,7 @@ $(VENV)/installed: requirements-dev.txt
 	touch $@
 
 # gloo's headers, which the DDP trainer's c10d includes need and PyPI's torch lacks: the system's,
-# or else Debian's libgloo-dev unpacked under build/gloo (see examples/cpp/CMakeLists.txt).
+# or else Debian's libgloo-dev unpacked under build/gloo (see CMakeLists.txt, BLOAD_GLOO_INCLUDE_DIR).
 GLOO_INCLUDE := $(if $(wildcard /usr/include/gloo/context.h),/usr/include,$(abspath $(BUILD))/gloo/usr/include)
 
 $(abspath $(BUILD))/gloo/usr/include/gloo/context.h:
