@@ -108,10 +108,14 @@ format: $(VENV)/installed
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
 # project built against the installed package. Each step runs as its own make, after the builds
 # they share, and its wall and CPU time is printed as it ends and in a table at the end
-# (tests/timed_steps.sh); a failing step stops the run and fails make.
-TEST_STEPS := lint test-rust test-cpp test-python test-downstream test-prebuilt test-wheel test-tch
+# (tests/timed_steps.sh); a failing step stops the run and fails make. The two steps that are
+# mostly builds (the prebuilt library, tch's C++) run beside the Python tests, at a lower
+# priority, on the CPU those leave idle.
+TEST_STEPS := lint test-rust test-cpp test-python test-downstream test-wheel
+BESIDE_PYTHON := test-prebuilt test-tch
 test:
-	MAKE='$(MAKE)' tests/timed_steps.sh --built "build plugin python $(MODEL)" $(TEST_STEPS)
+	MAKE='$(MAKE)' tests/timed_steps.sh --built "build plugin python $(MODEL)" \
+		--beside test-python "$(BESIDE_PYTHON)" $(TEST_STEPS)
 
 test-rust:
 	$(CARGO) test --release --locked --workspace
@@ -163,7 +167,10 @@ test-wheel: wheel
 # The cargo feature `tch` (Rust trainers), built against the venv's torch: torch-sys runs the
 # `python` of VIRTUAL_ENV when LIBTORCH_USE_PYTORCH is set. Its tests compare bload::tch's packed
 # batches with the plugin's operators, through a TorchScript reference written here.
-TCH_ENV := env LIBTORCH_USE_PYTORCH=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH
+# Its own target directory: a build with the feature relinks the crate's binaries against
+# libtorch, and would replace target/release/bload, which the other tests run, while they run.
+TCH_ENV := env LIBTORCH_USE_PYTORCH=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
+	CARGO_TARGET_DIR=$(abspath target)/tch
 TCH_REFERENCE := $(BUILD)/tch_reference.pt
 
 test-tch: plugin python $(MODEL)

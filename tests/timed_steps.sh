@@ -2,29 +2,44 @@
 # `make test`'s driver: runs each step as `$MAKE STEP`, in order, and prints the time it took as
 # it ends and a table of all of them at the end, so that a CI log says where its minutes went.
 #
-#   MAKE=make tests/timed_steps.sh --built "TARGET..." STEP...
+#   MAKE=make tests/timed_steps.sh --built "TARGET..." [--beside STEP "STEP..."] STEP...
 #
 # --built names the targets the steps need built (the library, the package, the model). They
 # are made once, as the first step ("builds"), and then passed to every later make with -o, so
 # that no step makes them again.
+# --beside STEP "STEPS" runs STEPS one after another, at a lower priority (nice), while the
+# steps from STEP on run: the Python tests leave most of a second core idle (their ranks wait on
+# each other and on timeouts), which builds (the prebuilt library, tch's C++) can use without
+# taking the tests' CPU when they need it. Those steps' output is kept in a file each under
+# $LOGS (default build/test-logs) and printed when the lane is done, so the log reads in order.
 # A step that fails stops the run, as a failed prerequisite stops make: its exit status is this
-# script's, after the table. CPU is user + sys of the step's processes (bash's `times`, which
-# counts each process once it is waited for); on a loaded machine it is the steadier figure.
+# script's, after the table (a lane still running is waited for, then reported). CPU is user +
+# sys of the step's processes (bash's `times`, which counts each process once it is waited
+# for); on a loaded machine it is the steadier figure.
 set -uo pipefail
 
 make=${MAKE:-make}
+logs=${LOGS:-build/test-logs}
 built=()
-if [[ "${1:-}" == --built ]]; then
-  read -r -a built <<< "${2:?--built needs the targets to build first}"
-  shift 2
-fi
+beside_from="" beside=()
+while [[ "${1:-}" == --* ]]; do
+  case $1 in
+    --built) read -r -a built <<< "${2:?--built needs the targets to build first}"; shift 2 ;;
+    --beside)
+      beside_from=${2:?--beside needs the step to start beside}
+      read -r -a beside <<< "${3:?--beside needs the steps to run beside it}"
+      shift 3 ;;
+    *) echo "timed_steps.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
 skip=()
 for target in "${built[@]}"; do skip+=(-o "$target"); done
 
 # The CPU seconds (user + sys) of this shell's children so far, in CPU: the second line of `times`
 # ("XmY.YYYs XmY.YYYs"), which must run in this shell, not in a $(...) subshell.
 times_file=$(mktemp)
-trap 'rm -f "$times_file"' EXIT
+lane_rows=$(mktemp)
+trap 'rm -f "$times_file" "$lane_rows"' EXIT
 children_cpu() {
   times > "$times_file"
   CPU=$(awk 'NR == 2 {
@@ -37,6 +52,7 @@ load() { cut -d ' ' -f 1 /proc/loadavg; }
 
 rows=()
 status=0
+# run_step NAME COMMAND...: runs it, adds its row to `rows`, and says how it went.
 run_step() {
   local name=$1; shift
   local wall_start=$SECONDS cpu_start load_start
@@ -49,24 +65,69 @@ run_step() {
   children_cpu
   cpu=$(awk -v a="$CPU" -v b="$cpu_start" 'BEGIN { printf "%.0f", a - b }')
   [[ $status -eq 0 ]] || result="FAILED (exit $status)"
-  rows+=("$(printf '%-16s %7d %7d   %4s -> %-4s  %s' "$name" "$wall" "$cpu" "$load_start" "$(load)" "$result")")
+  rows+=("$(printf '%-24s %7d %7d   %4s -> %-4s  %s' "$name" "$wall" "$cpu" "$load_start" "$(load)" "$result")")
   echo "== make test: $name: $result, ${wall} s wall, ${cpu} s CPU"
   return $status
+}
+
+# The lane: each of its steps in turn, niced, its output in $logs/STEP.log; its rows go to
+# $lane_rows for the table, and it stops at the first step that fails.
+lane_pid=""
+run_lane() {
+  rows=()  # this subshell's copy of the parent's, emptied: the lane reports its own
+  mkdir -p "$logs"
+  local step
+  for step in "${beside[@]}"; do
+    run_step "$step (beside)" nice -n 10 "$make" --no-print-directory "${skip[@]}" "$step" \
+      > "$logs/$step.log" 2>&1 < /dev/null || break
+  done
+  printf '%s\n' "${rows[@]}" > "$lane_rows"
+  exit $status
+}
+# Waits for the lane, prints its steps' output, and takes its rows and exit status.
+join_lane() {
+  [[ -n $lane_pid ]] || return 0
+  wait "$lane_pid"
+  local lane_status=$? step
+  lane_pid=""
+  for step in "${beside[@]}"; do
+    [[ -f "$logs/$step.log" ]] || continue
+    echo "== make test: the output of $step (run beside the steps from $beside_from on)"
+    cat "$logs/$step.log"
+  done
+  mapfile -t -O "${#rows[@]}" rows < "$lane_rows"
+  return $lane_status
 }
 
 report() {
   children_cpu
   echo
   echo "== make test: time per step (CPU: user + sys of the step's processes; load: 1-minute average)"
-  printf '%-16s %7s %7s   %s\n' step "wall s" "CPU s" "load start -> end"
+  printf '%-24s %7s %7s   %s\n' step "wall s" "CPU s" "load start -> end"
   printf '%s\n' "${rows[@]}"
-  printf '%-16s %7d %7.0f\n' total "$SECONDS" "$CPU"
+  printf '%-24s %7d %7.0f\n' total "$SECONDS" "$CPU"
+}
+
+# Ends the run: the lane joined, the table printed, the first failure's status (or 0).
+finish() {
+  local failed=$1
+  join_lane
+  local lane_status=$?
+  report
+  [[ $failed -ne 0 ]] && exit "$failed"
+  exit $lane_status
 }
 
 if [[ ${#built[@]} -gt 0 ]]; then
-  run_step builds "$make" --no-print-directory "${built[@]}" || { report; exit $status; }
+  run_step builds "$make" --no-print-directory "${built[@]}" || finish $status
 fi
 for step in "$@"; do
-  run_step "$step" "$make" --no-print-directory "${skip[@]}" "$step" || { report; exit $status; }
+  if [[ $step == "$beside_from" && ${#beside[@]} -gt 0 ]]; then
+    for lane_step in "${beside[@]}"; do rm -f "$logs/$lane_step.log"; done
+    echo "== make test: ${beside[*]} start beside the steps from $step on (output under $logs)"
+    run_lane &
+    lane_pid=$!
+  fi
+  run_step "$step" "$make" --no-print-directory "${skip[@]}" "$step" || finish $status
 done
-report
+finish 0

@@ -349,6 +349,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def rank_start_method(device):
+    """How this process starts the ranks. On the CPU they are forked: each then shares the torch
+    this process imported, and the compiler modules torch.optim's first optimizer imports,
+    which a spawned rank imports again (about 3 s of CPU a rank, most of a small run's time).
+    This process has no process group and no thread of its own yet, as when a DataLoader forks
+    its workers. CUDA ranks are spawned: a forked child cannot use CUDA once its parent has
+    asked for the devices, as --device's default did."""
+    if device == "cuda":
+        return "spawn"
+    import torch._dynamo  # noqa: F401  imported once, here, rather than by every rank's optimizer
+
+    return "fork"
+
+
 def write_store(args):
     """The generated sequences of --lengths (--sequences of them) as a store at --store, once."""
     if args.store and not os.path.exists(args.store):
@@ -372,7 +386,12 @@ def main():
     except (RuntimeError, ValueError) as error:
         sys.exit(f"error: {str(error).splitlines()[0]}")
     try:
-        torch.multiprocessing.spawn(run_rank, args=(args, free_port()), nprocs=args.world_size)
+        torch.multiprocessing.start_processes(
+            run_rank,
+            args=(args, free_port()),
+            nprocs=args.world_size,
+            start_method=rank_start_method(args.device),
+        )
     except torch.multiprocessing.ProcessExitedException as error:  # the rank said why
         sys.exit(f"{error}: stopping the other ranks")
 

@@ -3,7 +3,6 @@
 // Rust core from the block table on the host, then moved to the table's device. Schemas, kernels
 // (device-generic, Meta) and the Autograd fallthrough live here, as in batch_tables.cpp.
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -12,11 +11,13 @@
 #include "../rust_bridge.h"
 #include "bload/ops.h"
 #include "checks.h"
+#include "typed_op.h"
 
 namespace bload {
 namespace {
 
 using at::Tensor;
+using ops::typed_op;
 
 int64_t max_seqlen_kernel(const Tensor& table, int64_t blocks, int64_t t_max) {
   ops::check_defined(table, "table");
@@ -81,11 +82,6 @@ std::vector<Tensor> kv_blocks_meta(const Tensor& table, int64_t blocks, int64_t 
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> as_tuple(std::vector<Tensor> out) {
   return {out[0], out[1], out[2], out[3]};
-}
-
-template <typename Signature>
-auto typed_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
 }  // namespace

@@ -5,22 +5,18 @@
 // each registering itself. The table operators keep schema, kernels and registrations in one file
 // each (step_tables.cpp, from one list; batch_tables.cpp), as do the names (names.cpp).
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include "../rust_bridge.h"
 #include "bload/ops.h"
 #include "checks.h"
+#include "typed_op.h"
 
 namespace bload {
 namespace {
 
 using at::Tensor;
-
-template <typename Signature>
-auto typed_op(const char* name, const char* overload = "") {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
-}
+using ops::typed_op;
 
 // Host utilities with no tensor to dispatch on: one kernel, registered with the schema.
 

@@ -6,17 +6,18 @@
 // tables of a batch's shape [blocks, t_max] come from one list (BLOAD_STEP_TABLES): adding such an
 // operator adds its line there, its writer in the bridge, and its test.
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include "../rust_bridge.h"
 #include "bload/ops.h"
 #include "checks.h"
+#include "typed_op.h"
 
 namespace bload {
 namespace {
 
 using at::Tensor;
+using ops::typed_op;
 
 // The tables [blocks, t_max] that take no argument but the table and the batch's shape: each
 // line is the operator's name, its dtype, that dtype's C++ type, and the core's writer (through
@@ -87,11 +88,6 @@ Tensor cu_seqlens_kernel(const Tensor& table) {
 Tensor cu_seqlens_meta(const Tensor& table) {
   ops::check_table_layout(table);
   return at::empty_symint({table.sym_size(0) + 1}, table.options().dtype(at::kInt));
-}
-
-template <typename Signature>
-auto typed_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
 }  // namespace
