@@ -109,13 +109,14 @@ format: $(VENV)/installed
 # project built against the installed package. Each step runs as its own make, after the builds
 # they share, and its wall and CPU time is printed as it ends and in a table at the end
 # (tests/timed_steps.sh); a failing step stops the run and fails make. The two steps that are
-# mostly builds (the prebuilt library, tch's C++) run beside the Python tests, at a lower
-# priority, on the CPU those leave idle.
+# mostly builds (the prebuilt library, tch's C++, each in its own build directory) run beside
+# the others, at a lower priority, on the CPU those leave idle (most of a core while the
+# Python tests' ranks wait on each other).
 TEST_STEPS := lint test-rust test-cpp test-python test-downstream test-wheel
-BESIDE_PYTHON := test-prebuilt test-tch
+BESIDE := test-prebuilt test-tch
 test:
 	MAKE='$(MAKE)' tests/timed_steps.sh --built "build plugin python $(MODEL)" \
-		--beside test-python "$(BESIDE_PYTHON)" $(TEST_STEPS)
+		--beside lint "$(BESIDE)" $(TEST_STEPS)
 
 test-rust:
 	$(CARGO) test --release --locked --workspace

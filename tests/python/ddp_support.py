@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 
+import forked_trainer
 import pytest
 from conftest import ROOT
 
@@ -19,7 +20,7 @@ CPP_TRAINER = pathlib.Path(
         "BLOAD_CPP_TRAINER", ROOT / "build" / "tests" / "harness" / "cpp" / "ddp_trainer"
     )
 )
-PY_TRAINER = ROOT / "tests" / "harness" / "ddp_trainer.py"
+PY_TRAINER = forked_trainer.TRAINER
 TORCHRUN = pathlib.Path(sys.executable).with_name("torchrun")  # the one beside this Python
 TRAINERS = {"cpp": [CPP_TRAINER], "python": [sys.executable, PY_TRAINER]}  # their command lines
 HARD_TIMEOUT = 240  # seconds; the trainers' own collective timeout is shorter
@@ -34,11 +35,24 @@ def example_module(name):
     return module
 
 
+def start(command, env=None):
+    """A trainer's process (or one rank's, with torchrun's environment in `env`) started, its
+    outputs captured as text: the Python trainer forked from a process that has imported torch
+    (forked_trainer.py), any other command with subprocess.Popen."""
+    return forked_trainer.start(command, env)
+
+
 def run(command, timeout=HARD_TIMEOUT):
-    """Runs a trainer; subprocess.TimeoutExpired (a failure) if it outlives `timeout`."""
-    return subprocess.run(
-        [str(word) for word in command], capture_output=True, text=True, timeout=timeout
-    )
+    """Runs a trainer: its returncode, stdout and stderr; subprocess.TimeoutExpired (a failure)
+    if it outlives `timeout`."""
+    process = start(command)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def report_of(result):
@@ -51,16 +65,7 @@ def run_ranks(commands, envs=None, timeout=HARD_TIMEOUT):
     """Runs one process per command at once and waits for all: (returncode, stdout, stderr) each.
     A process still running after `timeout` is killed, with the others, and fails the test."""
     envs = envs or [None] * len(commands)
-    processes = [
-        subprocess.Popen(
-            [str(word) for word in command],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for command, env in zip(commands, envs)
-    ]
+    processes = [start(command, env) for command, env in zip(commands, envs)]
     try:
         outputs = [p.communicate(timeout=timeout) for p in processes]
     except subprocess.TimeoutExpired:

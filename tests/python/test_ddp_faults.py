@@ -9,7 +9,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -24,6 +23,7 @@ from ddp_support import (
     free_port,
     run,
     run_ranks,
+    start,
     torchrun_env,
 )
 
@@ -171,16 +171,7 @@ def kill_mid_epoch_then_resume(
     runs it again with --resume and `resume_options`, to the end of the epoch. Returns every
     rank's (returncode, stdout, stderr) of both runs, and every rank's step log runs."""
     port = free_port()
-    processes = [
-        subprocess.Popen(
-            [str(word) for word in command],
-            env=torchrun_env(rank, world_size, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world_size)
-    ]
+    processes = [start(command, torchrun_env(rank, world_size, port)) for rank in range(world_size)]
     log, checkpoint = tmp_path / f"steps.{killed_rank}", tmp_path / "checkpoint" / "checkpoint.pt"
     deadline = time.monotonic() + HARD_TIMEOUT
     try:

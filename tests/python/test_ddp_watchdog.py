@@ -6,12 +6,11 @@ start-up, are named as such on every rank. Each run has a hard timeout well unde
 a rank left waiting for its collective's timeout fails the test."""
 
 import signal
-import subprocess
 import time
 
 import bload
 import pytest
-from ddp_support import TRAINERS, free_port, run_ranks, torchrun_env
+from ddp_support import TRAINERS, free_port, run_ranks, start, torchrun_env
 
 TIMEOUT = 600  # the collectives' --timeout: no test waits for it
 WINDOW = 3  # --heartbeat-window
@@ -35,16 +34,7 @@ def test_a_stopped_rank_is_named_and_the_other_stops(name, stopped, tmp_path):
         name, "--sequences", 3000, "--blocks-per-batch", 1, "--step-log", tmp_path / "steps"
     )
     port = free_port()
-    processes = [
-        subprocess.Popen(
-            command,
-            env=torchrun_env(rank, 2, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
+    processes = [start(command, torchrun_env(rank, 2, port)) for rank in range(2)]
     try:
         deadline = time.monotonic() + WAIT
         # Both ranks past their first batch: training, in step.
