@@ -12,9 +12,10 @@
 # each other and on timeouts), which builds (the prebuilt library, tch's C++) can use without
 # taking the tests' CPU when they need it. Those steps' output is kept in a file each under
 # $LOGS (default build/test-logs) and printed when the lane is done, so the log reads in order.
-# A step that fails stops the run, as a failed prerequisite stops make: its exit status is this
-# script's, after the table (a lane still running is waited for, then reported). CPU is user +
-# sys of the step's processes (bash's `times`, which counts each process once it is waited
+# A step that fails fails the run, with its exit status, after the table: in the main line it
+# stops the run (and the lane, whose output so far is printed); in the lane it stops the lane,
+# and the main line goes on to its end. Interrupted, the script stops the lane too. CPU is user
+# + sys of the step's processes (bash's `times`, which counts each process once it is waited
 # for); on a loaded machine it is the steadier figure.
 set -uo pipefail
 
@@ -34,12 +35,20 @@ while [[ "${1:-}" == --* ]]; do
 done
 skip=()
 for target in "${built[@]}"; do skip+=(-o "$target"); done
+if [[ ${#beside[@]} -gt 0 && " $* " != *" $beside_from "* ]]; then
+  echo "timed_steps.sh: --beside $beside_from: not one of the steps ($*)" >&2
+  exit 2
+fi
 
 # The CPU seconds (user + sys) of this shell's children so far, in CPU: the second line of `times`
 # ("XmY.YYYs XmY.YYYs"), which must run in this shell, not in a $(...) subshell.
 times_file=$(mktemp)
 lane_rows=$(mktemp)
-trap 'rm -f "$times_file" "$lane_rows"' EXIT
+lane_pid=""
+# The lane runs in a process group of its own (below), which this stops, all of it.
+stop_lane() { [[ -z $lane_pid ]] || kill -TERM -- -"$lane_pid" 2> /dev/null; }
+trap 'stop_lane; rm -f "$times_file" "$lane_rows"' EXIT
+trap 'exit 130' INT TERM
 children_cpu() {
   times > "$times_file"
   CPU=$(awk 'NR == 2 {
@@ -72,8 +81,10 @@ run_step() {
 
 # The lane: each of its steps in turn, niced, its output in $logs/STEP.log; its rows go to
 # $lane_rows for the table, and it stops at the first step that fails.
-lane_pid=""
 run_lane() {
+  set +m  # its steps stay in its process group
+  trap - EXIT INT TERM
+  times_file=$(mktemp)  # its own: `times` here and in the main line run at the same moments
   rows=()  # this subshell's copy of the parent's, emptied: the lane reports its own
   mkdir -p "$logs"
   local step
@@ -82,6 +93,7 @@ run_lane() {
       > "$logs/$step.log" 2>&1 < /dev/null || break
   done
   printf '%s\n' "${rows[@]}" > "$lane_rows"
+  rm -f "$times_file"
   exit $status
 }
 # Waits for the lane, prints its steps' output, and takes its rows and exit status.
@@ -90,6 +102,7 @@ join_lane() {
   wait "$lane_pid"
   local lane_status=$? step
   lane_pid=""
+  [[ $lane_status -lt 128 ]] || echo "== make test: the lane was stopped (${beside[*]})"
   for step in "${beside[@]}"; do
     [[ -f "$logs/$step.log" ]] || continue
     echo "== make test: the output of $step (run beside the steps from $beside_from on)"
@@ -111,6 +124,7 @@ report() {
 # Ends the run: the lane joined, the table printed, the first failure's status (or 0).
 finish() {
   local failed=$1
+  [[ $failed -eq 0 ]] || stop_lane
   join_lane
   local lane_status=$?
   report
@@ -125,8 +139,10 @@ for step in "$@"; do
   if [[ $step == "$beside_from" && ${#beside[@]} -gt 0 ]]; then
     for lane_step in "${beside[@]}"; do rm -f "$logs/$lane_step.log"; done
     echo "== make test: ${beside[*]} start beside the steps from $step on (output under $logs)"
+    set -m  # the lane in a process group of its own, which stop_lane can stop whole
     run_lane &
     lane_pid=$!
+    set +m
   fi
   run_step "$step" "$make" --no-print-directory "${skip[@]}" "$step" || finish $status
 done

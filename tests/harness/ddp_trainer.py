@@ -54,7 +54,7 @@ def lengths_of(args):
 
 
 def make_sampler(lengths, args, world_size, rank):
-    """The plan every rank makes: the spawning process makes it too, so that what every rank would
+    """The plan every rank makes: the starting process makes it too, so that what every rank would
     refuse (a t_max too small, more blocks than pieces) is said once, before any rank starts."""
     return bload.BlockSampler(
         lengths,
@@ -68,7 +68,7 @@ def make_sampler(lengths, args, world_size, rank):
 
 
 def connect(rank, args, port):
-    """Joins the ranks: their store (spawned: rank 0's on 127.0.0.1:port; under torchrun:
+    """Joins the ranks: their store (started here: rank 0's on 127.0.0.1:port; under torchrun:
     MASTER_ADDR:MASTER_PORT, hosted by rank 0 or torchrun's agent), this rank's liveness there (its
     heartbeat, world size and watchdog: bload.distributed), then the process group. Returns (rank,
     world_size, device, liveness, store); a start-up failure after the liveness is up is told to every

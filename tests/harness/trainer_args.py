@@ -46,7 +46,7 @@ def parse():
     parser.add_argument(
         "--world-size",
         type=at_least(1),
-        help="ranks to spawn (default 2; under torchrun, WORLD_SIZE)",
+        help="ranks to start (default 2; under torchrun, WORLD_SIZE)",
     )
     parser.add_argument(
         "--lengths", default=os.path.join(ROOT, "examples", "data", "action_genome_like.lengths")

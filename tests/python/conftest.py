@@ -7,8 +7,8 @@ import pytest
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# Every process the tests start (trainer ranks under spawn or torchrun, DataLoader workers) prints
-# its Python stack if it dies of a signal: a rank that aborts says where it was.
+# Every process the tests start (trainer ranks forked, spawned or under torchrun, DataLoader
+# workers) prints its Python stack if it dies of a signal: a rank that aborts says where it was.
 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 # tests/support: the test data set and test models, shared with the harness (tests/harness).
 sys.path.insert(0, str(ROOT / "tests" / "support"))

@@ -1,37 +1,64 @@
 """Runs of the Python trainer (tests/harness/ddp_trainer.py) forked from a server process that
 has already imported torch, the compiler modules torch.optim's first optimizer imports, bload
 and the trainer: a Python process spends about 3 s of CPU importing them, most of a small run's
-time, and the DDP tests start dozens. Each run is still a process of its own, started
-with its own command line and environment, as torchrun or a shell starts one: it has its pid
-(to kill or stop), its exit status or signal, and its stdout and stderr, through the subset of
-subprocess.Popen's interface the tests use. The server is multiprocessing's forkserver, started
-by the first run with this process's sys.path and environment.
+time, and the DDP tests start dozens. Each run is still a process of its own, started with its
+own command line and environment, as torchrun or a shell starts one: it has its pid (to kill or
+stop), its exit status or signal, and its stdout and stderr, through the subset of
+subprocess.Popen's interface the tests use. What the interpreter and torch read from the
+environment as they start (PYTHON*, OMP_NUM_THREADS, BLOAD_LIBRARY) is the server's: the tests'
+environment, which every run's extends with torchrun's variables alone.
 
-This module is imported by the server and by every run, so it imports nothing heavy itself."""
+The server is multiprocessing's forkserver, started by the first run with this process's
+environment, and stopped (and waited for) when this process exits, so that the runs' CPU time is
+counted as this process's children's. This module is imported by the server and by every run,
+so it imports nothing heavy itself."""
 
+import atexit
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 
-HARNESS = pathlib.Path(__file__).resolve().parents[1] / "harness"
-TRAINER = HARNESS / "ddp_trainer.py"
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+TRAINER = TESTS / "harness" / "ddp_trainer.py"
 # What the server imports once, so that no run imports it again.
 PRELOAD = ["torch", "torch._dynamo", "bload", "ddp_trainer", "forked_trainer"]
+# Where the server finds them: its sys.path comes from PYTHONPATH (multiprocessing's forkserver
+# passes it this process's sys.path, and does not use it), and it ignores a module it cannot
+# import (test_forked_trainer.py checks that none is left out).
+SERVER_PATH = [TESTS / "harness", TESTS / "python", TESTS / "support"]
 
 _context = None
 
 
 def _server():
+    """The forkserver context, its server started on first use."""
     global _context
     if _context is None:
-        if str(HARNESS) not in sys.path:  # the server's sys.path is this process's
-            sys.path.append(str(HARNESS))
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        saved = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(path) for path in SERVER_PATH] + ([saved] if saved else [])
+        )
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            if saved is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = saved
+        # Stopped before multiprocessing's own exit handler, which would wait for it otherwise
+        # never: the server only ends when told to (its pipe closed), and a server left running
+        # takes the runs' CPU time out of this process's children's. _stop is how
+        # multiprocessing's own tests stop it.
+        atexit.register(multiprocessing.forkserver._forkserver._stop)
+        _context = context
     return _context
 
 
@@ -50,9 +77,28 @@ def _main(arguments, environment, stdout_path, stderr_path):
     os.environ.clear()
     os.environ.update(environment)
     sys.argv = [str(TRAINER), *arguments]
+    # multiprocessing made the forkserver this process's default way to start one: back to the
+    # platform's, as in a process started afresh (the DataLoader's workers use it).
+    multiprocessing.set_start_method(None, force=True)
     import ddp_trainer
 
     ddp_trainer.main()
+
+
+def _imported(names, connection):
+    connection.send([name for name in names if name in sys.modules])
+
+
+def preloaded():
+    """Which of PRELOAD a run finds imported as it starts: all of them, unless the server
+    failed to import one (which it does in silence)."""
+    receiver, sender = _server().Pipe(duplex=False)
+    process = _server().Process(target=_imported, args=(PRELOAD, sender))
+    process.start()
+    sender.close()
+    found = receiver.recv()
+    process.join()
+    return found
 
 
 class ForkedTrainer:
@@ -62,16 +108,19 @@ class ForkedTrainer:
     def __init__(self, command, env=None):
         assert is_trainer(command), command
         self.args = [str(word) for word in command]
-        self._directory = tempfile.mkdtemp(prefix="bload-forked-trainer-")
-        self._outputs = [os.path.join(self._directory, name) for name in ("stdout", "stderr")]
+        directory = tempfile.mkdtemp(prefix="bload-forked-trainer-")
+        # Removed with this object, also where a test never waits for the run.
+        weakref.finalize(self, shutil.rmtree, directory, True)
+        self._outputs = [os.path.join(directory, name) for name in ("stdout", "stderr")]
+        for path in self._outputs:  # there, empty, for a run killed before it opens them
+            open(path, "w").close()
+        self._read = None
         self._process = _server().Process(
             target=_main,
             args=(self.args[2:], dict(os.environ if env is None else env), *self._outputs),
-            daemon=False,
         )
         self._process.start()
         self.pid = self._process.pid
-        self._read = None
 
     @property
     def returncode(self):
@@ -82,10 +131,14 @@ class ForkedTrainer:
         return self.returncode
 
     def send_signal(self, signal):
-        os.kill(self.pid, signal)
+        """As Popen's: nothing once the run has ended (its pid may be another's by then)."""
+        if self.poll() is None:
+            os.kill(self.pid, signal)
 
     def kill(self):
-        self._process.kill()
+        if self.poll() is None:
+            self._process.kill()
+            self._process.join()  # ended: a run left running would hold up this process's exit
 
     def wait(self, timeout=None):
         self.communicate(timeout)
@@ -102,7 +155,6 @@ class ForkedTrainer:
             for path in self._outputs:
                 with open(path, errors="replace") as file:
                     self._read.append(file.read())
-            shutil.rmtree(self._directory, ignore_errors=True)
         return tuple(self._read)
 
 

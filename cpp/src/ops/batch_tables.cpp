@@ -17,6 +17,7 @@
 #include "../rust_bridge.h"
 #include "bload/ops.h"
 #include "checks.h"
+#include "typed_op.h"
 
 namespace bload {
 namespace {
@@ -120,10 +121,9 @@ std::vector<Tensor> ops::batch_tables_on_host(const Tensor& host, int64_t blocks
 
 std::vector<Tensor> batch_tables(const Tensor& table, int64_t blocks, int64_t t_max, bool carry,
                                  int64_t first_lane, const std::string& positions) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("bload::batch_tables", "")
-                       .typed<std::vector<Tensor>(const Tensor&, int64_t, int64_t, bool, int64_t,
-                                                  c10::string_view)>();
+  static auto op = ops::typed_op<std::vector<Tensor>(const Tensor&, int64_t, int64_t, bool,
+                                                      int64_t, c10::string_view)>(
+      "bload::batch_tables");
   ops::check_defined(table, "table");
   return op.call(table, blocks, t_max, carry, first_lane, positions);
 }
