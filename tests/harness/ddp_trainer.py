@@ -350,12 +350,10 @@ def free_port():
 
 
 def rank_start_method(device):
-    """How this process starts the ranks. On the CPU they are forked: each then shares the torch
-    this process imported, and the compiler modules torch.optim's first optimizer imports,
-    which a spawned rank imports again (about 3 s of CPU a rank, most of a small run's time).
-    This process has no process group and no thread of its own yet, as when a DataLoader forks
-    its workers. CUDA ranks are spawned: a forked child cannot use CUDA once its parent has
-    asked for the devices, as --device's default did."""
+    """How this process starts the ranks. On the CPU, forked (it has no process group yet, as a
+    DataLoader forking its workers): each shares the torch and compiler modules imported here,
+    which a spawned rank imports again (about 3 s of CPU). CUDA ranks are spawned: a forked
+    child cannot use CUDA once its parent has asked for the devices, as --device's default did."""
     if device == "cuda":
         return "spawn"
     import torch._dynamo  # noqa: F401  imported once, here, rather than by every rank's optimizer
