@@ -86,13 +86,16 @@ run_lane() {
   trap - EXIT INT TERM
   times_file=$(mktemp)  # its own: `times` here and in the main line run at the same moments
   rows=()  # this subshell's copy of the parent's, emptied: the lane reports its own
+  : > "$lane_rows"
   mkdir -p "$logs"
   local step
   for step in "${beside[@]}"; do
     run_step "$step (beside)" nice -n 10 "$make" --no-print-directory "${skip[@]}" "$step" \
-      > "$logs/$step.log" 2>&1 < /dev/null || break
+      > "$logs/$step.log" 2>&1 < /dev/null
+    local step_status=$status
+    printf '%s\n' "${rows[-1]}" >> "$lane_rows"  # each as it ends: a stopped lane keeps them
+    [[ $step_status -eq 0 ]] || break
   done
-  printf '%s\n' "${rows[@]}" > "$lane_rows"
   rm -f "$times_file"
   exit $status
 }
