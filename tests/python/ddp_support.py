@@ -13,6 +13,11 @@ import forked_trainer
 import pytest
 from conftest import ROOT
 
+# A trainer's process (or one rank's, with torchrun's environment in `env`) started, its outputs
+# captured as text: the Python trainer forked from a process that has imported torch, any other
+# command with subprocess.Popen.
+start = forked_trainer.start
+
 # The C++ harness: this checkout's build, or the one BLOAD_CPP_TRAINER names (as BLOAD_LIBRARY
 # names the plugin), so Python-only changes are tested without building the harness again.
 CPP_TRAINER = pathlib.Path(
@@ -33,13 +38,6 @@ def example_module(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def start(command, env=None):
-    """A trainer's process (or one rank's, with torchrun's environment in `env`) started, its
-    outputs captured as text: the Python trainer forked from a process that has imported torch
-    (forked_trainer.py), any other command with subprocess.Popen."""
-    return forked_trainer.start(command, env)
 
 
 def run(command, timeout=HARD_TIMEOUT):
