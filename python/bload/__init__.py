@@ -20,6 +20,8 @@ from bload._library import library_path
 from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
 from bload.hf import HFSequences
+from bload.isolation import IsolationReport, assert_isolated, check_isolation
+from bload.labels import causal_labels
 from bload.lanes import LaneState
 from bload.lengths import read_lengths, write_lengths_cache
 from bload.mixture import Source
@@ -31,6 +33,7 @@ __all__ = [
     "BlockDataset",
     "BlockSampler",
     "HFSequences",
+    "IsolationReport",
     "LaneState",
     "PackedBatch",
     "POLICIES",
@@ -38,6 +41,9 @@ __all__ = [
     "SequenceStore",
     "Source",
     "StoreError",
+    "assert_isolated",
+    "causal_labels",
+    "check_isolation",
     "collate",
     "distributed",
     "library_path",

@@ -11,8 +11,16 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from bload import ops
+from bload.labels import causal_labels
 
-__all__ = ["DocumentBlockMask", "DocumentMask", "block_mask", "hf_kwargs", "flatten"]
+__all__ = [
+    "DocumentBlockMask",
+    "DocumentMask",
+    "block_mask",
+    "flatten",
+    "hf_kwargs",
+    "piece_position_ids",
+]
 
 
 class DocumentMask:
@@ -65,6 +73,18 @@ def flatten(batch, packed):
     return packed.flatten(0, 1)[batch.valid.flatten()].unsqueeze(0)
 
 
+def piece_position_ids(batch):
+    """int64 [blocks, t_max]: positions from 0 at every piece's first step, whatever the batch's
+    own positions count from, on the batch's device. Hugging Face models find where packed
+    sequences start from their position_ids (a step whose position is not the previous one's
+    plus 1): positions counted from the sequence's start would hide a boundary wherever a split
+    sequence's later piece happens to go on from the piece before it in the row."""
+    if batch.positions == "piece":
+        return batch.position_ids
+    made = ops.batch_tables(batch.table, batch.blocks, batch.t_max, positions="piece")
+    return made["position_ids"].to(batch.valid.device)
+
+
 def hf_kwargs(batch, input_ids=None, labels=None, separator_id=-100):
     """What transformers' DataCollatorWithFlattening(return_flash_attn_kwargs=True,
     return_seq_idx=True) returns for the batch's pieces as its sequences, in its layout: position_ids
@@ -72,16 +92,17 @@ def hf_kwargs(batch, input_ids=None, labels=None, separator_id=-100):
     cu_seq_lens_q and cu_seq_lens_k int32 [pieces + 1], max_length_q and max_length_k Python ints.
     With `input_ids` ([blocks, t_max], e.g. batch.data), also input_ids [1, steps] and labels: the
     `labels` given (else input_ids) with `separator_id` at every piece's first step, as the
-    collator writes them."""
+    collator writes them (bload.causal_labels' rule). And use_cache=False, which the collator
+    does not give: without it a transformers model with eager or SDPA attention makes a cache
+    and then ignores the packing (docs/isolation.md)."""
     pieces = batch.table[:, ops.COLUMN["length"]]
-    # Positions from each piece's start, whatever the batch's own positions count from: Hugging
-    # Face finds where sequences start by position_ids == 0.
-    position_ids = batch.position_ids
-    if batch.positions != "piece":
-        made = ops.batch_tables(batch.table, batch.blocks, batch.t_max, positions="piece")
-        position_ids = made["position_ids"].to(batch.valid.device)
+    position_ids = piece_position_ids(batch)
     seq_idx = torch.repeat_interleave(torch.arange(len(pieces), dtype=torch.int32), pieces)
     kwargs = {
+        # A transformers model that makes a cache (use_cache defaults to the config's, True)
+        # does not look for packed sequences in position_ids, and its eager and SDPA attention
+        # then run across the pieces (transformers 5.24; found by bload.check_isolation).
+        "use_cache": False,
         "position_ids": flatten(batch, position_ids),
         "seq_idx": seq_idx.unsqueeze(0).to(batch.valid.device),
         "cu_seq_lens_q": batch.cu_seqlens,
@@ -91,7 +112,6 @@ def hf_kwargs(batch, input_ids=None, labels=None, separator_id=-100):
     }
     if input_ids is not None:
         kwargs["input_ids"] = flatten(batch, input_ids)
-        flat_labels = flatten(batch, input_ids if labels is None else labels).clone()
-        flat_labels[0, batch.cu_seqlens[:-1].long()] = separator_id
-        kwargs["labels"] = flat_labels
+        labels = causal_labels(batch, input_ids if labels is None else labels, separator_id)
+        kwargs["labels"] = flatten(batch, labels)
     return kwargs

@@ -77,8 +77,9 @@ def transformers_run(model, out):
             super().__init__()
             self.recorder = recorder
 
-        def forward(self, input_ids, labels, position_ids, table):
+        def forward(self, input_ids, labels, position_ids, use_cache, table):
             assert input_ids.shape == labels.shape[:2] + (1,) == position_ids.shape + (1,)
+            assert use_cache is False
             return {"loss": self.recorder.loss(input_ids, table)}
 
     class Epochs(TrainerCallback):

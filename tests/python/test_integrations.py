@@ -188,7 +188,9 @@ def test_model_inputs_name_the_batch_fields_and_refuse_others():
     first = next(iter(bload.BlockSampler(lengths, T_MAX, BLOCKS)))
     batch = bload.BlockDataset(Numbered(lengths), T_MAX).__getitems__(first)
     inputs = ModelInputs({**ModelInputs.DEFAULT, "steps": lambda packed: packed.valid.sum()})(batch)
-    assert sorted(inputs) == ["input_ids", "labels", "position_ids", "steps"]
+    assert sorted(inputs) == ["input_ids", "labels", "position_ids", "steps", "use_cache"]
+    assert inputs["use_cache"] is False
+    assert torch.equal(inputs["labels"], bload.causal_labels(batch))
     assert inputs["input_ids"] is batch.data and torch.equal(
         inputs["position_ids"], batch.position_ids
     )

@@ -7,35 +7,55 @@ the BlockSampler it is given instead, prepared by bload.integrations.accelerate.
 
     args = TrainingArguments(output_dir, ...)   # starts torch.distributed under torchrun
     sampler = bload.BlockSampler(lengths, t_max, blocks_per_batch, seed=args.seed)
-    trainer = BlockTrainer(model=model, args=args, train_dataset=dataset, train_sampler=sampler,
-                           model_inputs=ModelInputs({"input_ids": "data", "labels": "target",
-                                                     "position_ids": "position_ids"}))
-    trainer.train()
+    trainer = BlockTrainer(model=model, args=args, train_dataset=dataset, train_sampler=sampler)
+    trainer.train()   # ModelInputs(): input_ids, labels by bload.causal_labels, piece positions
 
 The Trainer sets the sampler's epoch at each epoch's start. dataset is a bload.BlockDataset or
 a map-style dataset of (data, target) pairs (wrapped in one with the sampler's t_max); the
 loader's workers, pinning and prefetching are TrainingArguments' dataloader_* options.
 """
 
+import warnings
+
 import torch
 import transformers
 
+from bload.attention import piece_position_ids
 from bload.batch import BATCH_FIELDS
 from bload.dataset import BlockDataset, collate
 from bload.integrations.accelerate import prepare_loader
+from bload.labels import causal_labels
 from bload.sampler import BlockSampler
 
 __all__ = ["BlockTrainer", "ModelInputs"]
+
+
+def _no_cache(batch):
+    """use_cache=False: a module-level function, so ModelInputs pickles into spawned workers."""
+    return False
 
 
 class ModelInputs:
     """The loader's collate_fn: a PackedBatch as the model's keyword arguments, {argument: the
     batch field it takes} (any of bload.PackedBatch's fields), or {argument: function of the
     batch} for anything else (a key of dict data, a cast). The default is a packed causal LM's:
-    input_ids from data, labels from target (padded with -100, the ignored label),
-    position_ids restarting at each packed sequence."""
+    input_ids from data; labels from target by bload.causal_labels (-100, the ignored label, at
+    each piece's first step and on padding, so that the model's shifted loss never scores one
+    document's step against the next one's first token); position_ids from 0 at every piece
+    (bload.attention.piece_position_ids: how Hugging Face models find the pieces when no
+    attention_mask is passed); and use_cache=False (a model that makes a cache does not look
+    for the pieces: its eager and SDPA attention run across them).
 
-    DEFAULT = {"input_ids": "data", "labels": "target", "position_ids": "position_ids"}
+    labels taken from the "target" (or "data") field as they are carry cross-document labels
+    into a shifted loss: that mapping warns, naming causal_labels; a model that does not shift
+    its labels passes `lambda batch: batch.target` to say so."""
+
+    DEFAULT = {
+        "input_ids": "data",
+        "labels": causal_labels,
+        "position_ids": piece_position_ids,
+        "use_cache": _no_cache,
+    }
 
     def __init__(self, fields=None):
         fields = dict(self.DEFAULT if fields is None else fields)
@@ -49,6 +69,15 @@ class ModelInputs:
                     f"fields[{argument!r}] = {field!r}: expected one of the batch's fields "
                     f"({', '.join(BATCH_FIELDS)}) or a function of the batch"
                 )
+        if fields.get("labels") in ("target", "data"):
+            warnings.warn(
+                f"ModelInputs: labels = {fields['labels']!r}: a causal LM's shifted loss would "
+                "score the last step of each packed piece against the next piece's first token; "
+                "expected bload.causal_labels (the default), or `lambda batch: batch.target` for "
+                "a model that does not shift its labels",
+                UserWarning,
+                stacklevel=2,
+            )
         self.fields = fields
 
     def __call__(self, batch):

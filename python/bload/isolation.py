@@ -1,0 +1,326 @@
+"""Is my model isolated? A leak probe for a user's own model on bload's packed batches.
+
+Packing is only correct when nothing of one document reaches another: a recurrent state that is
+not reset where a piece starts, attention without the document mask, a state kernel whose
+initial states are not routed by state_in. Such a leak trains silently (the loss still falls).
+check_isolation perturbs the input steps of one document at a time and reports every other
+document whose outputs, or whose share of the parameters' gradients, changed:
+
+    report = bload.check_isolation(model, batch, lambda model, batch: model(batch.data, batch.table))
+    print(report)                  # "isolated: ..." or each leak, largest first
+    bload.assert_isolated(model, batch, forward)      # the same, as an AssertionError (pytest)
+
+A document is a sequence of the plan (the table's `sequence` column): its pieces may span rows
+(split) and batches (lanes), and may reach each other; nothing else may. For state carried
+across batches, pass consecutive batches as a list and a forward that runs them in order from a
+fresh state, returning one output per batch.
+"""
+
+from typing import NamedTuple
+
+import torch
+
+from bload.ops import COLUMN
+
+__all__ = ["IsolationReport", "Leak", "assert_isolated", "check_isolation"]
+
+
+class Leak(NamedTuple):
+    """Perturbing sequence `source` changed sequence `affected`'s `kind` ("outputs" or
+    "gradients") by `change`, relative to the largest baseline value; `batch` and `row` locate
+    the largest change of outputs (None for gradients)."""
+
+    source: int
+    affected: int
+    kind: str
+    change: float
+    batch: object = None
+    row: object = None
+
+
+class IsolationReport:
+    """What check_isolation found: `leaks` (largest change first), the `documents` probed,
+    `largest` (the largest change of any other document seen, leak or not) and the
+    `tolerance`. `ok` is true when nothing leaked."""
+
+    def __init__(self, leaks, documents, largest, tolerance):
+        self.leaks = sorted(leaks, key=lambda leak: -leak.change)
+        self.documents, self.largest, self.tolerance = documents, largest, tolerance
+
+    @property
+    def ok(self):
+        return not self.leaks
+
+    def __bool__(self):
+        return self.ok
+
+    def __str__(self):
+        if self.ok:
+            return (
+                f"isolated: perturbing each of {self.documents} documents changed no other "
+                f"document's outputs or gradients by more than {self.tolerance:g} (largest "
+                f"change {self.largest:.3g})"
+            )
+        sources = len({leak.source for leak in self.leaks})
+        lines = [
+            f"leaks: perturbing {sources} of {self.documents} documents changed others "
+            f"beyond {self.tolerance:g} ({len(self.leaks)} pairs; largest change {self.largest:.3g}):"
+        ]
+        for leak in self.leaks[:20]:
+            where = "" if leak.batch is None else f" (batch {leak.batch}, row {leak.row})"
+            lines.append(
+                f"  sequence {leak.source} -> sequence {leak.affected}: {leak.kind} changed by "
+                f"{leak.change:.3g}{where}"
+            )
+        if len(self.leaks) > 20:
+            lines.append(f"  ... and {len(self.leaks) - 20} more")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def check_isolation(
+    model,
+    batches,
+    forward=None,
+    *,
+    tolerance=1e-6,
+    gradients=True,
+    documents=None,
+    perturb=None,
+    seed=0,
+):
+    """Probes `model` on `batches` (a bload.PackedBatch, or a list of one rank's consecutive
+    batches) and returns an IsolationReport.
+
+    forward(model, batch) -> the model's per-step outputs for one batch, or with a list,
+    forward(model, batches) -> one output per batch, run in order from a fresh state. Default:
+    model(batch). An output is a tensor [blocks, t_max, ...], or flattened as Hugging Face's
+    padding-free path gives it ([1, valid steps, ...] or [valid steps, ...] in block then step
+    order); an object with `.logits`, or a tuple, gives its logits or first element.
+
+    Each document (sequence id) in `documents` (default: every one in the batches) in turn has
+    its data steps perturbed by perturb(steps, generator) -> new steps (default: noise for
+    floating data, other ids below the data's largest for integer data); any other document
+    whose outputs change by more than `tolerance` times the largest baseline output leaks. With
+    `gradients`, so does one whose part of the loss (a fixed random weighting of its outputs)
+    has parameter gradients that change by more than `tolerance` times the largest. The random
+    generators are reseeded from `seed` before every forward, so dropout is the same each time.
+    Cost: one forward per document, and with gradients about two backward passes per document.
+    """
+    single = not isinstance(batches, (list, tuple))
+    batches = [batches] if single else list(batches)
+    if not batches:
+        raise ValueError("batches: an empty list: expected a PackedBatch or a list of them")
+    call = forward if forward is not None else (lambda model, batch: model(batch))
+    if single:
+        run = lambda model, batches: [call(model, batches[0])]  # noqa: E731
+    else:
+        run = call
+    steps = _document_steps(batches)
+    probed = sorted(steps) if documents is None else [int(d) for d in documents]
+    for document in probed:
+        if document not in steps:
+            raise ValueError(
+                f"documents: sequence {document} is in none of the batches: expected one of "
+                f"their table's sequences ({sorted(steps)[:10]}...)"
+            )
+    parameters = [p for p in model.parameters() if p.requires_grad] if gradients else []
+
+    def outputs_of(trial_batches):
+        with torch.random.fork_rng(devices=_cuda_devices(trial_batches)):
+            torch.manual_seed(seed)
+            with torch.set_grad_enabled(bool(parameters)):  # no graph when none is read
+                produced = run(model, trial_batches)
+        if len(produced) != len(batches):
+            raise ValueError(
+                f"forward returned {len(produced)} outputs for {len(batches)} batches: expected one each"
+            )
+        return [_per_step(_tensor_of(out), batch) for out, batch in zip(produced, batches)]
+
+    baseline = outputs_of(batches)
+    scale = max(float(out.detach().abs().max()) for out in baseline) or 1.0
+    weights = [
+        torch.randn(out.shape, generator=_generator(seed), dtype=out.dtype).to(out.device)
+        for out in baseline
+    ]
+    base_grads = {}  # each document's own part, made when a leak is to be located
+
+    def base_grad(document):
+        if document not in base_grads:
+            base_grads[document] = _grads(_loss(baseline, weights, steps, [document]), parameters)
+        return base_grads[document]
+
+    if parameters:
+        grad_scale = _max_abs(_grads(_loss(baseline, weights, steps, list(steps)), parameters))
+        grad_scale = grad_scale or 1.0
+
+    leaks, largest = [], 0.0
+    for document in probed:
+        generator = _generator(seed + 1 + document)
+        trial = [
+            _perturbed(batch, steps[document].get(index, []), perturb, generator)
+            for index, batch in enumerate(batches)
+        ]
+        outputs = outputs_of(trial)
+        others = [other for other in steps if other != document]
+        for other in others:
+            change, place = _change(baseline, outputs, steps[other])
+            largest = max(largest, change / scale)
+            if change > tolerance * scale:
+                leaks.append(Leak(document, other, "outputs", change / scale, *place))
+        if not (parameters and others):
+            continue
+        # The other documents' part of the loss together first (summed in the same order on
+        # both sides, so an isolated model's two sets of gradients are equal to the bit), and
+        # each one alone only where they differ.
+        before = _grads(_loss(baseline, weights, steps, others), parameters)
+        after = _grads(_loss(outputs, weights, steps, others), parameters)
+        if _max_abs([a - b for a, b in zip(after, before)]) <= tolerance * grad_scale:
+            continue
+        for other in others:
+            mine = _grads(_loss(outputs, weights, steps, [other]), parameters)
+            change = _max_abs([a - b for a, b in zip(mine, base_grad(other))])
+            largest = max(largest, change / grad_scale)
+            if change > tolerance * grad_scale:
+                leaks.append(Leak(document, other, "gradients", change / grad_scale))
+    return IsolationReport(leaks, len(probed), largest, tolerance)
+
+
+def assert_isolated(model, batches, forward=None, **options):
+    """check_isolation as a test assertion: raises AssertionError with the report when any
+    document leaks; returns the report otherwise."""
+    report = check_isolation(model, batches, forward, **options)
+    if not report.ok:
+        raise AssertionError(str(report))
+    return report
+
+
+def _document_steps(batches):
+    """{sequence: {batch index: [(row, first step, steps), ...]}} from the batches' tables."""
+    steps = {}
+    for index, batch in enumerate(batches):
+        columns = [COLUMN[name] for name in ("sequence", "block", "block_offset", "length")]
+        for sequence, row, start, length in batch.table[:, columns].tolist():
+            steps.setdefault(sequence, {}).setdefault(index, []).append((row, start, length))
+    return steps
+
+
+def _perturbed(batch, places, perturb, generator):
+    from bload.batch import PackedBatch
+
+    def change(tensor):
+        tensor = tensor.clone()
+        for row, start, length in places:
+            original = tensor[row, start : start + length]
+            new = (perturb or _default_perturb)(original.cpu(), generator)
+            tensor[row, start : start + length] = new.to(tensor.device, tensor.dtype)
+        return tensor
+
+    data = batch.data
+    data = (
+        {key: change(value) for key, value in data.items()}
+        if isinstance(data, dict)
+        else change(data)
+    )
+    return PackedBatch(
+        data, batch.target, batch.table, batch.blocks, batch.t_max, **batch._options()
+    )
+
+
+def _default_perturb(steps, generator):
+    if steps.is_floating_point():
+        spread = max(float(steps.abs().max()) if steps.numel() else 0.0, 1.0)
+        noise = torch.randn(steps.shape, generator=generator, dtype=torch.float64)
+        return steps + (noise * spread).to(steps.dtype)
+    if steps.dtype == torch.bool:
+        return ~steps
+    # Another id below the largest seen, never the same one: token ids stay valid for an
+    # embedding sized to the data.
+    vocabulary = max(int(steps.max()) + 1 if steps.numel() else 2, 2)
+    shift = torch.randint(1, vocabulary, steps.shape, generator=generator)
+    return (steps.long() + shift) % vocabulary
+
+
+def _tensor_of(output):
+    if hasattr(output, "logits"):
+        output = output.logits
+    elif isinstance(output, (tuple, list)):
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise TypeError(
+            f"forward returned {type(output).__name__}: expected a tensor of per-step outputs "
+            "(or an object with .logits, or a tuple whose first element is one)"
+        )
+    return output
+
+
+def _per_step(output, batch):
+    """The output as [blocks, t_max, ...], from either layout."""
+    blocks, t_max = batch.blocks, batch.t_max
+    if output.dim() >= 2 and tuple(output.shape[:2]) == (blocks, t_max):
+        return output
+    valid = batch.valid.flatten().to(output.device)
+    flat = output[0] if output.dim() >= 2 and output.shape[0] == 1 else output
+    if flat.shape[0] != int(valid.sum()):
+        raise ValueError(
+            f"an output of shape {list(output.shape)}: expected [blocks, t_max, ...] = "
+            f"[{blocks}, {t_max}, ...] or the batch's {int(valid.sum())} valid steps flattened"
+        )
+    full = flat.new_zeros((blocks * t_max, *flat.shape[1:]))
+    full = full.index_copy(0, valid.nonzero().flatten(), flat)
+    return full.view(blocks, t_max, *flat.shape[1:])
+
+
+def _change(before, after, places):
+    """The largest absolute change over a document's steps, and (batch, row) where it is."""
+    largest, where = 0.0, (None, None)
+    for index, spans in places.items():
+        for row, start, length in spans:
+            delta = (
+                after[index][row, start : start + length].detach()
+                - before[index][row, start : start + length].detach()
+            )
+            value = float(delta.abs().max()) if delta.numel() else 0.0
+            if value > largest:
+                largest, where = value, (index, row)
+    return largest, where
+
+
+def _loss(outputs, weights, steps, documents):
+    total = None
+    for document in documents:
+        for index, spans in steps[document].items():
+            for row, start, length in spans:
+                part = (
+                    outputs[index][row, start : start + length]
+                    * weights[index][row, start : start + length]
+                ).sum()
+                total = part if total is None else total + part
+    return total
+
+
+def _grads(loss, parameters):
+    if loss is None or not loss.requires_grad:
+        return [torch.zeros_like(p) for p in parameters]
+    grads = torch.autograd.grad(loss, parameters, retain_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, parameters)]
+
+
+def _max_abs(tensors):
+    return max((float(t.abs().max()) for t in tensors if t.numel()), default=0.0)
+
+
+def _generator(seed):
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return generator
+
+
+def _cuda_devices(batches):
+    devices = {
+        batch.device.index or 0
+        for batch in batches
+        if batch.device is not None and batch.device.type == "cuda"
+    }
+    return sorted(devices)
