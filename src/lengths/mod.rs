@@ -2,7 +2,8 @@
 //! (`bload::read_lengths`) and Python (`torch.ops.bload.read_lengths`), so that a file means the
 //! same thing everywhere. One file per format:
 //! - `text`: bload's own, one length per line (README, "Lengths files");
-//! - `npy`: a 1-D integer NumPy array, also the binary cache that `bload lengths` writes;
+//! - `npy`: a 1-D integer NumPy array, also the binary cache that `bload lengths` writes
+//!   (`cache`, its writer);
 //! - `idx`: a Megatron `.idx` index, whose header carries an int32 length per sequence.
 //!
 //! Arrow IPC and Parquet list columns hold their lengths in offsets that only an Arrow reader
@@ -15,11 +16,12 @@
 //! refuses bad contents with an error naming the file, the format and what was expected, never a
 //! panic.
 
+mod cache;
 mod idx;
 mod npy;
 mod text;
 
-pub use npy::{write_npy, NpyDtype};
+pub use cache::{write_npy, NpyDtype};
 pub use text::parse_lengths;
 
 use crate::alloc::{out_of_memory, try_with_capacity};

@@ -6,11 +6,12 @@
 //! `fortran_order` and `shape`, padded with spaces and ended by a newline), then the data. The
 //! header is parsed here by a small reader of exactly that literal (strings, booleans, tuples of
 //! integers), not by a general evaluator. Integer dtypes of 1 to 8 bytes in either byte order
-//! are read; floats, booleans, 2-D arrays and Fortran order are refused.
+//! are read; floats, booleans, 2-D arrays and Fortran order are refused. The cache's writer is
+//! `cache.rs`.
 
 use super::{grow, length, read_elements, room_for, truncated, Input};
 use crate::error::{Error, Result};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 pub(super) const MAGIC: &[u8] = b"\x93NUMPY";
@@ -20,13 +21,6 @@ const EXPECTED: &str = "a .npy file of a 1-D integer array (int8..int64 or uint8
 /// NumPy itself refuses headers over 10,000 bytes by default; this bound only keeps a corrupt
 /// length from asking for gigabytes.
 const MAX_HEADER: usize = 1 << 20;
-
-/// The dtype of a lengths cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NpyDtype {
-    Int32,
-    Int64,
-}
 
 /// An integer dtype: its size in bytes, signedness and byte order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,57 +117,6 @@ pub(super) fn read_npy(input: Input) -> Result<Vec<u32>> {
         return Err(Error::invalid(path.display().to_string(), value, expected));
     }
     Ok(lengths)
-}
-
-/// Writes `lengths` to `path` as a `.npy` file of `dtype` (version 1.0, little-endian), through
-/// a temporary file beside it renamed at the end, so that a reader never finds half a cache.
-pub fn write_npy(path: &Path, lengths: &[u32], dtype: NpyDtype) -> Result<()> {
-    let (descr, size) = match dtype {
-        NpyDtype::Int32 => ("<i4", 4),
-        NpyDtype::Int64 => ("<i8", 8),
-    };
-    if dtype == NpyDtype::Int32 {
-        if let Some(i) = lengths.iter().position(|&l| l > i32::MAX as u32) {
-            return Err(Error::invalid(
-                format!("lengths[{i}]"),
-                lengths[i],
-                "lengths below 2^31 for an int32 cache (write int64 instead)",
-            ));
-        }
-    }
-    let mut header = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}",
-        lengths.len()
-    );
-    // Padded so that the data starts at a multiple of 64 bytes, as NumPy aligns it.
-    while (MAGIC.len() + 4 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let failed = |err: std::io::Error| {
-        Error::invalid("--out", path.display(), format!("a writable file ({err})"))
-    };
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp{}", std::process::id()));
-    let temporary = path.with_file_name(name);
-    let write = || -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&temporary)?);
-        out.write_all(MAGIC)?;
-        out.write_all(&[1, 0])?;
-        out.write_all(&(header.len() as u16).to_le_bytes())?;
-        out.write_all(header.as_bytes())?;
-        for &length in lengths {
-            out.write_all(&u64::from(length).to_le_bytes()[..size])?;
-        }
-        out.into_inner()
-            .map_err(|err| err.into_error())?
-            .sync_all()?;
-        std::fs::rename(&temporary, path)
-    };
-    write().map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        failed(err)
-    })
 }
 
 impl IntDtype {
