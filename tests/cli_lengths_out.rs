@@ -50,13 +50,7 @@ fn an_output_that_is_not_a_regular_file_is_refused_and_kept() {
     std::fs::create_dir_all(&directory).unwrap();
     let (ok, err) = write_cache(directory.to_str().unwrap());
     assert!(!ok && err.contains("(a directory)"), "{err}");
-    if std::path::Path::new("/dev/null").exists() {
-        let (ok, err) = write_cache("/dev/null");
-        assert!(
-            !ok && err.contains("/dev/null (a character device)"),
-            "{err}"
-        );
-    }
+    // No device node is tried: a bload without this check, run as root, would replace it.
     // A regular file is replaced, as before.
     let file = dir().join("out.npy");
     std::fs::write(&file, b"old").unwrap();
