@@ -190,6 +190,8 @@ impl Planner {
     pub fn with_lengths_of(&self, plan: &EpochPlan) -> Result<Planner> {
         let mut planner = self.clone();
         if plan.is_shared() {
+            // Compared whole below: the file still holds what was mapped.
+            plan.lengths.check_mapped()?;
             if *plan.lengths != *self.lengths {
                 return Err(Error::invalid(
                     "plan",
