@@ -40,7 +40,8 @@ pub mod tch;
 
 pub use error::{Error, Result};
 pub use lengths::{
-    detect_format, parse_lengths, read_lengths, read_lengths_as, write_npy, LengthsFormat, NpyDtype,
+    detect_format, parse_lengths, read_lengths, read_lengths_and_format, read_lengths_as,
+    write_npy, LengthsFormat, NpyDtype,
 };
 pub use options::{Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_T_MAX};
 pub use plan::{

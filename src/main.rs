@@ -20,6 +20,7 @@ mod cli {
     pub mod stats;
     pub mod svg;
     pub mod sweep;
+    pub mod sweep_work;
     pub mod usage;
 }
 

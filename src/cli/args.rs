@@ -28,6 +28,8 @@ pub struct Args {
     pub points: Option<u32>,
     /// `sweep` only: where to draw the chart.
     pub plot: Option<PathBuf>,
+    /// `sweep` only: run a sweep whose estimated work is past the limit (`cli/sweep_work.rs`).
+    pub force: bool,
 }
 
 /// What a command's words ask for: a run with these arguments, or the command's help.
@@ -66,6 +68,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
         t_max_range: None,
         points: None,
         plot: None,
+        force: false,
     };
     let mut words = words.iter();
     while let Some(flag) = words.next() {
@@ -112,6 +115,7 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
             "--mix-to" if command == "stats" => args.mix_to = Some(number(flag, value()?, COUNT)?),
             "--points" if command == "sweep" => args.points = Some(number(flag, value()?, POINTS)?),
             "--plot" if command == "sweep" => args.plot = Some(PathBuf::from(value()?)),
+            "--force" if command == "sweep" => args.force = true,
             _ => {
                 return Err(Failure::Usage(format!(
                     "unknown option {flag:?} for {command}"

@@ -8,7 +8,7 @@
 use crate::cli::args::lengths_format;
 use crate::cli::usage;
 use crate::Failure;
-use bload::{read_lengths_as, write_npy, Error, NpyDtype};
+use bload::{read_lengths_and_format, write_npy, Error, LengthsFormat, NpyDtype};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -58,19 +58,17 @@ pub fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
     }
     let input = input.ok_or_else(|| Failure::Usage("an input file IN is required".into()))?;
     let output = output.ok_or_else(|| Failure::Usage("--out F.npy is required".into()))?;
-    let format = match format {
-        Some(format) => format,
-        None => bload::detect_format(&input)?,
-    };
-    if let Some(column) = column.filter(|_| format.read_by_core()) {
-        return Err(Error::invalid(
-            "--column",
-            format!("{column:?}"),
-            format!("no column for a {format} lengths file (columns are Arrow's and Parquet's)"),
-        )
-        .into());
+    if let (Some(column), Some(format)) = (&column, format) {
+        if format.read_by_core() {
+            return Err(no_column(column, format).into());
+        }
     }
-    let lengths = read_lengths_as(&input, Some(format))?;
+    // Read once, whatever IN is (a pipe cannot be read twice): the format comes with the
+    // lengths, and a file of Arrow or Parquet is refused there, with or without a column.
+    let (format, lengths) = read_lengths_and_format(&input, format)?;
+    if let Some(column) = column {
+        return Err(no_column(&column, format).into());
+    }
     write_npy(&output, &lengths, dtype)?;
     let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
     let name = match dtype {
@@ -85,4 +83,13 @@ pub fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
         input.display()
     )?;
     Ok(())
+}
+
+/// `--column` given for a format that has no columns.
+fn no_column(column: &str, format: LengthsFormat) -> Error {
+    Error::invalid(
+        "--column",
+        format!("{column:?}"),
+        format!("no column for a {format} lengths file (columns are Arrow's and Parquet's)"),
+    )
 }

@@ -11,6 +11,7 @@
 use crate::cli::args::Args;
 use crate::cli::progress::Progress;
 use crate::cli::svg::{self, Chart, Line};
+use crate::cli::sweep_work;
 use crate::{copy_of, Failure};
 use bload::{read_lengths_as, Error, Options, Oversize, Planner, Policy};
 use serde_json::{json, Value};
@@ -74,6 +75,14 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         t_maxes.sort_unstable();
         t_maxes.dedup();
     }
+    let sequences = lengths.len() as u64;
+    let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
+    let work = sweep_work::estimate(sequences, steps, longest, split, &t_maxes);
+    if work > sweep_work::MAX_WORK && !args.force {
+        let asked = args.points.unwrap_or(DEFAULT_POINTS);
+        let range = (first, last);
+        return Err(sweep_work::too_much(work, range, asked, t_maxes.len(), sequences).into());
+    }
     let mut rows = Vec::new();
     let mut progress = Progress::on_stderr();
     let points = t_maxes.len();
@@ -113,7 +122,6 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         return Err(reason.into());
     }
 
-    let steps: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
     let whole = if split {
         "longer sequences split"
     } else {

@@ -21,7 +21,7 @@ const COMMANDS: [(&str, &str); 4] = [
     (
         "sweep",
         "  bload sweep --lengths FILE --t-max A..B [--world-size W] [--blocks-per-batch B] [--split]
-              [--points N] [--json] [--plot FILE.svg]",
+              [--points N] [--json] [--plot FILE.svg] [--force]",
     ),
     (
         "lengths",
@@ -58,7 +58,7 @@ takes more than a second shows its progress on stderr."
 }
 
 /// Every option: as the help shows it, what it means, and the commands that take it.
-const OPTIONS: [(&str, &str, &[&str]); 21] = [
+const OPTIONS: [(&str, &str, &[&str]); 22] = [
     (
         "--lengths FILE",
         "the sequences' lengths: text (one per line), .npy or Megatron .idx",
@@ -151,6 +151,12 @@ const OPTIONS: [(&str, &str, &[&str]); 21] = [
     (
         "--plot FILE.svg",
         "also draw the rows as an SVG chart",
+        &["sweep"],
+    ),
+    (
+        "--force",
+        "run a sweep estimated to take more than about a minute (3 plans a block size,
+                         each its sequences plus its t_max: past 2*10^9, it is refused)",
         &["sweep"],
     ),
     (

@@ -6,12 +6,16 @@
 //! code (u8, 1 to 8), the sequence count (u64), the document count (u64), then the sequences'
 //! lengths (int32 each), their byte offsets in the `.bin` (int64 each) and the documents' first
 //! sequences (int64 each); newer files may append a mode byte per sequence. The file must be
-//! as long as the counts say, so a truncated index is refused rather than read as a short one.
+//! as long as the counts say, so a truncated index is refused rather than read as a short one;
+//! it may be longer (the mode bytes, or whatever a later version appends), so bytes past the
+//! document index are not read. The arrays must agree with the counts: the pointers are the
+//! running byte offsets of the lengths (times the dtype's size), and the document index starts
+//! at 0, never decreases and ends at the sequence count. A count lower than the lengths written
+//! would otherwise read as fewer sequences; the pointers that follow catch it.
 
-use super::{length, open, read_elements, truncated};
-use crate::alloc::try_with_capacity;
+use super::{grow, length, read_elements, room_for, truncated, Input};
 use crate::error::{Error, Result};
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 pub(super) const MAGIC: &[u8] = b"MMIDIDX\x00\x00";
@@ -19,14 +23,17 @@ const FORMAT: &str = "Megatron .idx";
 const VERSION: u64 = 1;
 const HEADER: u64 = 9 + 8 + 1 + 8 + 8;
 
+/// Bytes of one token of each dtype code (Megatron's `DType`: uint8, int8, int16, int32, int64,
+/// float64, float32, uint16), which the pointers count in.
+const TOKEN_BYTES: [u64; 8] = [1, 1, 2, 4, 8, 8, 4, 2];
+
 /// Reads the sequence lengths of a Megatron `.idx` file (see the module doc).
-pub(super) fn read_idx(path: &Path) -> Result<Vec<u32>> {
-    let file = open(path, FORMAT)?;
-    let size = file
-        .metadata()
-        .map_err(|err| super::unreadable(path, FORMAT, &err))?
-        .len();
-    let mut reader = BufReader::new(file);
+pub(super) fn read_idx(input: Input) -> Result<Vec<u32>> {
+    let Input {
+        path,
+        size,
+        mut reader,
+    } = input;
     let mut header = [0u8; HEADER as usize];
     let expected = "a Megatron .idx file: MMIDIDX\\x00\\x00, version 1 (u64), a dtype code (u8), \
                     the sequence and document counts (u64), then the int32 lengths";
@@ -67,23 +74,144 @@ pub(super) fn read_idx(path: &Path) -> Result<Vec<u32>> {
         "a Megatron .idx of {sequences} sequences and {documents} documents, at least {} bytes",
         needed.map_or_else(|| "2^64".to_string(), |n| n.to_string())
     );
-    if needed.is_none_or(|needed| size < needed) {
-        return Err(bad(format!("a truncated file of {size} bytes"), &expected));
+    let fits = |size: u64| needed.is_some_and(|needed| size >= needed);
+    match size {
+        Some(size) if !fits(size) => {
+            return Err(bad(format!("a truncated file of {size} bytes"), &expected));
+        }
+        // A stream's size is unknown, but no stream holds more than 2^64 bytes either.
+        None if needed.is_none() => {
+            return Err(bad("a truncated file".into(), &expected));
+        }
+        _ => {}
     }
     let count = usize::try_from(sequences).unwrap_or(usize::MAX);
-    let mut lengths = try_with_capacity(&format!("the lengths of {}", path.display()), count)?;
+    let mut lengths = room_for(path, size, count)?;
+    let eof = |err: &std::io::Error| truncated(path, FORMAT, err, &expected);
     read_elements(
         &mut reader,
         count,
         4,
         |first, bytes| {
+            grow(&mut lengths, path, bytes.len() / 4)?;
             for (i, element) in bytes.chunks_exact(4).enumerate() {
                 let value = i32::from_le_bytes([element[0], element[1], element[2], element[3]]);
                 lengths.push(length(path, first + i, value.into())?);
             }
             Ok(())
         },
-        |err| truncated(path, FORMAT, err, &expected),
+        eof,
     )?;
+    check_pointers(
+        path,
+        &mut reader,
+        &lengths,
+        TOKEN_BYTES[usize::from(code - 1)],
+        eof,
+    )?;
+    check_documents(path, &mut reader, documents, sequences, eof)?;
     Ok(lengths)
+}
+
+/// The `index`-th int64 of one of the file's arrays, from a chunk of them.
+fn int64(bytes: &[u8], i: usize) -> i64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+    i64::from_le_bytes(word)
+}
+
+/// The pointers must be the running byte offsets of the sequences in the `.bin`: a count that
+/// disagrees with the lengths written (a count too low reads the lengths short, and the next
+/// array as pointers) is refused here rather than read as fewer sequences.
+fn check_pointers(
+    path: &Path,
+    reader: &mut impl Read,
+    lengths: &[u32],
+    token_bytes: u64,
+    eof: impl Fn(&std::io::Error) -> Error,
+) -> Result<()> {
+    let mut offset: u64 = 0;
+    read_elements(
+        reader,
+        lengths.len(),
+        8,
+        |first, bytes| {
+            for i in 0..bytes.len() / 8 {
+                let pointer = int64(bytes, i);
+                if u64::try_from(pointer) != Ok(offset) {
+                    return Err(inconsistent(
+                        path,
+                        format!("pointers[{}]", first + i),
+                        pointer,
+                        format!(
+                            "{offset}, the sum of the lengths before it times {token_bytes} \
+                             bytes a token (the sequence count and the lengths agree)"
+                        ),
+                    ));
+                }
+                // Saturated, a sum no pointer can equal: the next one is refused.
+                offset = offset.saturating_add(u64::from(lengths[first + i]) * token_bytes);
+            }
+            Ok(())
+        },
+        eof,
+    )
+}
+
+/// The document index must start at 0, never decrease and end at the sequence count.
+fn check_documents(
+    path: &Path,
+    reader: &mut impl Read,
+    documents: u64,
+    sequences: u64,
+    eof: impl Fn(&std::io::Error) -> Error,
+) -> Result<()> {
+    if documents == 0 {
+        return Err(inconsistent(
+            path,
+            "document count".into(),
+            0,
+            "at least 1: the document index starts with 0".into(),
+        ));
+    }
+    let count = usize::try_from(documents).unwrap_or(usize::MAX);
+    let mut previous: i64 = 0;
+    read_elements(
+        reader,
+        count,
+        8,
+        |first, bytes| {
+            for i in 0..bytes.len() / 8 {
+                let (index, value) = (first + i, int64(bytes, i));
+                let at_most = u64::try_from(value).is_ok_and(|value| value <= sequences);
+                let expected = if index == 0 && value != 0 {
+                    Some("0, the first document's first sequence".to_string())
+                } else if index + 1 == count && u64::try_from(value) != Ok(sequences) {
+                    Some(format!("{sequences}, the sequence count, last"))
+                } else if value < previous || !at_most {
+                    Some(format!(
+                        "from {previous} to {sequences}: the index never decreases"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(expected) = expected {
+                    return Err(inconsistent(
+                        path,
+                        format!("document index[{index}]"),
+                        value,
+                        expected,
+                    ));
+                }
+                previous = value;
+            }
+            Ok(())
+        },
+        eof,
+    )
+}
+
+/// An error about `field` of the file at `path`, which disagrees with the rest of the file.
+fn inconsistent(path: &Path, field: String, value: i64, expected: String) -> Error {
+    Error::invalid(format!("{} ({field})", path.display()), value, expected)
 }

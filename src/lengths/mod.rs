@@ -2,27 +2,33 @@
 //! (`bload::read_lengths`) and Python (`torch.ops.bload.read_lengths`), so that a file means the
 //! same thing everywhere. One file per format:
 //! - `text`: bload's own, one length per line (README, "Lengths files");
-//! - `npy`: a 1-D integer NumPy array, also the binary cache that `bload lengths` writes;
+//! - `npy`: a 1-D integer NumPy array, also the binary cache that `bload lengths` writes
+//!   (`cache`, its writer);
 //! - `idx`: a Megatron `.idx` index, whose header carries an int32 length per sequence.
 //!
 //! Arrow IPC and Parquet list columns hold their lengths in offsets that only an Arrow reader
 //! decodes; the core names them (so that detection has one home) and Python reads them with
 //! pyarrow. A file's format is chosen by its first bytes, then by its extension, and text
-//! otherwise; a caller may force one. Every reader streams the file through a small buffer into
-//! the lengths, so memory is the lengths' own, and refuses bad contents with an error naming the
-//! file, the format and what was expected, never a panic.
+//! otherwise; a caller may force one. A file is opened and read once, whatever it is (a pipe or
+//! a FIFO cannot be read twice): the first bytes that choose the format are parsed with the rest.
+//! Every reader parses the file as it streams through a small buffer into the lengths, so memory
+//! is the lengths' own and an endless device is refused at its first bad line or element, and
+//! refuses bad contents with an error naming the file, the format and what was expected, never a
+//! panic.
 
+mod cache;
 mod idx;
 mod npy;
 mod text;
 
-pub use npy::{write_npy, NpyDtype};
+pub use cache::{write_npy, NpyDtype};
 pub use text::parse_lengths;
 
+use crate::alloc::{out_of_memory, try_with_capacity};
 use crate::error::{Error, Result};
 use std::fmt;
 use std::fs::File;
-use std::io::{ErrorKind, Read};
+use std::io::{BufReader, Chain, Cursor, ErrorKind, Read};
 use std::path::Path;
 use std::str::FromStr;
 
@@ -83,6 +89,14 @@ impl LengthsFormat {
         }
     }
 
+    /// The format of a file that starts with `head`, at `path`: its magic's, else its
+    /// extension's, else text.
+    fn detect(head: &[u8], path: &Path) -> Self {
+        Self::from_magic(head)
+            .or_else(|| Self::from_extension(path))
+            .unwrap_or(LengthsFormat::Text)
+    }
+
     fn from_extension(path: &Path) -> Option<Self> {
         let extension = path.extension()?.to_str()?.to_ascii_lowercase();
         match extension.as_str() {
@@ -122,14 +136,9 @@ impl FromStr for LengthsFormat {
 /// The format of the file at `path`: the one its first bytes announce, else the one its
 /// extension names, else text.
 pub fn detect_format(path: &Path) -> Result<LengthsFormat> {
-    let mut head = Vec::with_capacity(16);
-    open(path, "lengths")?
-        .take(16)
-        .read_to_end(&mut head)
-        .map_err(|err| unreadable(path, "lengths", &err))?;
-    Ok(LengthsFormat::from_magic(&head)
-        .or_else(|| LengthsFormat::from_extension(path))
-        .unwrap_or(LengthsFormat::Text))
+    let mut file = open(path, "lengths")?;
+    let head = read_head(path, &mut file)?;
+    Ok(LengthsFormat::detect(&head, path))
 }
 
 /// Reads a lengths file of any format the core reads, chosen by [`detect_format`].
@@ -139,14 +148,35 @@ pub fn read_lengths(path: &Path) -> Result<Vec<u32>> {
 
 /// Reads a lengths file as `format`, or as the format detected when `None`.
 pub fn read_lengths_as(path: &Path, format: Option<LengthsFormat>) -> Result<Vec<u32>> {
-    let format = match format {
-        Some(format) => format,
-        None => detect_format(path)?,
+    read_lengths_and_format(path, format).map(|(_, lengths)| lengths)
+}
+
+/// Reads a lengths file as `format`, or as the format detected when `None`, and says which
+/// format it was read as. The file is opened and read once, from its first byte to its last:
+/// the bytes that decide the format are the first the reader parses, so a pipe, a FIFO or
+/// `/dev/stdin`, which cannot be opened or read twice, reads as the same bytes in a file would.
+pub fn read_lengths_and_format(
+    path: &Path,
+    format: Option<LengthsFormat>,
+) -> Result<(LengthsFormat, Vec<u32>)> {
+    let mut file = open(path, "lengths")?;
+    // A regular file's size bounds what it can hold; a pipe's or a device's is unknown.
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|metadata| metadata.is_file())
+        .map(|metadata| metadata.len());
+    let head = read_head(path, &mut file)?;
+    let format = format.unwrap_or_else(|| LengthsFormat::detect(&head, path));
+    let input = Input {
+        path,
+        size,
+        reader: BufReader::with_capacity(1 << 16, Cursor::new(head).chain(file)),
     };
-    match format {
-        LengthsFormat::Text => text::read_text(path),
-        LengthsFormat::Npy => npy::read_npy(path),
-        LengthsFormat::Idx => idx::read_idx(path),
+    let lengths = match format {
+        LengthsFormat::Text => text::read_text(input),
+        LengthsFormat::Npy => npy::read_npy(input),
+        LengthsFormat::Idx => idx::read_idx(input),
         LengthsFormat::Arrow | LengthsFormat::Parquet => Err(Error::invalid(
             path.display().to_string(),
             if format == LengthsFormat::Arrow {
@@ -158,7 +188,29 @@ pub fn read_lengths_as(path: &Path, format: Option<LengthsFormat>) -> Result<Vec
              read its lengths in Python (bload.read_lengths(path, column=...)), or write their \
              cache with `python -m bload lengths FILE --column C --out F.npy`",
         )),
-    }
+    }?;
+    Ok((format, lengths))
+}
+
+/// An opened lengths file, read once through `reader` from its first byte (the head that chose
+/// its format is put back in front of the rest).
+struct Input<'a> {
+    path: &'a Path,
+    /// The file's size in bytes when it is a regular file; `None` for a pipe or a device.
+    size: Option<u64>,
+    reader: BufReader<Chain<Cursor<Vec<u8>>, File>>,
+}
+
+/// Bytes of a file's head that decide its format (the longest magic is 9).
+const HEAD: u64 = 16;
+
+/// The first [`HEAD`] bytes of `file` (fewer if it ends first).
+fn read_head(path: &Path, file: &mut File) -> Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(HEAD as usize);
+    file.take(HEAD)
+        .read_to_end(&mut head)
+        .map_err(|err| unreadable(path, "lengths", &err))?;
+    Ok(head)
 }
 
 /// The file at `path`, opened for a reader of `format`.
@@ -207,6 +259,29 @@ fn read_elements(
         done += n;
     }
     Ok(())
+}
+
+/// What the lengths of `path` are called in an out-of-memory error.
+fn lengths_of(path: &Path) -> String {
+    format!("the lengths of {}", path.display())
+}
+
+/// Room for the lengths of a file that claims `count` of them: all of them when the file's size
+/// was checked to hold them, else (a pipe, whose claim nothing bounds yet) a chunk, grown by
+/// [`grow`] as they arrive, so that a false claim ends at the stream's end, not in memory.
+fn room_for(path: &Path, size: Option<u64>, count: usize) -> Result<Vec<u32>> {
+    let capacity = match size {
+        Some(_) => count,
+        None => count.min(1 << 16),
+    };
+    try_with_capacity(&lengths_of(path), capacity)
+}
+
+/// Room for `additional` more lengths, grown as `Vec::push` grows (doubling), fallibly.
+fn grow(lengths: &mut Vec<u32>, path: &Path, additional: usize) -> Result<()> {
+    lengths
+        .try_reserve(additional)
+        .map_err(|_| out_of_memory::<u32>(&lengths_of(path), lengths.len() + additional))
 }
 
 /// `value`, the `index`-th length of `path`, as a sequence length.

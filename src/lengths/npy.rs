@@ -6,12 +6,12 @@
 //! `fortran_order` and `shape`, padded with spaces and ended by a newline), then the data. The
 //! header is parsed here by a small reader of exactly that literal (strings, booleans, tuples of
 //! integers), not by a general evaluator. Integer dtypes of 1 to 8 bytes in either byte order
-//! are read; floats, booleans, 2-D arrays and Fortran order are refused.
+//! are read; floats, booleans, 2-D arrays and Fortran order are refused. The cache's writer is
+//! `cache.rs`.
 
-use super::{length, open, read_elements, truncated};
-use crate::alloc::try_with_capacity;
+use super::{grow, length, read_elements, room_for, truncated, Input};
 use crate::error::{Error, Result};
-use std::io::{BufReader, Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 pub(super) const MAGIC: &[u8] = b"\x93NUMPY";
@@ -22,13 +22,6 @@ const EXPECTED: &str = "a .npy file of a 1-D integer array (int8..int64 or uint8
 /// length from asking for gigabytes.
 const MAX_HEADER: usize = 1 << 20;
 
-/// The dtype of a lengths cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NpyDtype {
-    Int32,
-    Int64,
-}
-
 /// An integer dtype: its size in bytes, signedness and byte order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct IntDtype {
@@ -38,31 +31,43 @@ struct IntDtype {
 }
 
 /// Reads a `.npy` lengths file (see the module doc).
-pub(super) fn read_npy(path: &Path) -> Result<Vec<u32>> {
-    let mut reader = BufReader::new(open(path, FORMAT)?);
+pub(super) fn read_npy(input: Input) -> Result<Vec<u32>> {
+    let Input {
+        path,
+        size,
+        mut reader,
+    } = input;
     let eof = |err: &std::io::Error| truncated(path, FORMAT, err, EXPECTED);
     let mut preamble = Vec::with_capacity(8);
     (&mut reader)
         .take(8)
         .read_to_end(&mut preamble)
         .map_err(|e| eof(&e))?;
-    if !preamble.starts_with(MAGIC) {
+    if preamble.is_empty() {
+        return Err(bad(path, "an empty file (0 bytes)"));
+    }
+    // A file cut inside its magic is a truncated .npy, not another file.
+    let magic = &preamble[..preamble.len().min(MAGIC.len())];
+    if !MAGIC.starts_with(magic) {
         return Err(bad(path, "a file without the \\x93NUMPY magic"));
     }
     if preamble.len() < 8 {
         let short = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
         return Err(eof(&short));
     }
-    let header_len = match preamble[6] {
+    let (header_len, len_bytes) = match preamble[6] {
         1 => {
             let mut len = [0u8; 2];
             reader.read_exact(&mut len).map_err(|e| eof(&e))?;
-            usize::from(u16::from_le_bytes(len))
+            (usize::from(u16::from_le_bytes(len)), 2)
         }
         2 | 3 => {
             let mut len = [0u8; 4];
             reader.read_exact(&mut len).map_err(|e| eof(&e))?;
-            usize::try_from(u32::from_le_bytes(len)).unwrap_or(usize::MAX)
+            (
+                usize::try_from(u32::from_le_bytes(len)).unwrap_or(usize::MAX),
+                4,
+            )
         }
         major => {
             let value = format!("format version {major}.{}", preamble[7]);
@@ -76,13 +81,29 @@ pub(super) fn read_npy(path: &Path) -> Result<Vec<u32>> {
     reader.read_exact(&mut header).map_err(|e| eof(&e))?;
     let header = String::from_utf8(header).map_err(|_| bad(path, "a header not in UTF-8"))?;
     let (dtype, count) = parse_header(path, &header)?;
-    let mut lengths = try_with_capacity(&format!("the lengths of {}", path.display()), count)?;
     let expected = format!("{count} elements of {} bytes after the header", dtype.size);
+    if let Some(size) = size {
+        // The header's claim against what the file holds, before any room is taken for it: a
+        // corrupt shape is the file's fault, not the memory's.
+        let data = size.saturating_sub((8 + len_bytes + header_len) as u64);
+        let claimed = u64::try_from(count)
+            .ok()
+            .and_then(|count| count.checked_mul(dtype.size as u64));
+        if claimed.is_none_or(|claimed| claimed > data) {
+            let expected = format!(
+                "{expected}, as its shape says (the file has {size} bytes, {data} after the header)"
+            );
+            let value = format!("a truncated {FORMAT} file");
+            return Err(Error::invalid(path.display().to_string(), value, expected));
+        }
+    }
+    let mut lengths = room_for(path, size, count)?;
     read_elements(
         &mut reader,
         count,
         dtype.size,
         |first, bytes| {
+            grow(&mut lengths, path, bytes.len() / dtype.size)?;
             for (i, element) in bytes.chunks_exact(dtype.size).enumerate() {
                 lengths.push(length(path, first + i, dtype.value(element))?);
             }
@@ -96,57 +117,6 @@ pub(super) fn read_npy(path: &Path) -> Result<Vec<u32>> {
         return Err(Error::invalid(path.display().to_string(), value, expected));
     }
     Ok(lengths)
-}
-
-/// Writes `lengths` to `path` as a `.npy` file of `dtype` (version 1.0, little-endian), through
-/// a temporary file beside it renamed at the end, so that a reader never finds half a cache.
-pub fn write_npy(path: &Path, lengths: &[u32], dtype: NpyDtype) -> Result<()> {
-    let (descr, size) = match dtype {
-        NpyDtype::Int32 => ("<i4", 4),
-        NpyDtype::Int64 => ("<i8", 8),
-    };
-    if dtype == NpyDtype::Int32 {
-        if let Some(i) = lengths.iter().position(|&l| l > i32::MAX as u32) {
-            return Err(Error::invalid(
-                format!("lengths[{i}]"),
-                lengths[i],
-                "lengths below 2^31 for an int32 cache (write int64 instead)",
-            ));
-        }
-    }
-    let mut header = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}",
-        lengths.len()
-    );
-    // Padded so that the data starts at a multiple of 64 bytes, as NumPy aligns it.
-    while (MAGIC.len() + 4 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let failed = |err: std::io::Error| {
-        Error::invalid("--out", path.display(), format!("a writable file ({err})"))
-    };
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp{}", std::process::id()));
-    let temporary = path.with_file_name(name);
-    let write = || -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&temporary)?);
-        out.write_all(MAGIC)?;
-        out.write_all(&[1, 0])?;
-        out.write_all(&(header.len() as u16).to_le_bytes())?;
-        out.write_all(header.as_bytes())?;
-        for &length in lengths {
-            out.write_all(&u64::from(length).to_le_bytes()[..size])?;
-        }
-        out.into_inner()
-            .map_err(|err| err.into_error())?
-            .sync_all()?;
-        std::fs::rename(&temporary, path)
-    };
-    write().map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        failed(err)
-    })
 }
 
 impl IntDtype {

@@ -141,8 +141,11 @@ impl Planner {
     }
 
     /// The plan of `epoch`: the same on every rank and machine for the same inputs. The one
-    /// error is running out of memory for it, named with what was being built and its size.
+    /// error is running out of memory for it, named with what was being built and its size (or,
+    /// for lengths mapped from a shared plan file, a file changed in place since it was mapped).
     pub fn plan(&self, epoch: u64) -> Result<EpochPlan> {
+        // Lengths mapped from a shared plan file: the file still holds them.
+        self.lengths.check_mapped()?;
         if let Some(mixture) = &self.mixture {
             return self.plan_mixture(mixture, epoch);
         }

@@ -59,6 +59,8 @@ impl EpochPlan {
     /// Batch `batch` of rank `rank`: exactly `blocks_per_batch` blocks.
     pub fn batch(&self, rank: u32, batch: usize) -> Result<Batch<'_>> {
         self.check_rank(rank)?;
+        // A plan mapped from a shared file: the file still holds it (one fstat a batch).
+        self.spans.check_mapped()?;
         if batch >= self.batches_per_rank() {
             return Err(Error::invalid(
                 "batch",
@@ -77,6 +79,7 @@ impl EpochPlan {
     /// All batches of `rank`, in order.
     pub fn rank_batches(&self, rank: u32) -> Result<impl ExactSizeIterator<Item = Batch<'_>> + '_> {
         self.check_rank(rank)?;
+        self.spans.check_mapped()?;
         let per_batch = self.options.blocks_per_batch as usize;
         let stride = self.options.world_size as usize * per_batch;
         Ok((0..self.batches_per_rank()).map(move |batch| Batch {

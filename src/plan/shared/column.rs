@@ -71,6 +71,15 @@ impl<T: Plain> Column<T> {
     pub(crate) fn is_mapped(&self) -> bool {
         matches!(self, Column::Mapped { .. })
     }
+
+    /// A mapped column's file still holds what was mapped (`Mapping::check_size`); other
+    /// columns are this process's own.
+    pub(crate) fn check_mapped(&self) -> Result<()> {
+        match self {
+            Column::Mapped { map, .. } => map.check_size(),
+            Column::Owned(_) | Column::Shared(_) => Ok(()),
+        }
+    }
 }
 
 impl<T: Plain> Deref for Column<T> {

@@ -233,27 +233,23 @@ pub(super) fn plan_of(map: &Arc<Mapping>, header: Header, path: &Path) -> Result
     debug_assert_eq!(header.version, SHARED_PLAN_VERSION);
     let sizes = [4usize, 4, 12, 8];
     let mut offsets = [0usize; COLUMNS];
-    let mut at = header.header_bytes;
+    // The size the header promises, checked arithmetic: a damaged count is no overflow.
+    let mut end = Some(header.header_bytes);
     for column in 0..COLUMNS {
-        offsets[column] = at;
+        offsets[column] = end.unwrap_or(0);
         let bytes = usize::try_from(header.column_lens[column])
             .ok()
             .and_then(|len| len.checked_mul(sizes[column]))
             .and_then(|bytes| bytes.checked_add(padding_to_8(bytes)));
-        at = match bytes.and_then(|bytes| at.checked_add(bytes)) {
-            Some(end) if end <= map.len() => end,
-            _ => {
-                let expected = format!("{} bytes, what its header says", map.len());
-                return Err(refused(path, "size", map.len(), expected));
-            }
-        };
+        end = end.zip(bytes).and_then(|(at, bytes)| at.checked_add(bytes));
     }
-    if at != map.len() {
+    if end != Some(map.len()) {
+        let promised = end.map_or_else(|| "more than 2^64".to_string(), |end| end.to_string());
         return Err(refused(
             path,
             "size",
-            map.len(),
-            format!("{at} bytes, what its header says"),
+            format!("{} bytes", map.len()),
+            format!("{promised} bytes, what its header says"),
         ));
     }
     let bytes = map.bytes();

@@ -11,6 +11,7 @@
 mod column;
 mod file;
 mod mapping;
+mod open;
 mod ranges;
 mod resumed;
 mod retire;
@@ -18,19 +19,16 @@ mod retire;
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
 
-use super::resume::Origin;
 use super::shard::Span;
 use super::split::SplitPiece;
 use super::{EpochPlan, EpochPosition, Planner};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use column::Plain;
-use mapping::Mapping;
 use serde::Serialize;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 // SAFETY: `#[repr(C)]` records of `u32`s (shard.rs, split.rs): no padding, any bits valid.
 unsafe impl Plain for Span {}
@@ -144,10 +142,39 @@ impl Planner {
         dir: &Path,
         timeout: Duration,
     ) -> Result<(Planner, EpochPlan)> {
+        Self::from_file(options, None, epoch, dir, timeout)
+    }
+
+    /// [`Planner::from_shared_plan`] for a rank that knows the hash of the job's lengths
+    /// (`Planner::lengths_hash`, e.g. broadcast by a rank that holds them, or saved beside the
+    /// lengths) but not the lengths: a file of other lengths under the same options (another
+    /// job's plan in a shared directory) is refused, naming both hashes, rather than served.
+    pub fn from_shared_plan_of(
+        options: Options,
+        lengths_hash: u64,
+        epoch: u64,
+        dir: &Path,
+        timeout: Duration,
+    ) -> Result<(Planner, EpochPlan)> {
+        Self::from_file(options, Some(lengths_hash), epoch, dir, timeout)
+    }
+
+    /// A planner and plan read from the file of `epoch` under `options` in `dir`, its lengths
+    /// checked against `lengths_hash` where the rank knows it.
+    fn from_file(
+        options: Options,
+        lengths_hash: Option<u64>,
+        epoch: u64,
+        dir: &Path,
+        timeout: Duration,
+    ) -> Result<(Planner, EpochPlan)> {
         options.validate()?;
         let path = Self::shared_plan_path(dir, &options, epoch);
         let (map, header) = open(&path, timeout)?;
         check_identity(&header, &path, &options, epoch)?;
+        if let Some(hash) = lengths_hash {
+            check_lengths_hash(&header, &path, hash, None)?;
+        }
         let plan = file::plan_of(&map, header, &path)?;
         check_origin(&plan, &path, None)?;
         let planner = Planner::of_column(plan.lengths.clone(), options)?;
@@ -163,6 +190,8 @@ impl Planner {
     pub fn with_lengths_of(&self, plan: &EpochPlan) -> Result<Planner> {
         let mut planner = self.clone();
         if plan.is_shared() {
+            // Compared whole below: the file still holds what was mapped.
+            plan.lengths.check_mapped()?;
             if *plan.lengths != *self.lengths {
                 return Err(Error::invalid(
                     "plan",
@@ -206,15 +235,7 @@ impl Planner {
         self.refuse_mixture()?;
         let (map, header) = open(path, timeout)?;
         check_identity(&header, path, &self.options, epoch)?;
-        if header.lengths_hash != self.lengths_hash() {
-            let value = format!("lengths of hash {:#018x}", header.lengths_hash);
-            let expected = format!(
-                "this rank's lengths ({} of hash {:#018x})",
-                self.lengths.len(),
-                self.lengths_hash()
-            );
-            return Err(file::refused(path, "lengths", value, expected));
-        }
+        check_lengths_hash(&header, path, self.lengths_hash(), Some(self.lengths.len()))?;
         let plan = file::plan_of(&map, header, path)?;
         check_origin(&plan, path, resumed)?;
         Ok(plan)
@@ -270,78 +291,7 @@ fn write_file(plan: &EpochPlan, lengths_hash: u64, path: &Path, dir: &Path) -> R
     written
 }
 
-/// A file of a whole epoch holds its own world size's plan from block 0; one of the rest of an
-/// epoch resumed from `resumed`, the blocks of that position's plan from where it stood on.
-fn check_origin(plan: &EpochPlan, path: &Path, resumed: Option<&EpochPosition>) -> Result<()> {
-    let origin = plan.origin;
-    let (fits, expected) = match resumed {
-        None => (
-            origin == Origin::own(plan.options.world_size),
-            "an epoch planned whole for its own world size".to_string(),
-        ),
-        Some(at) => (
-            origin.planned_world_size == at.planned_world_size
-                && origin.first_block >= at.first_block,
-            format!(
-                "the blocks of the plan for {} ranks from block {} on (the position resumed)",
-                at.planned_world_size, at.first_block
-            ),
-        ),
-    };
-    if fits {
-        return Ok(());
-    }
-    let value = format!(
-        "planned for {} ranks from block {}",
-        origin.planned_world_size, origin.first_block
-    );
-    Err(file::refused(path, "origin", value, expected))
-}
-
-fn check_identity(header: &file::Header, path: &Path, options: &Options, epoch: u64) -> Result<()> {
-    if header.epoch != epoch {
-        return Err(file::refused(
-            path,
-            "epoch",
-            header.epoch,
-            format!("epoch {epoch}"),
-        ));
-    }
-    if header.options != *options {
-        let expected = format!("this rank's options {}", options.to_json());
-        return Err(file::refused(
-            path,
-            "options",
-            header.options.to_json(),
-            expected,
-        ));
-    }
-    Ok(())
-}
-
-/// The file at `path` mapped and its header read, once it exists (polled until `timeout`).
-fn open(path: &Path, timeout: Duration) -> Result<(Arc<Mapping>, file::Header)> {
-    let start = Instant::now();
-    let file = loop {
-        match File::open(path) {
-            Ok(file) => break file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound && start.elapsed() < timeout => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                let expected = format!(
-                    "the file the node's planning rank writes, within the timeout ({} s); did it fail or plan other options?",
-                    timeout.as_secs_f64()
-                );
-                return Err(file::refused(path, "missing", "no such file", expected));
-            }
-            Err(err) => return Err(file::refused(path, "open", err, "a readable file")),
-        }
-    };
-    let map = Arc::new(Mapping::of(&file, path)?);
-    let header = file::read_header(map.bytes(), path)?;
-    Ok((map, header))
-}
+use open::{check_identity, check_lengths_hash, check_origin, open};
 
 #[cfg(test)]
 mod tests;
