@@ -45,9 +45,9 @@ pub use lengths::{
 };
 pub use options::{Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_T_MAX};
 pub use plan::{
-    narrow_lengths, stable_hash, Batch, Block, EpochPlan, EpochPosition, LengthInteger, Piece,
-    Planner, PrivateMemory, Resumed, ResumedState, SamplerPlace, Source, SourceStats, StateValue,
-    MAX_EPOCH, OPTIONAL_STATE_FIELDS, SHARED_PLAN_VERSION, STATE_VERSION,
+    narrow_lengths, stable_hash, Batch, Block, EpochPlan, EpochPosition, GlobalBatch,
+    LengthInteger, Piece, Planner, PrivateMemory, Resumed, ResumedState, SamplerPlace, Source,
+    SourceStats, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, SHARED_PLAN_VERSION, STATE_VERSION,
 };
 pub use read_ahead::{store_read_ranges, MAX_READ_AHEAD, READ_AHEAD};
 pub use stats::{Imbalance, LowerBound, MethodStats, PlanStats};

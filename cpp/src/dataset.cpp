@@ -141,6 +141,7 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
                                                 options.positions());
   for (size_t i = 0; i < tables.size(); ++i) batch.field(names[i]) = tables[i];
   batch.max_seqlen = max_seqlen(host, request.blocks, request.t_max);
+  batch.global = request.global;
   return batch;
 }
 

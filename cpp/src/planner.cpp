@@ -297,6 +297,10 @@ BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   return request;
 }
 
+GlobalBatch EpochPlan::global_batch(int64_t index) const {
+  return rethrowing([&] { return impl_->plan->global_batch(index); });
+}
+
 int64_t default_read_ahead() { return ffi::read_ahead_bounds()[0]; }
 int64_t max_read_ahead() { return ffi::read_ahead_bounds()[1]; }
 

@@ -82,6 +82,7 @@ std::optional<BatchRequest> BlockSampler::next(size_t batch_size) {
     return std::nullopt;
   }
   auto request = current.batch(rank_, position_);
+  request.global = current.global_batch(position_);
   request.pass = pass_;
   request.read_ahead = planner_.options().read_ahead();
   const int64_t last = std::min(position_ + request.read_ahead, current.batches_per_rank() - 1);

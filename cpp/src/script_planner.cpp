@@ -78,6 +78,11 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
   int64_t batches_per_rank() { return plan_.batches_per_rank(); }
   bool carries_state() { return plan_.carries_state(); }
   at::Tensor batch(int64_t rank, int64_t index) { return plan_.batch(rank, index).table; }
+  // GlobalBatch as (valid, pieces, loss_scale, shifted_loss_scale).
+  std::tuple<int64_t, int64_t, double, double> global_batch(int64_t index) {
+    const auto global = plan_.global_batch(index);
+    return {global.valid, global.pieces, global.loss_scale, global.shifted_loss_scale};
+  }
   c10::Dict<std::string, int64_t> stats() {
     c10::Dict<std::string, int64_t> dict;
     for (const auto& [name, value] : plan_.counts()) dict.insert(name, value);
@@ -315,6 +320,9 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "Whether each row carries its recurrent state from batch to batch (lanes)")
       .def("batch", &ScriptEpochPlan::batch,
            "The block table of batch `index` of `rank`: int64 [pieces, 6]")
+      .def("global_batch", &ScriptEpochPlan::global_batch,
+           "Every rank's batch `index` together: (valid steps, pieces, loss_scale, "
+           "shifted_loss_scale), the scales world_size / valid and world_size / (valid - pieces)")
       .def("stats", &ScriptEpochPlan::stats, "What the plan costs, as counts")
       .def("rank_cost_imbalance", &ScriptEpochPlan::rank_cost_imbalance,
            "(mean, worst) over the global batches of the costliest rank's cost over the mean "

@@ -85,6 +85,7 @@ class PackedBatch:
         "device",
         "positions",
         "max_seqlen",
+        "global_batch",
         "_tables",
     )
 
@@ -101,6 +102,7 @@ class PackedBatch:
         device=None,
         positions="sequence",
         max_seqlen=None,
+        global_batch=None,
     ):
         self.data, self.target, self.table = data, target, table
         self.blocks, self.t_max = blocks, t_max
@@ -114,6 +116,10 @@ class PackedBatch:
         self.carries_state, self.first_lane = carries_state, first_lane
         #: Where the fields made from the table go: None for the CPU.
         self.device = device
+        #: The global batch (every rank's batch of this index), from the plan: (valid steps,
+        #: pieces, loss_scale, shifted_loss_scale), or None for a batch not made from a
+        #: BlockSampler's plan.
+        self.global_batch = None if global_batch is None else tuple(global_batch)
         self._tables = None
 
     def tables(self):
@@ -140,7 +146,37 @@ class PackedBatch:
             "device": self.device,
             "positions": self.positions,
             "max_seqlen": self.max_seqlen,
+            "global_batch": self.global_batch,
         }
+
+    @property
+    def global_valid(self):
+        """Real steps of the global batch, every rank's batch of this index together (an int
+        from the plan; None for a batch not made from a BlockSampler's plan)."""
+        return None if self.global_batch is None else self.global_batch[0]
+
+    @property
+    def global_pieces(self):
+        """Pieces of the global batch over every rank: the steps a causal LM's shifted labels
+        (bload.causal_labels) skip. None as for global_valid."""
+        return None if self.global_batch is None else self.global_batch[1]
+
+    def loss_scale(self, shifted=False):
+        """What this rank's summed loss is multiplied by so that, once DDP averages the ranks'
+        gradients, they are the gradients of the token mean over the whole global batch, with no
+        collective of its own: world_size / global_valid, or with `shifted` (a causal LM's labels
+        from bload.causal_labels, which skip each piece's first step) world_size /
+        (global_valid - global_pieces). 0.0 where the global batch has no target (every rank's
+        sum is 0 too). From the core's plan, as C++'s PackedBatch::loss_scale.
+
+            loss = F.cross_entropy(logits[batch.valid], target[batch.valid], reduction="sum")
+            (loss * batch.loss_scale()).backward()"""
+        if self.global_batch is None:
+            raise ValueError(
+                "loss_scale(): this batch has no global batch counts: expected a batch made by "
+                "bload.BlockDataset from a bload.BlockSampler's batch (the plan knows them)"
+            )
+        return self.global_batch[3] if shifted else self.global_batch[2]
 
     def block_mask(self, causal=True, block_size=128):
         """flex_attention's BlockMask of the batch's documents (its pieces, and each run of padding

@@ -39,6 +39,9 @@ class BlockBatch:
     #: the epoch's end): BlockDataset starts their reads through the dataset's hook.
     read_ahead: int = 0
     ahead: tuple = ()
+    #: The global batch it is part of (every rank's batch `index` together), from the plan:
+    #: (valid steps, pieces, loss_scale, shifted_loss_scale); None when not known.
+    global_batch: tuple = None
 
     def __iter__(self):  # a DataLoader iterates a batch only for a dataset without __getitems__
         raise TypeError(

@@ -92,7 +92,13 @@ class BlockDataset(torch.utils.data.Dataset):
                 "the sampler plans with"
             )
         self._read_ahead.start(batch)
-        return self.pack(batch.table, batch.blocks, carry=batch.carry, first_lane=batch.first_lane)
+        return self.pack(
+            batch.table,
+            batch.blocks,
+            carry=batch.carry,
+            first_lane=batch.first_lane,
+            global_batch=batch.global_batch,
+        )
 
     @staticmethod
     def _checked(item, where, length=None, meaning=""):
@@ -144,10 +150,10 @@ class BlockDataset(torch.utils.data.Dataset):
                 )
         return [items[row[column["sequence"]]] for row in rows]
 
-    def pack(self, table, blocks, *, carry=False, first_lane=0):
+    def pack(self, table, blocks, *, carry=False, first_lane=0, global_batch=None):
         """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks; with
         `carry`, a batch whose rows carry their state from the previous batch (lanes
-        first_lane, first_lane + 1, ...)."""
+        first_lane, first_lane + 1, ...); `global_batch` as BlockBatch has it."""
         # A batch of empty blocks: one item gives the padding its shape and dtype.
         per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
@@ -172,6 +178,7 @@ class BlockDataset(torch.utils.data.Dataset):
             carries_state=carry,
             first_lane=first_lane,
             positions=self.positions,
+            global_batch=global_batch,
         )
 
 

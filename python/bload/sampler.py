@@ -214,6 +214,7 @@ class BlockSampler(torch.utils.data.Sampler):
                 sequences=self.planner.num_sequences(),
                 read_ahead=self.read_ahead,
                 ahead=tuple(ahead),
+                global_batch=tuple(self.plan.global_batch(self.position)),
             )
             # Counted before it is handed out: a state taken as the DataLoader receives it (as
             # StatefulDataLoader takes one) is the state after this batch.

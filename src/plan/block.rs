@@ -118,6 +118,14 @@ pub struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
+    /// The global batch this batch is part of: every rank's batch of its index together
+    /// ([`EpochPlan::global_batch`]).
+    pub fn global(&self) -> super::GlobalBatch {
+        let global = self.plan.options.blocks_per_global_batch() as usize;
+        self.plan
+            .global_batch_from(self.first_block - self.first_block % global)
+    }
+
     pub fn blocks(&self) -> impl ExactSizeIterator<Item = Block<'a>> + 'a {
         let plan = self.plan;
         let count = plan.options.blocks_per_batch as usize;

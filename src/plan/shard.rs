@@ -50,6 +50,41 @@ pub(super) fn split_blocks_to_reach(spans: &mut Vec<Span>, target: usize) -> u64
     empty
 }
 
+/// The real steps and the pieces of one global batch (every rank's batch of one index
+/// together): see [`EpochPlan::global_batch`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct GlobalBatch {
+    /// Real (non-padding) steps over every rank's blocks (`batch.global_valid` in Python).
+    pub valid: u64,
+    /// Pieces over every rank's blocks: the steps a causal LM's shifted labels skip.
+    pub pieces: u64,
+    /// What a rank multiplies its summed loss by so that DDP's average of the ranks' gradients
+    /// is the gradient of the token mean over the global batch: `world_size / valid` (0 where
+    /// the global batch has no real step: every rank's sum is 0 then too).
+    pub loss_scale: f64,
+    /// The same for a causal LM's shifted labels, which skip each piece's first step:
+    /// `world_size / (valid - pieces)`, 0 where no label is left.
+    pub shifted_loss_scale: f64,
+}
+
+impl GlobalBatch {
+    fn new(valid: u64, pieces: u64, world_size: u32) -> Self {
+        let scale = |targets: u64| {
+            if targets == 0 {
+                0.0
+            } else {
+                f64::from(world_size) / targets as f64
+            }
+        };
+        GlobalBatch {
+            valid,
+            pieces,
+            loss_scale: scale(valid),
+            shifted_loss_scale: scale(valid - pieces),
+        }
+    }
+}
+
 impl EpochPlan {
     /// Batches every rank runs this epoch (the same on every rank).
     pub fn batches_per_rank(&self) -> usize {
@@ -74,6 +109,29 @@ impl EpochPlan {
             plan: self,
             first_block: first,
         })
+    }
+
+    /// What every rank's batch `batch` holds together, the global batch: its real steps and
+    /// its pieces. A rank's summed loss scaled by `world_size / steps` (or, for a causal LM's
+    /// shifted labels, which skip each piece's first step, `world_size / (steps - pieces)`)
+    /// becomes the token mean over the global batch once DDP averages the ranks' gradients,
+    /// with no collective of its own. Reads the global batch's blocks, `world_size` times a
+    /// rank's own.
+    pub fn global_batch(&self, batch: usize) -> Result<GlobalBatch> {
+        let own = self.batch(0, batch)?; // checks the index
+        Ok(self.global_batch_from(own.first_block))
+    }
+
+    /// The global batch whose first block is at `first` (a multiple of a global batch's blocks).
+    pub(super) fn global_batch_from(&self, first: usize) -> GlobalBatch {
+        let count = self.options.blocks_per_global_batch() as usize;
+        let (mut steps, mut pieces) = (0, 0);
+        for position in first..first + count {
+            let block = self.block(position);
+            steps += u64::from(block.used());
+            pieces += block.len() as u64;
+        }
+        GlobalBatch::new(steps, pieces, self.options.world_size)
     }
 
     /// All batches of `rank`, in order.
@@ -106,7 +164,7 @@ impl EpochPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::Options;
+    use crate::options::{Options, Oversize, Policy};
     use crate::plan::Planner;
 
     fn spans(ranges: &[(u32, u32)]) -> Vec<Span> {
@@ -190,5 +248,74 @@ mod tests {
         assert_eq!(err.argument, "batch");
         assert_eq!(err.value, last.to_string());
         assert!(plan.batch(1, last - 1).is_ok());
+    }
+
+    #[test]
+    fn a_global_batch_is_its_ranks_batches_together_at_any_world_size() {
+        use crate::table::Column;
+        // Up to 23 steps (under t_max 24), or up to 40 where they are split or carried.
+        let short: Vec<u32> = (0..300).map(|i| 1 + (i * 37) % 23).collect();
+        let long: Vec<u32> = (0..300).map(|i| 1 + (i * 37) % 40).collect();
+        for (policy, split) in [
+            (Policy::BestFit, false),
+            (Policy::BestFit, true),
+            (Policy::RandomFill, false),
+            (Policy::PadToMax, false),
+            (Policy::Lanes, false),
+        ] {
+            let lengths = if split || policy == Policy::Lanes {
+                &long
+            } else {
+                &short
+            };
+            let mut seen = None;
+            for (world_size, blocks_per_batch) in [(1, 8), (2, 4), (4, 2), (8, 1)] {
+                let mut options = Options::new(24);
+                options.policy = policy;
+                options.world_size = world_size;
+                options.blocks_per_batch = blocks_per_batch;
+                if split {
+                    options.oversize = Oversize::Split;
+                }
+                let plan = Planner::new(lengths.clone(), options)
+                    .unwrap()
+                    .plan(3)
+                    .unwrap();
+                let globals: Vec<GlobalBatch> = (0..plan.batches_per_rank())
+                    .map(|batch| plan.global_batch(batch).unwrap())
+                    .collect();
+                for (index, global) in globals.iter().enumerate() {
+                    let (mut steps, mut pieces) = (0, 0);
+                    for rank in 0..world_size {
+                        let table = plan.batch(rank, index).unwrap().table();
+                        steps += table
+                            .iter()
+                            .map(|row| row[Column::Length as usize])
+                            .sum::<i64>();
+                        pieces += table.len();
+                    }
+                    assert_eq!((global.valid, global.pieces), (steps as u64, pieces as u64));
+                    for rank in 0..world_size {
+                        assert_eq!(&plan.batch(rank, index).unwrap().global(), global);
+                    }
+                    let world = f64::from(world_size);
+                    assert_eq!(global.loss_scale, world / steps as f64);
+                    assert_eq!(
+                        global.shifted_loss_scale,
+                        world / (steps - pieces as i64) as f64
+                    );
+                }
+                // The same global batches at every factoring of 8 blocks a global batch.
+                let steps: Vec<u64> = globals.iter().map(|global| global.valid).collect();
+                assert_eq!(steps.iter().sum::<u64>(), plan.stats().steps, "{policy:?}");
+                if let Some(first) = &seen {
+                    assert_eq!(first, &steps, "{policy:?} at world size {world_size}");
+                }
+                seen.get_or_insert(steps);
+            }
+        }
+        let plan = sharded_plan();
+        let err = plan.global_batch(plan.batches_per_rank()).err().unwrap();
+        assert_eq!(err.argument, "batch");
     }
 }

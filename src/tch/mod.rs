@@ -78,13 +78,14 @@ pub use plugin::{load_plugin, Plugin};
 /// Declares [`PackedBatch`] and the list of its fields' names from one list, which must be the
 /// core's declaration of the batch ([`crate::BatchField`]): checked when this crate compiles.
 macro_rules! packed_batch {
-    ($($(#[$doc:meta])* $name:ident: $kind:ty,)*) => {
+    ($($(#[$doc:meta])* $name:ident: $kind:ty,)* ; $($(#[$more_doc:meta])* $more:ident: $more_kind:ty,)*) => {
         /// One packed batch of one rank, as `bload::PackedBatch` in C++ and `bload.PackedBatch`
-        /// in Python: the core's fields ([`crate::BatchField`]), in its order. Per-step tensors
-        /// are `[blocks, t_max, ...]`.
+        /// in Python: the core's fields ([`crate::BatchField`]), in its order, then what the
+        /// plan says of the batch beyond its table. Per-step tensors are `[blocks, t_max, ...]`.
         #[derive(Debug)]
         pub struct PackedBatch {
             $($(#[$doc])* pub $name: $kind,)*
+            $($(#[$more_doc])* pub $more: $more_kind,)*
         }
 
         impl PackedBatch {
@@ -135,6 +136,11 @@ packed_batch! {
     cu_seqlens_padded: Tensor,
     /// The longest piece's steps, on the host: varlen kernels' `max_seqlen`.
     max_seqlen: i64,
+    ;
+    /// The global batch (every rank's batch of this index): its real steps (`global.valid`,
+    /// Python's `global_valid`), pieces, and the loss scales that make DDP's averaged gradients
+    /// those of the token mean over it (`loss_scale`, `shifted_loss_scale`).
+    global: crate::GlobalBatch,
 }
 
 // A field added to the core's batch, or renamed, fails this build until it is here too.
@@ -310,6 +316,7 @@ where
         document_ids: per_step(Tensor::from_slice(&tables.document_ids))?,
         cu_seqlens_padded: Tensor::from_slice(&tables.cu_seqlens_padded).f_to(options.device)?,
         max_seqlen: tables.max_seqlen,
+        global: batch.global(),
         // The table stays on the host, as in C++: the operators read it there.
         table: Tensor::from_slice(&cells).f_view([rows.len() as i64, Column::COUNT as i64])?,
     })

@@ -47,6 +47,7 @@ mod ffi {
         type PlanStats = crate::types::ffi::PlanStats;
         type Policy = crate::types::ffi::Policy;
         type EpochPosition = crate::types::ffi::EpochPosition;
+        type GlobalBatch = crate::types::ffi::GlobalBatch;
     }
 
     /// An epoch to go on with (the core's `bload::Resumed`): the plan, and the batches of it
@@ -305,6 +306,8 @@ mod ffi {
         fn carries_state(self: &EpochPlan) -> bool;
         /// The block table of a batch, row-major (`bload::Column` order).
         fn batch_table(self: &EpochPlan, rank: i64, batch: i64) -> Result<Vec<i64>>;
+        /// Every rank's batch `batch` together: its real steps and pieces.
+        fn global_batch(self: &EpochPlan, batch: i64) -> Result<GlobalBatch>;
         fn stats(self: &EpochPlan) -> PlanStats;
         fn stat_counts(self: &EpochPlan) -> Vec<StatCount>;
         fn plan_hash(self: &EpochPlan) -> u64;

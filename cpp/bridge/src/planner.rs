@@ -4,7 +4,7 @@
 
 use crate::ffi::{Resumed, StatCount};
 use crate::guard::{guarded, infallible, BridgeError};
-use crate::types::ffi::{EpochPosition, PlanOptions, PlanStats, Policy};
+use crate::types::ffi::{EpochPosition, GlobalBatch, PlanOptions, PlanStats, Policy};
 use bload::Error;
 
 pub struct Planner(pub(crate) bload::Planner);
@@ -117,6 +117,14 @@ impl EpochPlan {
                 .map_err(|_| Error::invalid("batch", batch, "a batch index of at least 0"))?;
             let rows = self.0.batch(rank, batch)?.table();
             Ok(rows.into_iter().flatten().collect())
+        })
+    }
+
+    pub(crate) fn global_batch(&self, batch: i64) -> Result<GlobalBatch, BridgeError> {
+        guarded("global_batch", || {
+            let batch = usize::try_from(batch)
+                .map_err(|_| Error::invalid("batch", batch, "a batch index of at least 0"))?;
+            Ok(GlobalBatch::from(self.0.global_batch(batch)?))
         })
     }
 

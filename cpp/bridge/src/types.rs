@@ -1,5 +1,5 @@
 //! The types C++ shares with Rust by value, each defined here once for C++: `bload::PlanOptions`,
-//! `bload::Policy`, `bload::PlanStats`, `bload::EpochPosition` and `bload::TableColumn` in the generated header
+//! `bload::Policy`, `bload::PlanStats`, `bload::EpochPosition`, `bload::GlobalBatch` and `bload::TableColumn` in the generated header
 //! `bload-cxx/src/types.rs.h`, which bload's public headers include and use as they are.
 //!
 //! They are the C++ faces of the core's `Options`, `Policy`, `PlanStats` and `Column`. Each
@@ -84,6 +84,19 @@ pub mod ffi {
         world_size: i64,
         blocks_per_batch: i64,
         batches: i64,
+    }
+
+    /// What every rank's batch of one index holds together, the global batch (the core's
+    /// `bload::GlobalBatch`): its real steps and its pieces, for the token mean of a loss over
+    /// the whole global batch without a collective (docs/ddp.md, "The token mean").
+    #[derive(Debug, Clone, Copy, Default)]
+    struct GlobalBatch {
+        valid: i64,
+        pieces: i64,
+        /// world_size / valid: what a rank's summed loss is multiplied by (0 for no step).
+        loss_scale: f64,
+        /// world_size / (valid - pieces), for a causal LM's shifted labels (0 for none).
+        shifted_loss_scale: f64,
     }
 
     /// Columns of a block table row (the core's `bload::Column`): one int64 row per piece.
@@ -349,5 +362,23 @@ impl TryFrom<&ffi::EpochPosition> for bload::EpochPosition {
             blocks_per_batch: positive_u32("blocks_per_batch", blocks_per_batch, "blocks")?,
             batches: non_negative("batches", batches, "a batch count of at least 0")?,
         })
+    }
+}
+
+impl From<bload::GlobalBatch> for ffi::GlobalBatch {
+    fn from(global: bload::GlobalBatch) -> Self {
+        let bload::GlobalBatch {
+            valid,
+            pieces,
+            loss_scale,
+            shifted_loss_scale,
+        } = global;
+        // Steps of one global batch fit an int64 by far (blocks times t_max, each below 2^31).
+        ffi::GlobalBatch {
+            valid: valid as i64,
+            pieces: pieces as i64,
+            loss_scale,
+            shifted_loss_scale,
+        }
     }
 }

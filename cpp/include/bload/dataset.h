@@ -70,6 +70,18 @@ struct BLOAD_API PackedBatch {
 #define BLOAD_DECLARE_HOST_INT(name) int64_t name = 0;
   BLOAD_PACKED_BATCH_HOST_INTS(BLOAD_DECLARE_HOST_INT)
 #undef BLOAD_DECLARE_HOST_INT
+  // The global batch this one is part of (every rank's batch of the same index), from the plan,
+  // not from this batch's table: global.valid real steps and global.pieces pieces over all ranks
+  // (Python's batch.global_valid and global_pieces), and its loss scales.
+  GlobalBatch global{};
+
+  // What a rank's summed loss is multiplied by so that, once DDP averages the ranks' gradients,
+  // they are those of the token mean over the whole global batch, with no collective of its own:
+  // world_size / global.valid, or with `shifted` (a causal LM's labels, which skip each piece's
+  // first step) world_size / (global.valid - global.pieces); 0 where no target is left.
+  double loss_scale(bool shifted = false) const {
+    return shifted ? global.shifted_loss_scale : global.loss_scale;
+  }
 
   // The tensor fields' names, in declaration order (host_int_names() gives the others).
   static std::vector<std::string> field_names();

@@ -140,6 +140,10 @@ struct BatchRequest {
   int64_t pass = 0;
   int64_t read_ahead = 0;
   std::vector<at::Tensor> ahead;
+  // The global batch this one is part of (every rank's batch of the same index): its real steps,
+  // pieces and loss scales, from the plan. BlockSampler fills it in (EpochPlan::global_batch);
+  // EpochPlan::batch and a request made by hand leave it 0.
+  GlobalBatch global{};
 
   // Blocks in the batch: torch's DataLoader compares a request's size() with its batch_size
   // (for drop_last) and requires it to be positive.
@@ -154,8 +158,10 @@ class BLOAD_API EpochPlan {
   int64_t batches_per_rank() const;
   // Whether each row carries its recurrent state from batch to batch (Policy::Lanes).
   bool carries_state() const;
-  // Batch `index` of `rank`.
+  // Batch `index` of `rank` (its table; `global` is left 0).
   BatchRequest batch(int64_t rank, int64_t index) const;
+  // Every rank's batch `index` together: its real steps and its pieces (GlobalBatch, the core's).
+  GlobalBatch global_batch(int64_t index) const;
   PlanStats stats() const;
   // Every count of stats() by name, in the core's order (for dicts and reports).
   std::vector<std::pair<std::string, int64_t>> counts() const;
