@@ -13,6 +13,7 @@ concatenates them the same way (torch.utils.data.ConcatDataset) serves the plan 
 
 import dataclasses
 import json
+import math
 import numbers
 import os
 
@@ -63,8 +64,18 @@ def mixture_planner(sources, lengths_tensor, **options):
             lengths.append(lengths_tensor(source.lengths))
         except TypeError as err:
             raise TypeError(f"sources[{index}].{err}") from None
+        if not (math.isfinite(weight) and weight > 0):
+            raise ValueError(
+                f"sources[{index}].weight = {weight!r}: expected a finite number above 0"
+            )
         weights.append(float(weight))
         names.append(source.name or "")
+    # Weights are shares of their sum, which must be a number too (1e308 twice is not).
+    if not math.isfinite(math.fsum(weights)):
+        raise ValueError(
+            f"sources' weights = {weights}: their sum is not finite: expected weights whose sum "
+            "is a finite number (only their ratios matter: scale them down)"
+        )
     return torch.classes.bload.Planner.of_sources(
         lengths,
         weights,

@@ -9,6 +9,8 @@ all-gather per epoch, that they agree on it.
 
 import collections.abc
 import json
+import numbers
+import sys
 import warnings
 
 import torch
@@ -19,7 +21,7 @@ from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import resume_of as _resume_of
 from bload._shared_plan import shared_plan as _shared_plan
-from bload.block_batch import BlockBatch, PlanHash
+from bload.block_batch import SAMPLER_NOT_BATCH_SAMPLER, BlockBatch, PlanHash
 from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
 _library.load()
@@ -193,6 +195,12 @@ class BlockSampler(torch.utils.data.Sampler):
         return self._batches()
 
     def _batches(self):
+        # A DataLoader given the sampler as sampler= wraps it in a BatchSampler, whose lists of
+        # BlockBatches would reach the dataset's __getitem__ as indices: refused here, where the
+        # wrapper is the caller, before any batch is handed out.
+        caller = sys._getframe(1).f_locals.get("self")
+        if isinstance(caller, torch.utils.data.BatchSampler) and caller.sampler is self:
+            raise TypeError(f"BlockSampler passed as sampler=: {SAMPLER_NOT_BATCH_SAMPLER}")
         # Decided at the first batch asked for, not at iter(): a DataLoader with workers calls
         # iter() on its batch sampler twice and iterates the second.
         if not self._resumed and self.position:
@@ -282,6 +290,7 @@ class BlockSampler(torch.utils.data.Sampler):
             raise TypeError(
                 f"state: expected the dict state_dict() returns, got {type(state).__name__}"
             )
+        _check_state_values(state)
         if "version" not in state:
             return self._load_unchecked(state)
         plan, served, next_epoch = _resume_of(
@@ -328,39 +337,117 @@ class BlockSampler(torch.utils.data.Sampler):
         state = {name: value for name, value in self.__dict__.items() if name not in skipped}
         state["_planner"] = (
             str(lengths.dtype).removeprefix("torch."),
-            lengths.numpy().tobytes(),
+            _tensor_bytes(lengths),
             options,
         )
         state["_state"] = self.state_dict()
         return state
 
     def __setstate__(self, state):
-        saved = state.pop("_state")
-        dtype, data, options = state.pop("_planner")
-        lengths = (
-            torch.frombuffer(
-                bytearray(data), dtype={"int32": torch.int32, "int64": torch.int64}[dtype]
-            )
-            if data
-            else torch.empty(0, dtype=torch.long)
-        )
-        options, _, sources = options.partition("\n")  # a mixture's sources follow the options
-        options = json.loads(options)
+        # A pickle is data from outside: what it holds is checked, and each error names the
+        # part of it that is wrong, not the line of this method it broke.
+        if not isinstance(state, dict):
+            raise ValueError(_damaged("state", state, "a dict of the sampler's attributes"))
+        state = dict(state)
+        saved, stored = state.pop("_state", None), state.pop("_planner", None)
+        if not isinstance(saved, collections.abc.Mapping):
+            raise ValueError(_damaged("_state", saved, "the dict state_dict() returns"))
+        lengths, options, sources = _stored_planner(stored)
         self.__dict__.update(state)
-        if sources:
-            self.planner = mixture.stored_planner(lengths, sources, options)
-        else:
-            self.planner = torch.classes.bload.Planner(
-                lengths,
-                options["t_max"],
-                blocks_per_batch=options["blocks_per_batch"],
-                world_size=options["world_size"],
-                seed=options["seed"],
-                policy=options["policy"],
-                split_oversized=options["oversize"] == "split",
-                cost=options.get("cost", "steps"),  # pickles from before the option: by steps
-            )
+        self._check_against(options)
+        try:
+            if sources:
+                self.planner = mixture.stored_planner(lengths, sources, options)
+            else:
+                self.planner = torch.classes.bload.Planner(
+                    lengths,
+                    options["t_max"],
+                    blocks_per_batch=options["blocks_per_batch"],
+                    world_size=options["world_size"],
+                    seed=options["seed"],
+                    policy=options["policy"],
+                    split_oversized=options["oversize"] == "split",
+                    cost=options.get("cost", "steps"),  # pickles from before the option: by steps
+                )
+        except (KeyError, TypeError) as err:
+            raise ValueError(
+                _damaged("_planner", stored[2], f"the planner's options (no {err})")
+            ) from None
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
         self.load_state_dict(saved)
+
+    def _check_against(self, options):
+        """Refuses a pickle whose sampler attributes disagree with its planner's options: the
+        sampler would serve another rank's batches, or blocks the plan does not have."""
+        for name in ("t_max", "blocks_per_batch", "world_size", "seed"):
+            value, expected = self.__dict__.get(name), options.get(name)
+            if value != expected or isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(
+                    _damaged(name, value, f"{expected!r}, the planner's {name} it was pickled with")
+                )
+        rank = self.__dict__.get("rank")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.world_size:
+            raise ValueError(_damaged("rank", rank, f"a rank from 0 to {self.world_size - 1}"))
+        self.read_ahead = check_read_ahead(self.__dict__.get("read_ahead", READ_AHEAD))
+
+
+def _check_state_values(state):
+    """Refuses a state's key or int that torch cannot hand to the core (which checks the rest),
+    naming it, rather than letting torch's binding fail without a name."""
+    for name, value in state.items():
+        if not isinstance(name, str):
+            raise TypeError(f"state key {name!r}: expected the string keys state_dict() saves")
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                raise ValueError(
+                    f"state[{name!r}] = {value}: expected an int from -2^63 to 2^63 - 1 (a "
+                    "64-bit int, as state_dict() saves)"
+                )
+
+
+def _damaged(name, value, expected):
+    """The error of a pickled sampler whose `name` holds `value` instead of `expected`."""
+    return (
+        f"a pickled BlockSampler whose {name} = {value!r:.80}: expected {expected} (the pickle is "
+        "damaged, edited, or not a BlockSampler's)"
+    )
+
+
+def _stored_planner(stored):
+    """(lengths, options, a mixture's sources JSON or "") of a pickle's _planner, checked."""
+    dtypes = {"int32": torch.int32, "int64": torch.int64}
+    expected = "(the lengths' dtype, int32 or int64, their bytes, the planner's options as JSON)"
+    if not (
+        isinstance(stored, tuple)
+        and len(stored) == 3
+        and stored[0] in dtypes
+        and isinstance(stored[1], bytes)
+        and isinstance(stored[2], str)
+        and len(stored[1]) % dtypes[stored[0]].itemsize == 0
+    ):
+        raise ValueError(_damaged("_planner", stored, expected))
+    dtype, data, options = stored
+    lengths = (
+        torch.frombuffer(bytearray(data), dtype=dtypes[dtype])
+        if data
+        else torch.empty(0, dtype=torch.long)
+    )
+    options, _, sources = options.partition("\n")  # a mixture's sources follow the options
+    try:
+        options = json.loads(options)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise ValueError(_damaged("_planner", stored[2], "the planner's options as a JSON object"))
+    return lengths, options, sources
+
+
+def _tensor_bytes(tensor):
+    """A CPU tensor's bytes, without NumPy (which bload does not require)."""
+    tensor = tensor.contiguous()
+    out = bytearray(tensor.numel() * tensor.element_size())
+    if out:
+        torch.frombuffer(out, dtype=tensor.dtype).copy_(tensor.view(-1))
+    return bytes(out)
