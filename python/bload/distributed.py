@@ -49,11 +49,11 @@ class Liveness:
     ):
         import torch
 
-        # A store_rank outside the world would be taken for a rank that never comes, and each
-        # rank would wait for its store: refused here, naming it.
+        # A store_rank outside the world names a rank that never comes: refused here, naming
+        # it (the core checks world_size itself, and only that store_rank is -1 or more).
         if isinstance(store_rank, bool) or not isinstance(store_rank, numbers.Integral):
             raise TypeError(f"store_rank = {store_rank!r}: expected an int")
-        if not -1 <= store_rank < int(world_size):
+        if int(world_size) >= 1 and not -1 <= store_rank < int(world_size):
             raise ValueError(
                 f"store_rank = {store_rank}: expected -1 (a launcher or torchrun's agent hosts the "
                 f"store) or a rank from 0 to {int(world_size) - 1} of the world of {int(world_size)}"

@@ -64,14 +64,13 @@ def mixture_planner(sources, lengths_tensor, **options):
             lengths.append(lengths_tensor(source.lengths))
         except TypeError as err:
             raise TypeError(f"sources[{index}].{err}") from None
-        if not (math.isfinite(weight) and weight > 0):
-            raise ValueError(
-                f"sources[{index}].weight = {weight!r}: expected a finite number above 0"
-            )
         weights.append(float(weight))
         names.append(source.name or "")
-    # Weights are shares of their sum, which must be a number too (1e308 twice is not).
-    if not math.isfinite(math.fsum(weights)):
+    # Weights are shares of their sum, which must be a number too (1e308 twice is not; the core
+    # names each weight that is not finite and above 0 itself).
+    if all(math.isfinite(weight) and weight > 0 for weight in weights) and not math.isfinite(
+        sum(weights)
+    ):
         raise ValueError(
             f"sources' weights = {weights}: their sum is not finite: expected weights whose sum "
             "is a finite number (only their ratios matter: scale them down)"
