@@ -7,6 +7,7 @@ import os
 import pickle
 import re
 import subprocess
+import sys
 
 import bload
 import pytest
