@@ -16,8 +16,8 @@ runs on Ray. See docs/ray.md.
 
 import pickle
 import re
+import traceback
 
-import numpy as np
 import ray
 
 from bload import ops
@@ -47,6 +47,10 @@ class RayLoader:
     concurrency: the most Ray tasks at once, waiting ones included (None: as many as the
     cluster's CPUs run at once, num_cpus each).
     num_cpus: the CPUs Ray reserves for each task.
+    max_retries: the times a task whose worker process died (a crash, the memory killer, a lost
+    node) is run again before the iteration fails naming its item (Ray Data's default is to
+    retry forever, so an item that kills every worker would stall the loop). An exception the
+    item function raises is not retried: it ends the iteration, naming the item.
     data_padding, target_padding, positions: as for bload.BlockDataset.
 
     Ray is started with `ray.init()` at the first batch when the program has not started it
@@ -63,6 +67,7 @@ class RayLoader:
         items_per_task=16,
         concurrency=None,
         num_cpus=1,
+        max_retries=3,
         data_padding=0.0,
         target_padding=-100,
         positions="sequence",
@@ -90,6 +95,7 @@ class RayLoader:
         ):
             raise ValueError(f"num_cpus = {num_cpus!r}: expected a number of CPUs, 0 or more")
         self.num_cpus = num_cpus
+        self.max_retries = integer("max_retries", max_retries, 0)
         # Packs as the DataLoader path packs: the items this batch loaded stand in for the dataset.
         self._loaded = _LoadedRanges() if ranges else _Loaded()
         self._packer = BlockDataset(
@@ -102,8 +108,9 @@ class RayLoader:
         # Batches of the epoch the loop has had: the position a state_dict() saves.
         self._delivered = None
         # The backpressure gate, one actor for every iteration (an actor is a process of its
-        # own: one an epoch would cost its start each epoch), and the iteration it serves.
-        self._gate, self._iteration = None, 0
+        # own: one an epoch would cost its start each epoch), the Ray job it lives in, and the
+        # iteration it serves.
+        self._gate, self._job, self._iteration = None, None, 0
 
     def __len__(self):
         """The batches the next iteration serves: the sampler's len()."""
@@ -124,14 +131,13 @@ class RayLoader:
         self._delivered = batches[0].index if batches else self.sampler.position
         if not batches:
             return
-        if not ray.is_initialized():
-            ray.init()
+        gate, iteration = self._start_gate()
         tasks = [task for local, batch in enumerate(batches) for task in self._tasks(local, batch)]
-        tasks_per_batch = np.bincount([task["batch"] for task in tasks], minlength=len(batches))
-        if self._gate is None:
-            self._gate = _Gate.options(num_cpus=0).remote()
-        gate, self._iteration = self._gate, self._iteration + 1
-        iteration = self._iteration
+        for number, task in enumerate(tasks):
+            task["task"] = number
+        tasks_per_batch = [0] * len(batches)
+        for task in tasks:
+            tasks_per_batch[task["batch"]] += 1
         gate.start.remote(iteration, self.batches_in_flight)
         dataset = ray.data.from_items(tasks, override_num_blocks=len(tasks))
         # Batches come out in plan order; the caller's own DataContext is left as it is.
@@ -147,21 +153,30 @@ class RayLoader:
             batch_format="numpy",
             compute=compute,
             num_cpus=self.num_cpus,
+            # Ray Data's default retries a task whose worker died forever.
+            max_retries=self.max_retries,
         )
-        local, loaded, outputs = 0, [], iter(())
+        local, loaded, delivered, outputs = 0, [], set(), iter(())
         try:
             # prefetch_batches=0: an iterator that prefetches holds back a task's output until
             # the next one arrives, which the gate may hold until this batch is handed out.
             outputs = iter(
                 dataset.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
             )
-            for output in outputs:
-                for position, items in zip(output["batch"], output["items"]):
+            while True:
+                try:
+                    output = next(outputs)
+                except StopIteration:
+                    break
+                except Exception as error:  # noqa: BLE001 -- named by the item it was loading
+                    raise self._failure(gate, iteration, delivered, error) from error
+                for position, task, items in zip(output["batch"], output["task"], output["items"]):
                     if position != local:
                         raise RuntimeError(
                             f"bload.ray: Ray Data returned a piece of batch {position} while "
                             f"batch {local} was expected: the plan's order was lost"
                         )
+                    delivered.add(int(task))
                     loaded.append(items)
                     if len(loaded) < tasks_per_batch[local]:
                         continue
@@ -172,12 +187,56 @@ class RayLoader:
                     gate.advance.remote(iteration, local)
                     yield batch
         finally:
-            # A loop that stopped early: Ray Data stops the epoch's tasks, and those already
-            # waiting at the gate go on and end.
+            # A loop that stopped early: Ray Data stops the epoch's tasks (and joins the
+            # threads its iterator started), and those already waiting at the gate go on and
+            # end.
             outputs.close()
             gate.advance.remote(iteration, len(batches))
         if local != len(batches):
             raise RuntimeError(f"bload.ray: Ray Data returned {local} of {len(batches)} batches")
+
+    def _start_gate(self):
+        """The gate and this iteration's number; Ray started if the program has not. A loader
+        whose Ray was shut down after it ran is refused: its gate went with it."""
+        if self._gate is not None:
+            job = ray.get_runtime_context().get_job_id() if ray.is_initialized() else None
+            if job != self._job:
+                raise RuntimeError(
+                    "bload.ray.RayLoader: Ray was shut down (ray.shutdown()) since this loader "
+                    "last ran, and its gate actor with it: expected the Ray it started in; make a "
+                    "new RayLoader once Ray runs again"
+                )
+        if not ray.is_initialized():
+            ray.init()
+        if self._gate is None:
+            self._gate = _Gate.options(num_cpus=0).remote()
+            self._job = ray.get_runtime_context().get_job_id()
+        self._iteration += 1
+        return self._gate, self._iteration
+
+    def _failure(self, gate, iteration, delivered, error):
+        """The error of a Ray Data iteration that failed: where a task's worker died past
+        max_retries, one naming the item it was loading; else Ray's own."""
+        try:
+            failed = ray.get(gate.failed.remote(iteration, delivered, self.max_retries), timeout=30)
+        except Exception:  # noqa: BLE001 -- the gate gone too: Ray's error is all there is
+            return error
+        if not failed:
+            return error
+        name = "load({})".format
+        attempts = failed[0][0]
+        if len(failed) == 1 and failed[0][2] is not None:
+            what = f"{name(', '.join(map(str, failed[0][2])))} ended its worker process"
+        else:
+            items = ", ".join(
+                name(", ".join(map(str, key))) for _, keys, _ in failed for key in keys
+            )
+            what = f"a worker loading one of {items} ended"
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return RuntimeError(
+            f"bload.ray: {what} {attempts} times (max_retries = {self.max_retries}): expected the "
+            f"item function to return; Ray's error: {type(error).__name__}: {first:.300}"
+        )
 
     def _tasks(self, local, batch):
         """The Ray tasks of one batch: its items, at most items_per_task a task."""
@@ -195,16 +254,18 @@ class RayLoader:
         keys = keys or [(0, 0, 1) if self.ranges else (0,)]
         step = self.items_per_task
         return [
-            {"batch": local, "keys": np.array(keys[start : start + step], dtype=np.int64)}
+            {"batch": local, "keys": [list(key) for key in keys[start : start + step]]}
             for start in range(0, len(keys), step)
         ]
 
     def _pack(self, batch, loaded):
-        self._loaded.items = {
-            (key[0] if len(key) == 1 else key): item
-            for blob in loaded
-            for key, item in pickle.loads(blob)
-        }
+        items = {}
+        for blob in loaded:
+            failed, payload = pickle.loads(blob)
+            if failed is not None:
+                raise failed
+            items.update(((key[0] if len(key) == 1 else key), item) for key, item in payload)
+        self._loaded.items = items
         if len(batch.table) == 0:
             self._loaded.items[0] = next(iter(self._loaded.items.values()))
         self._loaded.sequences = batch.sequences
@@ -260,10 +321,13 @@ class _Gate:
 
         self.iteration, self.handed_out, self.in_flight = 0, 0, 1
         self.changed = asyncio.Condition()
+        # The iteration's tasks that started: number -> (attempts, keys, item being loaded).
+        self.tasks = {}
 
     async def start(self, iteration, batches_in_flight):
         async with self.changed:
             self.iteration, self.handed_out, self.in_flight = iteration, 0, batches_in_flight
+            self.tasks = {}
             self.changed.notify_all()
 
     def _open(self, iteration, batch):
@@ -271,9 +335,32 @@ class _Gate:
             return iteration < self.iteration
         return batch < self.handed_out + self.in_flight
 
-    async def wait(self, iteration, batch):
+    async def wait(self, iteration, batch, task, keys):
+        """Waits until the task's batch may load; returns the task's attempt (1, then 2, ... as
+        Ray runs it again after its worker died)."""
+        if iteration == self.iteration:
+            attempts, _, _ = self.tasks.get(task, (0, keys, None))
+            self.tasks[task] = (attempts + 1, keys, None)
         async with self.changed:
             await self.changed.wait_for(lambda: self._open(iteration, batch))
+        return self.tasks.get(task, (1,))[0] if iteration == self.iteration else 1
+
+    def loading(self, iteration, task, key):
+        """A task run again says which item it loads next: the one it dies on is named."""
+        if iteration == self.iteration and task in self.tasks:
+            attempts, keys, _ = self.tasks[task]
+            self.tasks[task] = (attempts, keys, key)
+
+    def failed(self, iteration, delivered, max_retries):
+        """[(attempts, keys, item being loaded or None)] of the iteration's tasks, not
+        delivered, that ran more than max_retries times: those whose worker died each time."""
+        if iteration != self.iteration:
+            return []
+        return [
+            entry
+            for task, entry in self.tasks.items()
+            if task not in delivered and entry[0] > max_retries
+        ]
 
     async def advance(self, iteration, handed_out):
         async with self.changed:
@@ -284,15 +371,33 @@ class _Gate:
 
 def _load_task(load, ranges, gate, iteration):
     """The function Ray Data maps over the tasks: one task's items, loaded once the gate lets its
-    batch in, returned as one pickle of [(key, item), ...]. Defined here, in a closure, so Ray
-    ships it by value: workers import the item function's modules, not bload."""
+    batch in, returned as one pickle of (None, [(key, item), ...]), or of (the error, None) when
+    the item function raised, naming the item. Defined here, in a closure, so Ray ships it by
+    value: workers import the item function's modules, not bload."""
 
     def load_items(task):
-        batch = int(task["batch"][0])
-        ray.get(gate.wait.remote(iteration, batch))
+        batch, number = int(task["batch"][0]), int(task["task"][0])
         keys = [tuple(int(value) for value in key) for key in task["keys"][0]]
-        items = [(key, load(*key) if ranges else load(key[0])) for key in keys]
-        blob = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
-        return {"batch": np.array([batch]), "items": np.array([blob], dtype=object)}
+        attempt = ray.get(gate.wait.remote(iteration, batch, number, keys))
+        items = []
+        for key in keys:
+            if attempt > 1:
+                # Run again: the worker before died. Say each item before loading it (and wait
+                # for the gate to have heard), so that the one that kills the worker is named.
+                ray.get(gate.loading.remote(iteration, number, key))
+            try:
+                items.append((key, load(*key) if ranges else load(key[0])))
+            except Exception as error:  # noqa: BLE001 -- handed to the loop, naming the item
+                call = f"load({', '.join(map(str, key))})"
+                text = "".join(traceback.format_exception(error)).rstrip()
+                failed = RuntimeError(
+                    f"bload.ray: {call} raised {type(error).__name__}: {error}\n\nOn the Ray "
+                    f"worker:\n{text}"
+                )
+                blob = pickle.dumps((failed, None))
+                break
+        else:
+            blob = pickle.dumps((None, items), protocol=pickle.HIGHEST_PROTOCOL)
+        return {"batch": [batch], "task": [number], "items": [blob]}
 
     return load_items

@@ -57,7 +57,10 @@ def _numpy_dtypes():
     import numpy as np
 
     return {
-        key: (np.dtype(_NUMPY_NAMES.get(key, "<" + np.dtype(key).str[1:])), dtype)
+        key: (
+            np.dtype(_NUMPY_NAMES[key] if key in _NUMPY_NAMES else "<" + np.dtype(key).str[1:]),
+            dtype,
+        )
         for key, dtype in TORCH_DTYPES.items()
     }
 
