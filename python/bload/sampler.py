@@ -10,7 +10,6 @@ all-gather per epoch, that they agree on it.
 import collections.abc
 import json
 import numbers
-import sys
 import warnings
 
 import torch
@@ -21,7 +20,7 @@ from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import resume_of as _resume_of
 from bload._shared_plan import shared_plan as _shared_plan
-from bload.block_batch import SAMPLER_NOT_BATCH_SAMPLER, BlockBatch, PlanHash
+from bload.block_batch import BlockBatch, PlanHash
 from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
 _library.load()
@@ -195,12 +194,6 @@ class BlockSampler(torch.utils.data.Sampler):
         return self._batches()
 
     def _batches(self):
-        # A DataLoader given the sampler as sampler= wraps it in a BatchSampler, whose lists of
-        # BlockBatches would reach the dataset's __getitem__ as indices: refused here, where the
-        # wrapper is the caller, before any batch is handed out.
-        caller = sys._getframe(1).f_locals.get("self")
-        if isinstance(caller, torch.utils.data.BatchSampler) and caller.sampler is self:
-            raise TypeError(f"BlockSampler passed as sampler=: {SAMPLER_NOT_BATCH_SAMPLER}")
         # Decided at the first batch asked for, not at iter(): a DataLoader with workers calls
         # iter() on its batch sampler twice and iterates the second.
         if not self._resumed and self.position:

@@ -313,8 +313,8 @@ sys.modules["numpy"] = None
 import bload
 sampler = bload.BlockSampler([5, 3, 9, 2, 7, 4], t_max=8, blocks_per_batch=2, split=True)
 batch = next(iter(sampler))
-copy = pickle.loads(pickle.dumps(sampler))
-print("served", len(batch.table), len(list(copy)) == len(sampler))
+copy = pickle.loads(pickle.dumps(sampler))  # goes on after the batch served
+print("served", len(batch.table), len(list(copy)) == len(sampler) - 1)
 """
     run = subprocess.run(
         [sys.executable, "-c", script],
