@@ -1,5 +1,8 @@
-"""bload.SequenceStore: a store that bload.store.write made, read as a map-style dataset whose
-get_range is a view of the mapped files, so that BlockDataset copies exactly the packed steps.
+"""bload.SequenceStore: a store that bload.store.write made, read as a map-style dataset of the
+mapped files. Items and get_range are copies, the caller's own: a view of a copy-on-write
+mapping, written to, would change what every later read of the same store object sees.
+BlockDataset reads views instead (_views), which it only copies into its batch, so that it
+copies exactly the packed steps, once.
 
 Everything the header promises is checked when the store is opened, by the Rust core (format and
 version, fields' dtypes and shapes, the offsets' size, CRC-32, order and total, each field file's
