@@ -16,7 +16,10 @@ runs on Ray. See docs/ray.md.
 
 import pickle
 import re
+import threading
 import traceback
+import warnings
+import weakref
 
 import ray
 
@@ -111,6 +114,7 @@ class RayLoader:
         # own: one an epoch would cost its start each epoch), the Ray job it lives in, and the
         # iteration it serves.
         self._gate, self._job, self._iteration = None, None, 0
+        self._current = None  # the iteration under way, for close()
 
     def __len__(self):
         """The batches the next iteration serves: the sampler's len()."""
@@ -126,6 +130,18 @@ class RayLoader:
         self._delivered = None
 
     def __iter__(self):
+        iteration = self._batches()
+        self._current = weakref.ref(iteration)
+        return iteration
+
+    def close(self):
+        """Ends the iteration under way, if any, as a loop's break does: its Ray Data
+        execution stopped and its threads joined before it returns."""
+        current = self._current() if self._current is not None else None
+        if current is not None:
+            current.close()
+
+    def _batches(self):
         # The rank's batches of this iteration, planned now (tables only: no item is read).
         batches = list(self.sampler)
         self._delivered = batches[0].index if batches else self.sampler.position
@@ -147,16 +163,21 @@ class RayLoader:
         # process for every task of the epoch while the first ones wait.
         concurrency = self.concurrency or _cluster_tasks(self.num_cpus)
         compute = ray.data.TaskPoolStrategy(size=concurrency)
-        dataset = dataset.map_batches(
-            _load_task(self.load, self.ranges, gate, iteration),
-            batch_size=1,
-            batch_format="numpy",
-            compute=compute,
-            num_cpus=self.num_cpus,
-            # Ray Data's default retries a task whose worker died forever.
-            max_retries=self.max_retries,
-        )
+        with warnings.catch_warnings():
+            # Ray Data's default retries a task whose worker died forever; max_retries reaches
+            # the task through ray_remote_args, which Ray 2.60 warns is deprecated without
+            # naming another way to set it.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            dataset = dataset.map_batches(
+                _load_task(self.load, self.ranges, gate, iteration),
+                batch_size=1,
+                batch_format="numpy",
+                compute=compute,
+                num_cpus=self.num_cpus,
+                max_retries=self.max_retries,
+            )
         local, loaded, delivered, outputs = 0, [], set(), iter(())
+        stops, threads = None, []  # Ray Data's iterator's threads, found at the first output
         try:
             # prefetch_batches=0: an iterator that prefetches holds back a task's output until
             # the next one arrives, which the gate may hold until this batch is handed out.
@@ -170,6 +191,8 @@ class RayLoader:
                     break
                 except Exception as error:  # noqa: BLE001 -- named by the item it was loading
                     raise self._failure(gate, iteration, delivered, error) from error
+                if stops is None:  # while the generator is suspended: its frames are there
+                    stops, threads = _iterator_threads(outputs)
                 for position, task, items in zip(output["batch"], output["task"], output["items"]):
                     if position != local:
                         raise RuntimeError(
@@ -187,11 +210,15 @@ class RayLoader:
                     gate.advance.remote(iteration, local)
                     yield batch
         finally:
-            # A loop that stopped early: Ray Data stops the epoch's tasks (and joins the
-            # threads its iterator started), and those already waiting at the gate go on and
-            # end.
+            # A loop that stopped early: Ray Data stops the epoch's tasks, and those already
+            # waiting at the gate go on and end. Its iterator's threads are stopped and joined
+            # here, whichever way the iteration ended.
             outputs.close()
             gate.advance.remote(iteration, len(batches))
+            for stop in stops or []:
+                stop()
+            for thread in threads:
+                thread.join(timeout=_JOIN_TIMEOUT)
         if local != len(batches):
             raise RuntimeError(f"bload.ray: Ray Data returned {local} of {len(batches)} batches")
 
@@ -281,6 +308,36 @@ class RayLoader:
             raise type(error)(message) from None
         finally:
             self._loaded.items = {}
+
+
+# The seconds to wait for each of Ray Data's iterator threads once stopped: they end within
+# about 0.1 s (their polling period).
+_JOIN_TIMEOUT = 10.0
+
+
+def _iterator_threads(outputs):
+    """(stop functions, threads) of the threads Ray Data's iter_batches started for the
+    generator `outputs`: its block prefetcher's, which Ray 2.60 never stops (the thread holds
+    the prefetcher, whose __del__ would stop it, so it is never collected: one parked thread an
+    epoch), and its reader's (iter_threaded). Found through the suspended generators' frames,
+    as Ray offers no handle on them; ([], []) before the first batch or where Ray's internals
+    differ (tests/python/test_ray.py checks that none is left)."""
+    try:
+        frame = outputs.gi_frame
+        if frame is None:  # never started, or ended
+            return [], []
+        batch_iterator = frame.f_locals.get("batch_iterator")
+        prefetcher = getattr(batch_iterator, "_prefetcher", None)
+        stops = [prefetcher.stop] if callable(getattr(prefetcher, "stop", None)) else []
+        threads = [getattr(prefetcher, "_thread", None)]
+        inner = outputs.gi_yieldfrom  # BatchIterator._iter_batches
+        threaded = inner.gi_frame.f_locals.get("batch_iter") if inner and inner.gi_frame else None
+        if threaded is not None and getattr(threaded, "gi_frame", None) is not None:
+            threads += threaded.gi_frame.f_locals.get("worker_threads", [])
+    except AttributeError:
+        return [], []
+    threads = [thread for thread in threads if isinstance(thread, threading.Thread)]
+    return stops, [thread for thread in threads if thread is not threading.current_thread()]
 
 
 _DATASET_READ = re.compile(r"^dataset(?:\[(\d+)\]|\.get_range\(([\d, ]+)\))")
