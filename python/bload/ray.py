@@ -242,27 +242,34 @@ class RayLoader:
         return self._gate, self._iteration
 
     def _failure(self, gate, iteration, delivered, error):
-        """The error of a Ray Data iteration that failed: where a task's worker died past
-        max_retries, one naming the item it was loading; else Ray's own."""
+        """The error of a Ray Data iteration that failed: where a worker died, one naming the
+        item it was loading (or its task's items, where its task had more than one and had not
+        run again); else Ray's own."""
+        if not _worker_died(error):
+            return error
         try:
-            failed = ray.get(gate.failed.remote(iteration, delivered, self.max_retries), timeout=30)
+            running = ray.get(gate.running.remote(iteration, delivered), timeout=30)
         except Exception:  # noqa: BLE001 -- the gate gone too: Ray's error is all there is
             return error
-        if not failed:
+        # The task run past max_retries, where Ray Data got that far (it may stop the epoch at
+        # a task's first death); else those loading when it stopped.
+        running = [task for task in running if task[0] > self.max_retries] or running
+        if not running:
             return error
         name = "load({})".format
-        attempts = failed[0][0]
-        if len(failed) == 1 and failed[0][2] is not None:
-            what = f"{name(', '.join(map(str, failed[0][2])))} ended its worker process"
+        if len(running) == 1 and (running[0][2] is not None or len(running[0][1]) == 1):
+            attempts, keys, key = running[0]
+            key = key if key is not None else keys[0]
+            times = "once" if attempts == 1 else f"{attempts} times"
+            what = f"{name(', '.join(map(str, key)))} ended its worker process {times}"
         else:
-            items = ", ".join(
-                name(", ".join(map(str, key))) for _, keys, _ in failed for key in keys
-            )
-            what = f"a worker loading one of {items} ended"
+            keys = [key for _, keys, _ in running for key in keys]
+            items = ", ".join(name(", ".join(map(str, key))) for key in keys)
+            what = f"a worker ended while loading one of {items}"
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return RuntimeError(
-            f"bload.ray: {what} {attempts} times (max_retries = {self.max_retries}): expected the "
-            f"item function to return; Ray's error: {type(error).__name__}: {first:.300}"
+            f"bload.ray: {what} (max_retries = {self.max_retries}): expected the item function "
+            f"to return; Ray's error: {type(error).__name__}: {first:.300}"
         )
 
     def _tasks(self, local, batch):
@@ -313,6 +320,19 @@ class RayLoader:
 # The seconds to wait for each of Ray Data's iterator threads once stopped: they end within
 # about 0.1 s (their polling period).
 _JOIN_TIMEOUT = 10.0
+
+
+def _worker_died(error):
+    """Whether a Ray Data error (or one it wraps) is a worker process's death."""
+    kinds = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError)
+    kinds += (getattr(ray.exceptions, "OutOfMemoryError", ray.exceptions.WorkerCrashedError),)
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, kinds):
+            return True
+        error = getattr(error, "cause", None) or error.__cause__ or error.__context__
+    return False
 
 
 def _iterator_threads(outputs):
@@ -378,7 +398,8 @@ class _Gate:
 
         self.iteration, self.handed_out, self.in_flight = 0, 0, 1
         self.changed = asyncio.Condition()
-        # The iteration's tasks that started: number -> (attempts, keys, item being loaded).
+        # The iteration's tasks that came to the gate: number -> (attempts, keys, the item
+        # being loaded where the task said, whether it passed the gate and is loading).
         self.tasks = {}
 
     async def start(self, iteration, batches_in_flight):
@@ -395,28 +416,33 @@ class _Gate:
     async def wait(self, iteration, batch, task, keys):
         """Waits until the task's batch may load; returns the task's attempt (1, then 2, ... as
         Ray runs it again after its worker died)."""
-        if iteration == self.iteration:
-            attempts, _, _ = self.tasks.get(task, (0, keys, None))
-            self.tasks[task] = (attempts + 1, keys, None)
+        current = iteration == self.iteration
+        if current:
+            attempts = self.tasks.get(task, (0,))[0] + 1
+            self.tasks[task] = (attempts, keys, None, False)
         async with self.changed:
             await self.changed.wait_for(lambda: self._open(iteration, batch))
-        return self.tasks.get(task, (1,))[0] if iteration == self.iteration else 1
+        if not current or task not in self.tasks:
+            return 1
+        attempts, keys, _, _ = self.tasks[task]
+        self.tasks[task] = (attempts, keys, None, True)  # loading from here on
+        return attempts
 
     def loading(self, iteration, task, key):
         """A task run again says which item it loads next: the one it dies on is named."""
         if iteration == self.iteration and task in self.tasks:
-            attempts, keys, _ = self.tasks[task]
-            self.tasks[task] = (attempts, keys, key)
+            attempts, keys, _, passed = self.tasks[task]
+            self.tasks[task] = (attempts, keys, key, passed)
 
-    def failed(self, iteration, delivered, max_retries):
-        """[(attempts, keys, item being loaded or None)] of the iteration's tasks, not
-        delivered, that ran more than max_retries times: those whose worker died each time."""
+    def running(self, iteration, delivered):
+        """[(attempts, keys, the item being loaded or None)] of the iteration's tasks that were
+        loading and whose output did not arrive (not in `delivered`)."""
         if iteration != self.iteration:
             return []
         return [
-            entry
-            for task, entry in self.tasks.items()
-            if task not in delivered and entry[0] > max_retries
+            (attempts, keys, key)
+            for task, (attempts, keys, key, passed) in self.tasks.items()
+            if passed and task not in delivered
         ]
 
     async def advance(self, iteration, handed_out):
