@@ -8,14 +8,13 @@ all-gather per epoch, that they agree on it.
 """
 
 import collections.abc
-import json
-import numbers
 import warnings
 
 import torch
 
 from bload import _library, mixture
 from bload._arguments import BOUNDS, POLICIES, distributed, integer, lengths_tensor
+from bload._sampler_pickle import check_state_values, damaged, stored_planner, tensor_bytes
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import resume_of as _resume_of
@@ -283,7 +282,7 @@ class BlockSampler(torch.utils.data.Sampler):
             raise TypeError(
                 f"state: expected the dict state_dict() returns, got {type(state).__name__}"
             )
-        _check_state_values(state)
+        check_state_values(state)
         if "version" not in state:
             return self._load_unchecked(state)
         plan, served, next_epoch = _resume_of(
@@ -330,7 +329,7 @@ class BlockSampler(torch.utils.data.Sampler):
         state = {name: value for name, value in self.__dict__.items() if name not in skipped}
         state["_planner"] = (
             str(lengths.dtype).removeprefix("torch."),
-            _tensor_bytes(lengths),
+            tensor_bytes(lengths),
             options,
         )
         state["_state"] = self.state_dict()
@@ -340,12 +339,12 @@ class BlockSampler(torch.utils.data.Sampler):
         # A pickle is data from outside: what it holds is checked, and each error names the
         # part of it that is wrong, not the line of this method it broke.
         if not isinstance(state, dict):
-            raise ValueError(_damaged("state", state, "a dict of the sampler's attributes"))
+            raise ValueError(damaged("state", state, "a dict of the sampler's attributes"))
         state = dict(state)
         saved, stored = state.pop("_state", None), state.pop("_planner", None)
         if not isinstance(saved, collections.abc.Mapping):
-            raise ValueError(_damaged("_state", saved, "the dict state_dict() returns"))
-        lengths, options, sources = _stored_planner(stored)
+            raise ValueError(damaged("_state", saved, "the dict state_dict() returns"))
+        lengths, options, sources = stored_planner(stored)
         self.__dict__.update(state)
         self._check_against(options)
         try:
@@ -364,7 +363,7 @@ class BlockSampler(torch.utils.data.Sampler):
                 )
         except (KeyError, TypeError) as err:
             raise ValueError(
-                _damaged("_planner", stored[2], f"the planner's options (no {err})")
+                damaged("_planner", stored[2], f"the planner's options (no {err})")
             ) from None
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
@@ -378,69 +377,9 @@ class BlockSampler(torch.utils.data.Sampler):
             value, expected = self.__dict__.get(name), options.get(name)
             if value != expected or isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(
-                    _damaged(name, value, f"{expected!r}, the planner's {name} it was pickled with")
+                    damaged(name, value, f"{expected!r}, the planner's {name} it was pickled with")
                 )
         rank = self.__dict__.get("rank")
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.world_size:
-            raise ValueError(_damaged("rank", rank, f"a rank from 0 to {self.world_size - 1}"))
+            raise ValueError(damaged("rank", rank, f"a rank from 0 to {self.world_size - 1}"))
         self.read_ahead = check_read_ahead(self.__dict__.get("read_ahead", READ_AHEAD))
-
-
-def _check_state_values(state):
-    """Refuses a state's key or int that torch cannot hand to the core (which checks the rest),
-    naming it, rather than letting torch's binding fail without a name."""
-    for name, value in state.items():
-        if not isinstance(name, str):
-            raise TypeError(f"state key {name!r}: expected the string keys state_dict() saves")
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            if not -(2**63) <= value < 2**63:
-                raise ValueError(
-                    f"state[{name!r}] = {value}: expected an int from -2^63 to 2^63 - 1 (a "
-                    "64-bit int, as state_dict() saves)"
-                )
-
-
-def _damaged(name, value, expected):
-    """The error of a pickled sampler whose `name` holds `value` instead of `expected`."""
-    return (
-        f"a pickled BlockSampler whose {name} = {value!r:.80}: expected {expected} (the pickle is "
-        "damaged, edited, or not a BlockSampler's)"
-    )
-
-
-def _stored_planner(stored):
-    """(lengths, options, a mixture's sources JSON or "") of a pickle's _planner, checked."""
-    dtypes = {"int32": torch.int32, "int64": torch.int64}
-    expected = "(the lengths' dtype, int32 or int64, their bytes, the planner's options as JSON)"
-    if not (
-        isinstance(stored, tuple)
-        and len(stored) == 3
-        and stored[0] in dtypes
-        and isinstance(stored[1], bytes)
-        and isinstance(stored[2], str)
-        and len(stored[1]) % dtypes[stored[0]].itemsize == 0
-    ):
-        raise ValueError(_damaged("_planner", stored, expected))
-    dtype, data, options = stored
-    lengths = (
-        torch.frombuffer(bytearray(data), dtype=dtypes[dtype])
-        if data
-        else torch.empty(0, dtype=torch.long)
-    )
-    options, _, sources = options.partition("\n")  # a mixture's sources follow the options
-    try:
-        options = json.loads(options)
-    except ValueError:
-        options = None
-    if not isinstance(options, dict):
-        raise ValueError(_damaged("_planner", stored[2], "the planner's options as a JSON object"))
-    return lengths, options, sources
-
-
-def _tensor_bytes(tensor):
-    """A CPU tensor's bytes, without NumPy (which bload does not require)."""
-    tensor = tensor.contiguous()
-    out = bytearray(tensor.numel() * tensor.element_size())
-    if out:
-        torch.frombuffer(out, dtype=tensor.dtype).copy_(tensor.view(-1))
-    return bytes(out)
