@@ -69,7 +69,7 @@ def main(argv=None):
             )
             items = loader(args.parquet)
         path = bload.store.write(args.output, items, fields=fields, columns=args.columns)
-        print(bload.SequenceStore(path))
+        print(bload.SequenceStore(path, fields=fields))
         return 0
     except (ValueError, OSError, RuntimeError) as err:
         print(f"python -m bload {args.command}: error: {err}", file=sys.stderr)

@@ -12,6 +12,23 @@ def integer_at_least_0(name, value):
     return int(value)
 
 
+# The longest wait a shared plan's reader takes: a year, far beyond any plan's writing, and far
+# within what the core's clock (nanoseconds in 64 bits) holds.
+_MAX_TIMEOUT = 365 * 24 * 3600.0
+
+
+def _environment_local_rank():
+    """torchrun's LOCAL_RANK, or 0 where it is not set."""
+    value = os.environ.get("LOCAL_RANK", "0")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(
+            f"LOCAL_RANK = {value!r} (the environment's, read as local_rank): expected an int "
+            "of at least 0, or local_rank= given"
+        ) from None
+
+
 def shared_plan(directory, local_rank, timeout):
     """(directory, local rank, timeout) of a shared plan, checked; None without a directory."""
     if directory is None:
@@ -22,10 +39,18 @@ def shared_plan(directory, local_rank, timeout):
     if not os.path.isdir(directory):
         raise ValueError(f"shared_plan_dir = {directory!r}: expected an existing directory")
     if local_rank is None:
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_rank = _environment_local_rank()
     local_rank = integer_at_least_0("local_rank", local_rank)
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
-        raise ValueError(f"shared_plan_timeout = {timeout!r}: expected seconds, at least 0")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise ValueError(
+            f"shared_plan_timeout = {timeout!r}: expected a finite number of seconds, at least 0"
+        )
+    # inf or 1e300 seconds would wait forever (or overflow the core's clock): refused.
+    if not (0 <= timeout <= _MAX_TIMEOUT):
+        raise ValueError(
+            f"shared_plan_timeout = {timeout!r}: expected a finite number of seconds, from 0 to "
+            f"{_MAX_TIMEOUT:g}"
+        )
     return directory, local_rank, float(timeout)
 
 

@@ -5,7 +5,7 @@ import dataclasses
 
 import torch
 
-__all__ = ["BlockBatch", "PlanHash"]
+__all__ = ["BlockBatch", "PlanHash", "SAMPLER_NOT_BATCH_SAMPLER"]
 
 
 class PlanHash(int):
@@ -48,3 +48,17 @@ class BlockBatch:
             "a bload batch reached a dataset that cannot load it: wrap the dataset in "
             "bload.BlockDataset (and pass BlockSampler as batch_sampler=, not sampler=)"
         )
+
+    def __index__(self):
+        # A batch used as an index: a DataLoader given the sampler as sampler= with batch_size=None
+        # hands each batch to the dataset's __getitem__, whose list or tensor asks for this.
+        raise TypeError(SAMPLER_NOT_BATCH_SAMPLER)
+
+
+#: The error of a BlockSampler passed to a DataLoader as sampler=: each BlockBatch then reaches
+#: the dataset as if it were an index.
+SAMPLER_NOT_BATCH_SAMPLER = (
+    "a bload.BlockBatch was used as a sequence's index: pass bload.BlockSampler to the DataLoader "
+    "as batch_sampler= (not sampler=), with bload.BlockDataset(dataset, t_max) as the dataset and "
+    "collate_fn=bload.collate"
+)

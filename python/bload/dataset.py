@@ -15,6 +15,7 @@ from bload import _library, ops
 from bload.batch import PackedBatch
 from bload.block_batch import BlockBatch
 from bload.read_ahead import ReadAhead
+from bload.sequence_store import SequenceStore
 
 _library.load()
 
@@ -54,6 +55,9 @@ class BlockDataset(torch.utils.data.Dataset):
     ):
         self.dataset = dataset
         self._reads_ranges = callable(getattr(dataset, "get_range", None))
+        # bload's store hands out copies, the caller's own; the packing only copies the steps
+        # into its batch, so it reads views of the mapping instead (one copy, not two).
+        self._store_views = isinstance(dataset, SequenceStore)
         self._read_ahead = ReadAhead(dataset)
         # Packed tensors reused once their batch is gone: the C++ dataset's cache, whose rule
         # (nothing else holds the tensor or a view of it) is decided where the counts are.
@@ -126,9 +130,14 @@ class BlockDataset(torch.utils.data.Dataset):
         column = ops.COLUMN
         rows = table.tolist()
         if self._reads_ranges:
+            read = (
+                self.dataset._views
+                if getattr(self, "_store_views", False)
+                else self.dataset.get_range
+            )
             return [
                 self._checked(
-                    self.dataset.get_range(sequence, offset, length),
+                    read(sequence, offset, length),
                     f"dataset.get_range({sequence}, {offset}, {length})",
                     length,
                     "the length of the range asked for",

@@ -18,6 +18,8 @@ finds a fault it writes "rank R: stopped: FAULT" to stderr and ends the process 
 3 (with act=False it only records the fault, for fault()).
 """
 
+import numbers
+
 from bload import _library
 
 _library.load()
@@ -47,6 +49,15 @@ class Liveness:
     ):
         import torch
 
+        # A store_rank outside the world names a rank that never comes: refused here, naming
+        # it (the core checks world_size itself, and only that store_rank is -1 or more).
+        if isinstance(store_rank, bool) or not isinstance(store_rank, numbers.Integral):
+            raise TypeError(f"store_rank = {store_rank!r}: expected an int")
+        if int(world_size) >= 1 and not -1 <= store_rank < int(world_size):
+            raise ValueError(
+                f"store_rank = {store_rank}: expected -1 (a launcher or torchrun's agent hosts the "
+                f"store) or a rank from 0 to {int(world_size) - 1} of the world of {int(world_size)}"
+            )
         self._liveness = torch.classes.bload.Liveness(
             host,
             int(port),

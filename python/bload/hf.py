@@ -9,9 +9,9 @@ row are a slice of the values: get_range slices them and hands NumPy's view of t
 torch, a copy of nothing when the values are primitive and have no nulls.
 """
 
+import bisect
 import warnings
 
-import numpy as np
 import torch
 
 from bload.lengths import read_lengths
@@ -71,6 +71,8 @@ def _uniform(steps, width):
 def _tensor(array):
     """torch's view of a NumPy array that Arrow may have left read-only (torch would warn that
     writing to it is undefined; BlockDataset only copies from it)."""
+    import numpy as np  # with pyarrow, which converts to it: bload does not require it
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return torch.from_numpy(np.asarray(array))
@@ -119,7 +121,9 @@ class HFSequences(torch.utils.data.Dataset):
         self._columns = []
         for name in names:
             chunks = table.column(name).chunks
-            starts = np.cumsum([0] + [len(chunk) for chunk in chunks])
+            starts = [0]
+            for chunk in chunks:
+                starts.append(starts[-1] + len(chunk))
             self._columns.append((chunks, starts))
         indices = getattr(self.dataset, "_indices", None)
         self._rows = None if indices is None else indices.column(0).to_numpy()
@@ -134,7 +138,7 @@ class HFSequences(torch.utils.data.Dataset):
         row = index if self._rows is None else int(self._rows[index])
         steps = []
         for chunks, starts in self._columns:
-            chunk = int(np.searchsorted(starts, row, side="right")) - 1
+            chunk = bisect.bisect_right(starts, row) - 1
             steps.append(
                 _tensor(list_steps(chunks[chunk], row - int(starts[chunk]), offset, length))
             )

@@ -11,10 +11,10 @@ A length must be an integer from 1 to 2^32 - 1 whatever the format; an error nam
 object), the format, the column and what was expected.
 """
 
+import errno
 import os
 from typing import Optional
 
-import numpy as np
 import torch
 
 from bload import _library
@@ -62,6 +62,8 @@ def read_lengths(
         indices = getattr(source, "_indices", None)
         if indices is not None:
             # A selected, shuffled or sorted dataset reads rows through its indices mapping.
+            import numpy as np  # with pyarrow, which converts to it
+
             lengths = lengths[torch.from_numpy(indices.column(0).to_numpy().astype(np.int64))]
         return lengths
     return _column_lengths(source, column, f"the {type(source).__name__}")
@@ -71,9 +73,14 @@ def write_lengths_cache(source, out, *, format=None, column=None, dtype="int64")
     """Writes the lengths of `source` (as read_lengths takes it) to `out`, a 1-D .npy of int64 or
     int32 that every bload reader takes, through a temporary file renamed at the end. Returns
     out's path. `python -m bload lengths IN --column C --out F.npy` does the same from a shell;
-    `bload lengths` (Rust) writes the same file for text, .npy and .idx."""
+    `bload lengths` (Rust) writes the same file for text, .npy and .idx. out must be a new path
+    or a regular file (replaced), in a directory that exists. Needs NumPy."""
+    import numpy as np
+
     if dtype not in ("int64", "int32"):
         raise ValueError(f"dtype = {dtype!r}: expected 'int64' or 'int32'")
+    out = os.fspath(out)
+    _check_output(out)
     lengths = read_lengths(source, format=format, column=column).numpy()
     if dtype == "int32" and lengths.size and lengths.max() > np.iinfo(np.int32).max:
         index = int(np.argmax(lengths > np.iinfo(np.int32).max))
@@ -81,16 +88,51 @@ def write_lengths_cache(source, out, *, format=None, column=None, dtype="int64")
             f"lengths[{index}] = {lengths[index]}: expected lengths below 2^31 for an int32 cache "
             "(write int64 instead)"
         )
-    out = os.fspath(out)
     temporary = f"{out}.tmp{os.getpid()}"
     try:
         with open(temporary, "wb") as file:
             np.save(file, lengths.astype(dtype))
         os.replace(temporary, out)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        # Name the user's path, not the temporary file it was written to.
+        raise OSError(
+            errno.ENOSPC,
+            f"out = {out}: no space left on its device while writing {lengths.size} lengths "
+            "(the temporary file beside it removed): expected room for them",
+        ) from None
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
     return out
+
+
+def _check_output(out):
+    """Refuses an output path that the rename at the end would harm or fail on: one that exists
+    and is not a regular file (a device, such as /dev/null, which root's rename would replace; a
+    directory; a link), or one whose directory does not exist."""
+    if os.path.lexists(out):
+        if os.path.islink(out) or not os.path.isfile(out):
+            kind = (
+                "a symbolic link"
+                if os.path.islink(out)
+                else "a directory"
+                if os.path.isdir(out)
+                else "a device or other special file"
+            )
+            raise ValueError(
+                f"out = {out}: {kind}: expected a new path or a regular file, which the lengths "
+                "replace"
+            )
+        return
+    directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"out = {out}: its directory {directory} does not exist: expected a path "
+            "in an existing directory",
+        )
 
 
 def _is_hf_dataset(source) -> bool:
@@ -156,6 +198,7 @@ def _check_list(kind, where, column):
 def _column_lengths(table, column, where) -> torch.Tensor:
     """The lengths of a list column of `table` (a pyarrow Table, or a column itself), from its
     offsets: pyarrow.compute.list_value_length, vectorised, values never read."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 

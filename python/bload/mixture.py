@@ -13,6 +13,7 @@ concatenates them the same way (torch.utils.data.ConcatDataset) serves the plan 
 
 import dataclasses
 import json
+import math
 import numbers
 import os
 
@@ -65,6 +66,15 @@ def mixture_planner(sources, lengths_tensor, **options):
             raise TypeError(f"sources[{index}].{err}") from None
         weights.append(float(weight))
         names.append(source.name or "")
+    # Weights are shares of their sum, which must be a number too (1e308 twice is not; the core
+    # names each weight that is not finite and above 0 itself).
+    if all(math.isfinite(weight) and weight > 0 for weight in weights) and not math.isfinite(
+        sum(weights)
+    ):
+        raise ValueError(
+            f"sources' weights = {weights}: their sum is not finite: expected weights whose sum "
+            "is a finite number (only their ratios matter: scale them down)"
+        )
     return torch.classes.bload.Planner.of_sources(
         lengths,
         weights,

@@ -16,12 +16,14 @@ runs on Ray. See docs/ray.md.
 
 import pickle
 import re
+import warnings
+import weakref
 
-import numpy as np
 import ray
 
 from bload import ops
 from bload._arguments import integer
+from bload._ray_tasks import JOIN_TIMEOUT, Gate, iterator_threads, load_task, worker_died
 from bload.dataset import BlockDataset
 from bload.sampler import BlockSampler
 
@@ -47,6 +49,10 @@ class RayLoader:
     concurrency: the most Ray tasks at once, waiting ones included (None: as many as the
     cluster's CPUs run at once, num_cpus each).
     num_cpus: the CPUs Ray reserves for each task.
+    max_retries: the times a task whose worker process died (a crash, the memory killer, a lost
+    node) is run again before the iteration fails naming its item (Ray Data's default is to
+    retry forever, so an item that kills every worker would stall the loop). An exception the
+    item function raises is not retried: it ends the iteration, naming the item.
     data_padding, target_padding, positions: as for bload.BlockDataset.
 
     Ray is started with `ray.init()` at the first batch when the program has not started it
@@ -63,6 +69,7 @@ class RayLoader:
         items_per_task=16,
         concurrency=None,
         num_cpus=1,
+        max_retries=3,
         data_padding=0.0,
         target_padding=-100,
         positions="sequence",
@@ -90,6 +97,7 @@ class RayLoader:
         ):
             raise ValueError(f"num_cpus = {num_cpus!r}: expected a number of CPUs, 0 or more")
         self.num_cpus = num_cpus
+        self.max_retries = integer("max_retries", max_retries, 0)
         # Packs as the DataLoader path packs: the items this batch loaded stand in for the dataset.
         self._loaded = _LoadedRanges() if ranges else _Loaded()
         self._packer = BlockDataset(
@@ -102,8 +110,10 @@ class RayLoader:
         # Batches of the epoch the loop has had: the position a state_dict() saves.
         self._delivered = None
         # The backpressure gate, one actor for every iteration (an actor is a process of its
-        # own: one an epoch would cost its start each epoch), and the iteration it serves.
-        self._gate, self._iteration = None, 0
+        # own: one an epoch would cost its start each epoch), the Ray job it lives in, and the
+        # iteration it serves.
+        self._gate, self._job, self._iteration = None, None, 0
+        self._current = None  # the iteration under way, for close()
 
     def __len__(self):
         """The batches the next iteration serves: the sampler's len()."""
@@ -119,19 +129,30 @@ class RayLoader:
         self._delivered = None
 
     def __iter__(self):
+        iteration = self._batches()
+        self._current = weakref.ref(iteration)
+        return iteration
+
+    def close(self):
+        """Ends the iteration under way, if any, as a loop's break does: its Ray Data
+        execution stopped and its threads joined before it returns."""
+        current = self._current() if self._current is not None else None
+        if current is not None:
+            current.close()
+
+    def _batches(self):
         # The rank's batches of this iteration, planned now (tables only: no item is read).
         batches = list(self.sampler)
         self._delivered = batches[0].index if batches else self.sampler.position
         if not batches:
             return
-        if not ray.is_initialized():
-            ray.init()
+        gate, iteration = self._start_gate()
         tasks = [task for local, batch in enumerate(batches) for task in self._tasks(local, batch)]
-        tasks_per_batch = np.bincount([task["batch"] for task in tasks], minlength=len(batches))
-        if self._gate is None:
-            self._gate = _Gate.options(num_cpus=0).remote()
-        gate, self._iteration = self._gate, self._iteration + 1
-        iteration = self._iteration
+        for number, task in enumerate(tasks):
+            task["task"] = number
+        tasks_per_batch = [0] * len(batches)
+        for task in tasks:
+            tasks_per_batch[task["batch"]] += 1
         gate.start.remote(iteration, self.batches_in_flight)
         dataset = ray.data.from_items(tasks, override_num_blocks=len(tasks))
         # Batches come out in plan order; the caller's own DataContext is left as it is.
@@ -141,27 +162,43 @@ class RayLoader:
         # process for every task of the epoch while the first ones wait.
         concurrency = self.concurrency or _cluster_tasks(self.num_cpus)
         compute = ray.data.TaskPoolStrategy(size=concurrency)
-        dataset = dataset.map_batches(
-            _load_task(self.load, self.ranges, gate, iteration),
-            batch_size=1,
-            batch_format="numpy",
-            compute=compute,
-            num_cpus=self.num_cpus,
-        )
-        local, loaded, outputs = 0, [], iter(())
+        with warnings.catch_warnings():
+            # Ray Data's default retries a task whose worker died forever; max_retries reaches
+            # the task through ray_remote_args, which Ray 2.60 warns is deprecated without
+            # naming another way to set it.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            dataset = dataset.map_batches(
+                load_task(self.load, self.ranges, gate, iteration),
+                batch_size=1,
+                batch_format="numpy",
+                compute=compute,
+                num_cpus=self.num_cpus,
+                max_retries=self.max_retries,
+            )
+        local, loaded, delivered, outputs = 0, [], set(), iter(())
+        stops, threads = None, []  # Ray Data's iterator's threads, found at the first output
         try:
             # prefetch_batches=0: an iterator that prefetches holds back a task's output until
             # the next one arrives, which the gate may hold until this batch is handed out.
             outputs = iter(
                 dataset.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
             )
-            for output in outputs:
-                for position, items in zip(output["batch"], output["items"]):
+            while True:
+                try:
+                    output = next(outputs)
+                except StopIteration:
+                    break
+                except Exception as error:  # noqa: BLE001 -- named by the item it was loading
+                    raise self._failure(gate, iteration, delivered, error) from error
+                if stops is None:  # while the generator is suspended: its frames are there
+                    stops, threads = iterator_threads(outputs)
+                for position, task, items in zip(output["batch"], output["task"], output["items"]):
                     if position != local:
                         raise RuntimeError(
                             f"bload.ray: Ray Data returned a piece of batch {position} while "
                             f"batch {local} was expected: the plan's order was lost"
                         )
+                    delivered.add(int(task))
                     loaded.append(items)
                     if len(loaded) < tasks_per_batch[local]:
                         continue
@@ -173,11 +210,66 @@ class RayLoader:
                     yield batch
         finally:
             # A loop that stopped early: Ray Data stops the epoch's tasks, and those already
-            # waiting at the gate go on and end.
+            # waiting at the gate go on and end. Its iterator's threads are stopped and joined
+            # here, whichever way the iteration ended.
             outputs.close()
             gate.advance.remote(iteration, len(batches))
+            for stop in stops or []:
+                stop()
+            for thread in threads:
+                thread.join(timeout=JOIN_TIMEOUT)
         if local != len(batches):
             raise RuntimeError(f"bload.ray: Ray Data returned {local} of {len(batches)} batches")
+
+    def _start_gate(self):
+        """The gate and this iteration's number; Ray started if the program has not. A loader
+        whose Ray was shut down after it ran is refused: its gate went with it."""
+        if self._gate is not None:
+            job = ray.get_runtime_context().get_job_id() if ray.is_initialized() else None
+            if job != self._job:
+                raise RuntimeError(
+                    "bload.ray.RayLoader: Ray was shut down (ray.shutdown()) since this loader "
+                    "last ran, and its gate actor with it: expected the Ray it started in; make a "
+                    "new RayLoader once Ray runs again"
+                )
+        if not ray.is_initialized():
+            ray.init()
+        if self._gate is None:
+            self._gate = Gate.options(num_cpus=0).remote()
+            self._job = ray.get_runtime_context().get_job_id()
+        self._iteration += 1
+        return self._gate, self._iteration
+
+    def _failure(self, gate, iteration, delivered, error):
+        """The error of a Ray Data iteration that failed: where a worker died, one naming the
+        item it was loading (or its task's items, where its task had more than one and had not
+        run again); else Ray's own."""
+        if not worker_died(error):
+            return error
+        try:
+            running = ray.get(gate.running.remote(iteration, delivered), timeout=30)
+        except Exception:  # noqa: BLE001 -- the gate gone too: Ray's error is all there is
+            return error
+        # The task run past max_retries, where Ray Data got that far (it may stop the epoch at
+        # a task's first death); else those loading when it stopped.
+        running = [task for task in running if task[0] > self.max_retries] or running
+        if not running:
+            return error
+        name = "load({})".format
+        if len(running) == 1 and (running[0][2] is not None or len(running[0][1]) == 1):
+            attempts, keys, key = running[0]
+            key = key if key is not None else keys[0]
+            times = "once" if attempts == 1 else f"{attempts} times"
+            what = f"{name(', '.join(map(str, key)))} ended its worker process {times}"
+        else:
+            keys = [key for _, keys, _ in running for key in keys]
+            items = ", ".join(name(", ".join(map(str, key))) for key in keys)
+            what = f"a worker ended while loading one of {items}"
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return RuntimeError(
+            f"bload.ray: {what} (max_retries = {self.max_retries}): expected the item function "
+            f"to return; Ray's error: {type(error).__name__}: {first:.300}"
+        )
 
     def _tasks(self, local, batch):
         """The Ray tasks of one batch: its items, at most items_per_task a task."""
@@ -195,16 +287,18 @@ class RayLoader:
         keys = keys or [(0, 0, 1) if self.ranges else (0,)]
         step = self.items_per_task
         return [
-            {"batch": local, "keys": np.array(keys[start : start + step], dtype=np.int64)}
+            {"batch": local, "keys": [list(key) for key in keys[start : start + step]]}
             for start in range(0, len(keys), step)
         ]
 
     def _pack(self, batch, loaded):
-        self._loaded.items = {
-            (key[0] if len(key) == 1 else key): item
-            for blob in loaded
-            for key, item in pickle.loads(blob)
-        }
+        items = {}
+        for blob in loaded:
+            failed, payload = pickle.loads(blob)
+            if failed is not None:
+                raise failed
+            items.update(((key[0] if len(key) == 1 else key), item) for key, item in payload)
+        self._loaded.items = items
         if len(batch.table) == 0:
             self._loaded.items[0] = next(iter(self._loaded.items.values()))
         self._loaded.sequences = batch.sequences
@@ -247,52 +341,3 @@ class _Loaded:
 class _LoadedRanges(_Loaded):
     def get_range(self, index, offset, length):
         return self.items[(index, offset, length)]
-
-
-@ray.remote
-class _Gate:
-    """Backpressure: in iteration i, a task of batch b starts once b < batches handed out +
-    batches_in_flight. Tasks of an earlier iteration (stopped early) pass at once; those of a
-    later one wait for it to start."""
-
-    def __init__(self):
-        import asyncio
-
-        self.iteration, self.handed_out, self.in_flight = 0, 0, 1
-        self.changed = asyncio.Condition()
-
-    async def start(self, iteration, batches_in_flight):
-        async with self.changed:
-            self.iteration, self.handed_out, self.in_flight = iteration, 0, batches_in_flight
-            self.changed.notify_all()
-
-    def _open(self, iteration, batch):
-        if iteration != self.iteration:
-            return iteration < self.iteration
-        return batch < self.handed_out + self.in_flight
-
-    async def wait(self, iteration, batch):
-        async with self.changed:
-            await self.changed.wait_for(lambda: self._open(iteration, batch))
-
-    async def advance(self, iteration, handed_out):
-        async with self.changed:
-            if iteration == self.iteration:
-                self.handed_out = max(self.handed_out, handed_out)
-                self.changed.notify_all()
-
-
-def _load_task(load, ranges, gate, iteration):
-    """The function Ray Data maps over the tasks: one task's items, loaded once the gate lets its
-    batch in, returned as one pickle of [(key, item), ...]. Defined here, in a closure, so Ray
-    ships it by value: workers import the item function's modules, not bload."""
-
-    def load_items(task):
-        batch = int(task["batch"][0])
-        ray.get(gate.wait.remote(iteration, batch))
-        keys = [tuple(int(value) for value in key) for key in task["keys"][0]]
-        items = [(key, load(*key) if ranges else load(key[0])) for key in keys]
-        blob = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
-        return {"batch": np.array([batch]), "items": np.array([blob], dtype=object)}
-
-    return load_items

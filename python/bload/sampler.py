@@ -8,13 +8,13 @@ all-gather per epoch, that they agree on it.
 """
 
 import collections.abc
-import json
 import warnings
 
 import torch
 
 from bload import _library, mixture
 from bload._arguments import BOUNDS, POLICIES, distributed, integer, lengths_tensor
+from bload._sampler_pickle import check_state_values, damaged, stored_planner, tensor_bytes
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import resume_of as _resume_of
@@ -283,6 +283,7 @@ class BlockSampler(torch.utils.data.Sampler):
             raise TypeError(
                 f"state: expected the dict state_dict() returns, got {type(state).__name__}"
             )
+        check_state_values(state)
         if "version" not in state:
             return self._load_unchecked(state)
         plan, served, next_epoch = _resume_of(
@@ -329,39 +330,57 @@ class BlockSampler(torch.utils.data.Sampler):
         state = {name: value for name, value in self.__dict__.items() if name not in skipped}
         state["_planner"] = (
             str(lengths.dtype).removeprefix("torch."),
-            lengths.numpy().tobytes(),
+            tensor_bytes(lengths),
             options,
         )
         state["_state"] = self.state_dict()
         return state
 
     def __setstate__(self, state):
-        saved = state.pop("_state")
-        dtype, data, options = state.pop("_planner")
-        lengths = (
-            torch.frombuffer(
-                bytearray(data), dtype={"int32": torch.int32, "int64": torch.int64}[dtype]
-            )
-            if data
-            else torch.empty(0, dtype=torch.long)
-        )
-        options, _, sources = options.partition("\n")  # a mixture's sources follow the options
-        options = json.loads(options)
+        # A pickle is data from outside: what it holds is checked, and each error names the
+        # part of it that is wrong, not the line of this method it broke.
+        if not isinstance(state, dict):
+            raise ValueError(damaged("state", state, "a dict of the sampler's attributes"))
+        state = dict(state)
+        saved, stored = state.pop("_state", None), state.pop("_planner", None)
+        if not isinstance(saved, collections.abc.Mapping):
+            raise ValueError(damaged("_state", saved, "the dict state_dict() returns"))
+        lengths, options, sources = stored_planner(stored)
         self.__dict__.update(state)
-        if sources:
-            self.planner = mixture.stored_planner(lengths, sources, options)
-        else:
-            self.planner = torch.classes.bload.Planner(
-                lengths,
-                options["t_max"],
-                blocks_per_batch=options["blocks_per_batch"],
-                world_size=options["world_size"],
-                seed=options["seed"],
-                policy=options["policy"],
-                split_oversized=options["oversize"] == "split",
-                cost=options.get("cost", "steps"),  # pickles from before the option: by steps
-            )
+        self._check_against(options)
+        try:
+            if sources:
+                self.planner = mixture.stored_planner(lengths, sources, options)
+            else:
+                self.planner = torch.classes.bload.Planner(
+                    lengths,
+                    options["t_max"],
+                    blocks_per_batch=options["blocks_per_batch"],
+                    world_size=options["world_size"],
+                    seed=options["seed"],
+                    policy=options["policy"],
+                    split_oversized=options["oversize"] == "split",
+                    cost=options.get("cost", "steps"),  # pickles from before the option: by steps
+                )
+        except (KeyError, TypeError) as err:
+            raise ValueError(
+                damaged("_planner", stored[2], f"the planner's options (no {err})")
+            ) from None
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
         self.load_state_dict(saved)
+
+    def _check_against(self, options):
+        """Refuses a pickle whose sampler attributes disagree with its planner's options: the
+        sampler would serve another rank's batches, or blocks the plan does not have."""
+        for name in ("t_max", "blocks_per_batch", "world_size", "seed"):
+            value, expected = self.__dict__.get(name), options.get(name)
+            if value != expected or isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(
+                    damaged(name, value, f"{expected!r}, the planner's {name} it was pickled with")
+                )
+        rank = self.__dict__.get("rank")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.world_size:
+            raise ValueError(damaged("rank", rank, f"a rank from 0 to {self.world_size - 1}"))
+        self.read_ahead = check_read_ahead(self.__dict__.get("read_ahead", READ_AHEAD))

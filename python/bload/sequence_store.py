@@ -1,5 +1,8 @@
-"""bload.SequenceStore: a store that bload.store.write made, read as a map-style dataset whose
-get_range is a view of the mapped files, so that BlockDataset copies exactly the packed steps.
+"""bload.SequenceStore: a store that bload.store.write made, read as a map-style dataset of the
+mapped files. Items and get_range are copies, the caller's own: a view of a copy-on-write
+mapping, written to, would change what every later read of the same store object sees.
+BlockDataset reads views instead (_views), which it only copies into its batch, so that it
+copies exactly the packed steps, once.
 
 Everything the header promises is checked when the store is opened, by the Rust core (format and
 version, fields' dtypes and shapes, the offsets' size, CRC-32, order and total, each field file's
@@ -9,20 +12,28 @@ process rewrites it): reading the lost pages would kill the process with SIGBUS,
 first checks, with one fstat per field, that the files still hold the steps the header says.
 (A file that shrinks between that check and the copy of the view is beyond any reader's check.)
 
+The fields are chosen by name, as C++'s bload::SequenceStore chooses them (its data and target
+arguments, "data" and "target" by default): an item is the named fields in the order named,
+whatever their order in the header, so a store written with fields=("target", "data") still
+serves its data as data.
+
 The mapping is made lazily in each process and never pickled: a DataLoader worker gets the path
-and opens its own (also after fork, where the pid tells a copy from the original).
+and opens its own (also after fork, where the pid tells a copy from the original). It is mapped
+with mmap and torch.frombuffer, not NumPy, which bload does not require.
 """
 
+import array
 import json
 import mmap
+import numbers
 import os
 
-import numpy as np
 import torch
 
 from bload import _library
+from bload.block_batch import SAMPLER_NOT_BATCH_SAMPLER, BlockBatch
 from bload.ops import COLUMN
-from bload.store import DTYPES
+from bload.store import TORCH_DTYPES
 
 _library.load()
 
@@ -35,21 +46,23 @@ class StoreError(ValueError):
 
 class SequenceStore(torch.utils.data.Dataset):
     """The sequence store at `path` (see bload.store). Item i is a tuple of tensors [T_i, ...],
-    one per field in the header's order ((data, target) for a store written with the default
-    fields); `lengths` is int64 [count]; `get_range(i, offset, length)` is steps
-    [offset, offset + length) of item i, views of the mapped files (copy-on-write: writing to
-    them changes neither the file nor another reader)."""
+    one per name in `fields`, in that order: by default (data, target), what BlockDataset takes
+    (a store written with other fields names them: fields=("x", "mask", "tok"), or fields="x"
+    for a tuple of one). `lengths` is int64 [count]; `get_range(i, offset, length)` is steps
+    [offset, offset + length) of item i."""
 
-    def __init__(self, path):
+    def __init__(self, path, fields=("data", "target")):
         self.path = os.fspath(path)
+        self._names = _field_names(fields)
         self._open_header()
         self._pid = None
 
     def __getstate__(self):
-        return {"path": self.path}
+        return {"path": self.path, "fields": self._names}
 
     def __setstate__(self, state):
-        self.__init__(state["path"])
+        # Pickles from before fields= hold the path alone: the default fields.
+        self.__init__(state["path"], state.get("fields", ("data", "target")))
 
     def __len__(self):
         return self.count
@@ -64,11 +77,23 @@ class SequenceStore(torch.utils.data.Dataset):
         try:
             offsets, layout = torch.ops.bload.open_store(self.path)
         except RuntimeError as err:
-            raise StoreError(str(err).split("\n")[0]) from None
+            raise StoreError(_header_detail(self.path, str(err).split("\n")[0])) from None
         layout = json.loads(layout)
-        self.count, self.steps, self.fields = layout["count"], layout["steps"], layout["fields"]
+        self.count, self.steps = layout["count"], layout["steps"]
+        # self.fields: the header's entries of the fields named, in the order named.
+        by_name = {field["name"]: field for field in layout["fields"]}
+        missing = [name for name in self._names if name not in by_name]
+        if missing:
+            raise StoreError(
+                f"fields = {self._names}: {', '.join(map(repr, missing))} not in the store "
+                f"{self.path}: expected names among its fields ({', '.join(by_name)})"
+            )
+        self.fields = [by_name[name] for name in self._names]
         self._offsets = offsets  # int64 [count + 1], for the core's read ranges
-        self.offsets = offsets.numpy()
+        # The same offsets as an array of int64 (8 bytes each, as the tensor): indexing it gives
+        # a Python int in tens of nanoseconds, a tensor's element takes microseconds.
+        self.offsets = array.array("q", bytes(8 * len(offsets)))
+        torch.frombuffer(self.offsets, dtype=torch.int64).copy_(offsets)
         self.lengths = offsets.diff()
 
     def _check_size(self, field, size):
@@ -81,21 +106,21 @@ class SequenceStore(torch.utils.data.Dataset):
             )
 
     def _map(self):
-        """This process's mappings, one per field, and the files' descriptors for the size checks."""
+        """This process's mappings, one tensor [steps, *shape] per field, and the files'
+        descriptors for the size checks."""
         self._maps, self._fds = [], []
         for field in self.fields:
-            np_dtype, torch_dtype = DTYPES[field["dtype"]]
-            path = field["path"]
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(field["path"], os.O_RDONLY | os.O_CLOEXEC)
             self._fds.append(fd)
             self._check_size(field, os.fstat(fd).st_size)
-            shape = (self.steps, *field["shape"])
-            if field["bytes"] == 0:
-                array = np.zeros(shape, np_dtype)
-            else:
-                # copy-on-write: writable for torch, private to this process.
-                array = np.memmap(path, dtype=np_dtype, mode="c", shape=shape)
-            self._maps.append((array, torch_dtype))
+            dtype, shape = TORCH_DTYPES[field["dtype"]], (self.steps, *field["shape"])
+            if field["bytes"] == 0:  # no step has an element: nothing to map
+                self._maps.append(torch.zeros(shape, dtype=dtype))
+                continue
+            # Copy-on-write (MAP_PRIVATE): torch.frombuffer takes a writable buffer, and nothing
+            # written to it could reach the file or another process.
+            mapping = mmap.mmap(fd, field["bytes"], access=mmap.ACCESS_COPY)
+            self._maps.append(torch.frombuffer(mapping, dtype=dtype).view(shape))
         self._pid = os.getpid()
 
     def __del__(self):
@@ -105,24 +130,39 @@ class SequenceStore(torch.utils.data.Dataset):
             except OSError:
                 pass
 
-    def get_range(self, index, offset, length):
+    def _check_range(self, index, offset, length):
+        """Steps [start, end) of the store that the range is, or an IndexError naming it."""
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(_not_an_index(index, self.path))
         if not 0 <= index < self.count:
             raise IndexError(f"index = {index}: expected 0 <= index < {self.count} ({self.path})")
-        start, end = int(self.offsets[index]), int(self.offsets[index + 1])
+        start, end = self.offsets[index], self.offsets[index + 1]
         if not (0 <= offset and 0 <= length and offset + length <= end - start):
             raise IndexError(
                 f"steps [{offset}, {offset + length}) of sequence {index}: expected a range within its "
                 f"{end - start} steps ({self.path})"
             )
+        return start + offset, start + offset + length
+
+    def _views(self, index, offset, length):
+        """get_range's steps as views of this process's mappings, which share their memory with
+        every other read of the same steps: for BlockDataset, which only copies them into its
+        batch. Reading a view after its file shrinks kills the process (SIGBUS): the check
+        before is one fstat, and a file truncated after it is beyond any reader's check."""
+        first, last = self._check_range(index, offset, length)
         if self._pid != os.getpid():
             self._map()
         out = []
-        for field, fd, (array, torch_dtype) in zip(self.fields, self._fds, self._maps):
+        for field, fd, steps in zip(self.fields, self._fds, self._maps):
             # A file shrunk since it was mapped would raise SIGBUS on the lost pages: refuse.
             self._check_size(field, os.fstat(fd).st_size)
-            steps = torch.from_numpy(array[start + offset : start + offset + length])
-            out.append(steps.view(torch_dtype) if field["dtype"] == "bfloat16" else steps)
+            out.append(steps[first:last])
         return tuple(out)
+
+    def get_range(self, index, offset, length):
+        """Steps [offset, offset + length) of sequence `index`, one tensor per field: copies of
+        the mapped files, the caller's own (writing to one changes no later read)."""
+        return tuple(steps.clone() for steps in self._views(index, offset, length))
 
     def prefetch_table(self, table):
         """Advises the kernel that the pieces of a block table (int64 [pieces, 6]) are read
@@ -147,6 +187,62 @@ class SequenceStore(torch.utils.data.Dataset):
         self.prefetch_table(row)
 
     def __getitem__(self, index):
-        if not 0 <= index < self.count:
-            raise IndexError(f"index = {index}: expected 0 <= index < {self.count} ({self.path})")
-        return self.get_range(index, 0, int(self.lengths[index]))
+        first, last = self._check_range(index, 0, 0)
+        return self.get_range(index, 0, self.offsets[index + 1] - first)
+
+
+def _field_names(fields):
+    """fields= as a tuple of one or more distinct names."""
+    names = (fields,) if isinstance(fields, str) else fields
+    try:
+        names = tuple(names)
+    except TypeError:
+        names = None
+    if (
+        not names
+        or not all(isinstance(name, str) for name in names)
+        or len(set(names)) < len(names)
+    ):
+        raise TypeError(
+            f"fields = {fields!r}: expected a field's name or a tuple of distinct names, e.g. "
+            '("data", "target")'
+        )
+    return names
+
+
+def _not_an_index(index, path):
+    """The error of an index that is not an int: a BlockBatch means the sampler was passed as
+    sampler= rather than batch_sampler=."""
+    if isinstance(index, BlockBatch) or (
+        isinstance(index, list) and index and isinstance(index[0], BlockBatch)
+    ):
+        return f"SequenceStore({path!r})[a BlockBatch]: {SAMPLER_NOT_BATCH_SAMPLER}"
+    return f"index = {index!r:.80}: expected an int, a sequence's index ({path})"
+
+
+def _header_detail(path, message):
+    """The core's error, or, where it says only that the header lacks its numbers and fields
+    ("a header without them"), which of them has what value."""
+    if "a header without them" not in message:
+        return message
+    header_path = os.path.join(path, "header.json")
+    try:
+        with open(header_path) as file:
+            header = json.load(file)
+    except (OSError, ValueError):
+        return message
+    for key in ("count", "steps", "offsets_crc32"):
+        value = header.get(key, "missing")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+            shown = "missing" if key not in header else f"{value!r:.60}"
+            return (
+                f"{header_path} = a header whose {key} is {shown}: expected {key} an integer "
+                "from 0 to 2^64 - 1"
+            )
+    if not isinstance(header.get("fields"), list):
+        shown = "missing" if "fields" not in header else f"{header['fields']!r:.60}"
+        return (
+            f"{header_path} = a header whose fields is {shown}: expected fields a list of "
+            "{name, dtype, shape, file}"
+        )
+    return message

@@ -16,37 +16,61 @@ the path. The Rust core checks all of this when a store is opened (src/store.rs)
 readers: bload.SequenceStore (sequence_store.py) and C++'s bload::SequenceStore.
 """
 
+import errno
+import functools
 import json
 import os
 import shutil
 import sys
 import zlib
 
-import numpy as np
 import torch
 
-__all__ = ["FORMAT", "VERSION", "DTYPES", "write"]
+# DTYPES is the module's __getattr__'s, made on first use.
+__all__ = ["FORMAT", "VERSION", "DTYPES", "TORCH_DTYPES", "write"]  # noqa: F822
 
 FORMAT = "bload-sequence-store"
 VERSION = 1
 HEADER, OFFSETS = "header.json", "offsets.bin"
-#: The dtypes a field may have: name -> (numpy dtype of its bytes, torch dtype). bfloat16, which
-#: NumPy lacks, is kept as its 16-bit words and viewed as torch.bfloat16 on reading.
-DTYPES = {
-    "bool": (np.dtype(np.bool_), torch.bool),
-    "uint8": (np.dtype("<u1"), torch.uint8),
-    "uint16": (np.dtype("<u2"), torch.uint16),
-    "uint32": (np.dtype("<u4"), torch.uint32),
-    "uint64": (np.dtype("<u8"), torch.uint64),
-    "int8": (np.dtype("<i1"), torch.int8),
-    "int16": (np.dtype("<i2"), torch.int16),
-    "int32": (np.dtype("<i4"), torch.int32),
-    "int64": (np.dtype("<i8"), torch.int64),
-    "float16": (np.dtype("<f2"), torch.float16),
-    "bfloat16": (np.dtype("<u2"), torch.bfloat16),
-    "float32": (np.dtype("<f4"), torch.float32),
-    "float64": (np.dtype("<f8"), torch.float64),
+#: The dtypes a field may have: name -> torch dtype (what the reader maps it as).
+TORCH_DTYPES = {
+    "bool": torch.bool,
+    "uint8": torch.uint8,
+    "uint16": torch.uint16,
+    "uint32": torch.uint32,
+    "uint64": torch.uint64,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
 }
+# The NumPy dtype of each field's bytes (bfloat16, which NumPy lacks, as its 16-bit words).
+_NUMPY_NAMES = {"bool": "bool", "bfloat16": "<u2"}
+
+
+@functools.cache
+def _numpy_dtypes():
+    import numpy as np
+
+    return {
+        key: (
+            np.dtype(_NUMPY_NAMES[key] if key in _NUMPY_NAMES else "<" + np.dtype(key).str[1:]),
+            dtype,
+        )
+        for key, dtype in TORCH_DTYPES.items()
+    }
+
+
+def __getattr__(name):
+    # DTYPES (name -> (NumPy dtype of its bytes, torch dtype)) is made on first use: NumPy, which
+    # only the writer needs, is not imported with bload.
+    if name == "DTYPES":
+        return _numpy_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def write(
@@ -68,6 +92,7 @@ def write(
       with several, a subdirectory per field holding files of the same names.
     Each field's dtype and step shape are those of its first item; later items must match.
     total: the item count, for the progress bar (tqdm, on stderr) when items has no len().
+    Read it back with bload.SequenceStore(path, fields=...), which takes fields by name.
     """
     fields = (fields,) if isinstance(fields, str) else tuple(fields)
     path = os.fspath(path)
@@ -86,7 +111,17 @@ def write(
     shutil.rmtree(temporary, ignore_errors=True)
     os.makedirs(temporary)
     try:
-        _write_into(temporary, items, fields, total, progress)
+        try:
+            _write_into(temporary, items, fields, total, progress)
+        except OSError as err:
+            if err.errno != errno.ENOSPC:
+                raise
+            # Name the user's path, not the temporary directory it was written into.
+            raise OSError(
+                errno.ENOSPC,
+                f"path = {path}: no space left on its device while writing the store (in "
+                f"{temporary}, removed): expected room for it",
+            ) from None
         if os.path.exists(path):
             old = f"{temporary}.old"
             os.rename(path, old)
@@ -108,37 +143,49 @@ def _write_into(directory, items, fields, total, progress):
     bar = _progress(total, progress)
     steps, count, crc = 0, 0, 0
     try:
-        first = np.zeros(1, np.int64).tobytes()
+        first = (0).to_bytes(8, "little", signed=True)
         offsets_file.write(first)
         crc = zlib.crc32(first, crc)
         for item in items:
             arrays = _item_arrays(item, fields, count)
             if described is None:
                 described = [_describe(name, array, count) for name, array in zip(fields, arrays)]
-            length = None
+            # Every field checked before any is written: a bad item is named as such, not by
+            # what writing it would break.
             for (name, dtype, shape), array in zip(described, arrays):
                 _check_item(name, dtype, shape, array, count)
-                if length is not None and len(array) != length:
+                if len(array) == 0:
+                    raise ValueError(
+                        f"item {count}: field {name!r} has 0 steps: expected a sequence of at "
+                        "least one step"
+                    )
+                if len(array) != len(arrays[0]):
                     raise ValueError(
                         f"item {count}: field {name!r} has {len(array)} steps and {fields[0]!r} "
-                        f"{length}: expected the same steps in every field (they share offsets)"
+                        f"{len(arrays[0])}: expected the same steps in every field (they share "
+                        "offsets)"
                     )
-                length = len(array)
+            for name, array in zip(fields, arrays):
                 files[name].write(_bytes(array))
-            if length == 0:
-                raise ValueError(f"item {count}: 0 steps: expected a sequence of at least one step")
-            steps += length
+            steps += len(arrays[0])
             count += 1
-            word = np.array([steps], "<i8").tobytes()
+            word = steps.to_bytes(8, "little", signed=True)
             offsets_file.write(word)
             crc = zlib.crc32(word, crc)
             bar.update(1)
-    finally:
-        bar.close()
         for file in [*files.values(), offsets_file]:
             file.flush()
             os.fsync(file.fileno())
-            file.close()
+    finally:
+        bar.close()
+        # Closed whatever happened; on a failure, an error of closing (a full disk again) must
+        # not hide the first.
+        for file in [*files.values(), offsets_file]:
+            try:
+                file.close()
+            except OSError:
+                if sys.exc_info()[0] is None:
+                    raise
     if count == 0:
         raise ValueError("items: no item: expected at least one sequence")
     header = {
@@ -196,10 +243,12 @@ def _item_arrays(item, fields, index):
 
 
 def _as_numpy(array, name, index):
+    import numpy as np  # the writer's alone: bload does not require it
+
     if isinstance(array, torch.Tensor):
         array = array.detach().cpu().contiguous()
         if array.dtype == torch.bfloat16:
-            return _Bfloat16(array.view(torch.int16).numpy().view("<u2"))
+            return _bfloat16_words(array.view(torch.int16).numpy().view("<u2"))
         return array.numpy()
     array = np.asarray(array)
     if array.ndim == 0:
@@ -207,18 +256,28 @@ def _as_numpy(array, name, index):
     return array
 
 
-class _Bfloat16(np.ndarray):
-    """A bfloat16 tensor's 16-bit words, marked so that its field is described as bfloat16."""
+def _bfloat16_words(words):
+    """A bfloat16 tensor's 16-bit words (NumPy uint16), marked so that its field is described as
+    bfloat16. The class is made on first use, since it derives from NumPy's ndarray."""
+    global _Bfloat16
+    if _Bfloat16 is None:
+        import numpy as np
 
-    def __new__(cls, words):
-        return words.view(cls)
+        class Bfloat16(np.ndarray):
+            pass
+
+        _Bfloat16 = Bfloat16
+    return words.view(_Bfloat16)
+
+
+_Bfloat16 = None
 
 
 def _dtype_name(array):
     """The store's name of an array's dtype (either byte order), or None."""
-    if isinstance(array, _Bfloat16):
+    if _Bfloat16 is not None and isinstance(array, _Bfloat16):
         return "bfloat16"
-    for name, (np_dtype, _) in DTYPES.items():
+    for name, (np_dtype, _) in _numpy_dtypes().items():
         if name != "bfloat16" and (array.dtype.kind, array.dtype.itemsize) == (
             np_dtype.kind,
             np_dtype.itemsize,
@@ -231,7 +290,8 @@ def _describe(name, array, index):
     dtype = _dtype_name(array)
     if dtype is None:
         raise ValueError(
-            f"item {index}: field {name!r} has dtype {array.dtype}: expected one of {', '.join(DTYPES)}"
+            f"item {index}: field {name!r} has dtype {array.dtype}: expected one of "
+            f"{', '.join(TORCH_DTYPES)}"
         )
     return name, dtype, tuple(array.shape[1:])
 
@@ -246,12 +306,16 @@ def _check_item(name, dtype, shape, array, index):
 
 def _bytes(array):
     """The array's steps as little-endian bytes, in C order (a copy only where needed)."""
+    import numpy as np
+
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return memoryview(np.ascontiguousarray(array)).cast("B")
 
 
 def _npy_directory(directory, fields):
+    import numpy as np
+
     if len(fields) == 1:
         folders = [directory]
     else:

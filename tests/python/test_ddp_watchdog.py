@@ -141,3 +141,9 @@ def test_the_library_names_a_rank_stuck_behind_the_others():
 def test_bad_liveness_arguments_are_named(arguments, expected):
     with pytest.raises(RuntimeError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         bload.distributed.Liveness("127.0.0.1", 1, **arguments)
+
+
+@pytest.mark.parametrize("store_rank", [2, 5, -2])
+def test_a_store_rank_outside_the_world_is_named(store_rank):
+    with pytest.raises(ValueError, match=rf"store_rank = {store_rank}: expected -1 .* from 0 to 1"):
+        bload.distributed.Liveness("127.0.0.1", 1, 0, 2, store_rank=store_rank)

@@ -3,6 +3,7 @@ pyarrow, datasets): .npy of every integer dtype through the core, Megatron .idx,
 and streams, Parquet, datasets.Dataset (selected and shuffled too), the caches that
 write_lengths_cache and `python -m bload lengths` write, and each format's refusals."""
 
+import errno
 import os
 import struct
 import subprocess
@@ -193,3 +194,50 @@ def test_the_cache_from_python_and_from_the_command_lines(tmp_path):
         writer.write_table(pa.table({"x": list_column(LENGTHS)}))
     sampler = bload.BlockSampler(tmp_path / "one.arrow", t_max=10)
     assert sum(len(batch.table) > 0 for batch in sampler) > 0
+
+
+def test_the_cache_refuses_an_output_that_is_not_a_regular_file(tmp_path):
+    lengths = tmp_path / "l.npy"
+    np.save(lengths, np.array(LENGTHS))
+    # As root, the rename at the end would replace the device itself.
+    with pytest.raises(ValueError, match="out = /dev/null: a device or other special file"):
+        bload.write_lengths_cache(lengths, "/dev/null")
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ValueError, match=f"out = {tmp_path / 'dir'}: a directory: expected"):
+        bload.write_lengths_cache(lengths, tmp_path / "dir")
+    missing = tmp_path / "absent" / "out.npy"
+    with pytest.raises(
+        FileNotFoundError, match=f"out = {missing}: its directory .* does not exist"
+    ):
+        bload.write_lengths_cache(lengths, missing)
+    assert sorted(os.listdir(tmp_path)) == ["dir", "l.npy"]
+
+
+def test_a_full_disk_names_the_caches_path_not_its_temporary_file(tmp_path, monkeypatch):
+    lengths = tmp_path / "l.npy"
+    np.save(lengths, np.array(LENGTHS))
+
+    class Full:
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    monkeypatch.setattr(
+        bload.lengths, "open", lambda *args, **kwargs: Full(open(*args, **kwargs)), raising=False
+    )
+    out = tmp_path / "out.npy"
+    with pytest.raises(OSError, match=f"out = {out}: no space left") as error:
+        bload.write_lengths_cache(lengths, out)
+    assert error.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(tmp_path)) == ["l.npy"]

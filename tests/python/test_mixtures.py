@@ -170,3 +170,8 @@ def test_a_pickled_planner_keeps_its_mixture():
         assert made_again.mixture() == planner.mixture()
         assert made_again.source_starts() == planner.source_starts()
         assert made_again.plan_hash(3) == planner.plan_hash(3)
+
+
+def test_weights_whose_sum_overflows_are_named():
+    with pytest.raises(ValueError, match=r"sources' weights = \[1e\+308, 1e\+308\]: their sum"):
+        bload.BlockSampler(sources=[(web(), 1e308), (code(), 1e308)], t_max=T_MAX)

@@ -7,6 +7,7 @@ import os
 import pickle
 import re
 import subprocess
+import sys
 
 import bload
 import pytest
@@ -302,3 +303,25 @@ def test_a_state_saved_at_the_end_of_an_epoch_leaves_nothing_of_it_until_set_epo
     assert all(map(torch.equal, [batch.table for batch in resumed], whole))
     resumed.set_epoch(2)
     assert len(resumed) == len(whole)
+
+
+def test_bload_imports_and_serves_a_batch_without_numpy():
+    # NumPy is not among bload's (or torch's) requirements: blocked, as if not installed.
+    script = """
+import pickle, sys
+sys.modules["numpy"] = None
+import bload
+sampler = bload.BlockSampler([5, 3, 9, 2, 7, 4], t_max=8, blocks_per_batch=2, split=True)
+batch = next(iter(sampler))
+copy = pickle.loads(pickle.dumps(sampler))  # goes on after the batch served
+print("served", len(batch.table), len(list(copy)) == len(sampler) - 1)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("served ") and run.stdout.strip().endswith("True"), run.stdout

@@ -6,6 +6,7 @@ import functools
 import io
 import os
 import sys
+import threading
 
 import pytest
 import torch
@@ -43,6 +44,26 @@ def recorded_clip_range(path, index, offset, length):
     with open(path, "a") as record:
         record.write(f"{index},{offset},{length}\n")
     return clip_range(index, offset, length)
+
+
+# An item of rank 0's first batch, for the item functions that fail on it.
+BAD = int(
+    bload.BlockSampler(LENGTHS, T_MAX, BLOCKS, world_size=2, rank=0, seed=3, split=True).plan.batch(
+        0, 0
+    )[0, bload.ops.COLUMN["sequence"]]
+)
+
+
+def ends_its_worker(index):
+    if index == BAD:
+        os._exit(1)  # as a crash, or the memory killer, would end it
+    return clip(index)
+
+
+def raises(index):
+    if index == BAD:
+        raise KeyError(f"no clip {index}")
+    return clip(index)
 
 
 def wrong_length(index):
@@ -180,9 +201,56 @@ def test_bad_arguments_are_refused_by_name():
         bload.ray.RayLoader(sampler(0), clip, num_cpus=float("nan"))
     with pytest.raises(ValueError, match="positions = 'block'"):
         bload.ray.RayLoader(sampler(0), clip, positions="block")
+    with pytest.raises(ValueError, match="max_retries = -1: expected an int from 0"):
+        bload.ray.RayLoader(sampler(0), clip, max_retries=-1)
 
 
 def test_an_item_of_the_wrong_length_names_the_item_function(local_ray):
     loader = bload.ray.RayLoader(sampler(0), wrong_length)
     with pytest.raises(ValueError, match=r"load\(\d+\) target has \d+ steps: expected \d+"):
         list(loader)
+
+
+def test_an_item_that_ends_its_worker_every_time_is_named_after_max_retries(local_ray):
+    # Ray Data's default would run the task again without end, and the loop would wait forever.
+    # One item a task, one task at a time: the item is named whether Ray Data stops the epoch
+    # at the task's first death or after its last retry.
+    loader = bload.ray.RayLoader(
+        sampler(0), ends_its_worker, items_per_task=1, concurrency=1, max_retries=1
+    )
+    with pytest.raises(
+        RuntimeError, match=rf"load\({BAD}\) ended its worker process .*\(max_retries = 1\)"
+    ):
+        list(loader)
+
+
+def test_an_item_function_that_raises_is_named_with_its_item(local_ray):
+    loader = bload.ray.RayLoader(sampler(0), raises, items_per_task=4)
+    with pytest.raises(RuntimeError, match=rf"load\({BAD}\) raised KeyError: 'no clip {BAD}'"):
+        list(loader)
+
+
+def test_no_thread_is_left_after_an_epoch_a_break_or_close(local_ray):
+    before = set(threading.enumerate())
+    loader = bload.ray.RayLoader(sampler(1), clip)
+    assert len(list(loader)) == len(sampler(1))
+    for _ in loader:
+        break
+    batches = iter(loader)
+    next(batches)
+    loader.close()
+    assert set(threading.enumerate()) - before == set()
+    with pytest.raises(StopIteration):
+        next(batches)
+
+
+def test_a_loader_iterated_after_ray_shutdown_is_refused(local_ray):
+    # Last in the file: Ray is started again after it, for the fixture's own shutdown.
+    loader = bload.ray.RayLoader(sampler(1), clip)
+    next(iter(loader))
+    ray.shutdown()
+    try:
+        with pytest.raises(RuntimeError, match=r"Ray was shut down \(ray.shutdown\(\)\) since"):
+            next(iter(loader))
+    finally:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -319,3 +319,28 @@ def test_resume_runs_in_torchscript(action_genome_lengths):
     added = rest.stats()["blocks"] - three.stats(0)["blocks"]
     assert 0 <= added < 4 and rest.stats()["empty_blocks"] >= added
     assert rest.stats()["padding"] == three.stats(0)["padding"] + added * T_MAX
+
+
+class Listed(torch.utils.data.Dataset):
+    """A user's dataset over a list, as most are: its list takes an int index alone."""
+
+    def __init__(self, lengths):
+        self.items = [(torch.zeros(n, 2), torch.zeros(n, dtype=torch.long)) for n in lengths]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+@pytest.mark.parametrize("batch_size", [1, None])
+def test_the_sampler_passed_as_sampler_to_a_users_dataset_says_to_pass_batch_sampler(
+    action_genome_lengths, batch_size
+):
+    lengths = action_genome_lengths[:50]
+    loader = torch.utils.data.DataLoader(
+        Listed(lengths), sampler=sampler_for(lengths, 1, 0), batch_size=batch_size
+    )
+    with pytest.raises(TypeError, match=r"as batch_sampler= \(not sampler=\).*bload.collate"):
+        next(iter(loader))

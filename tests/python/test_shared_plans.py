@@ -191,3 +191,17 @@ def test_ranks_in_processes_meet_at_one_file(tmp_path):
         assert shared and private_bytes == 0
         assert batches == tables(sampler(rank), 0)
     assert len(list(pathlib.Path(tmp_path).iterdir())) == 1
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e300, float("nan")])
+def test_a_timeout_of_no_finite_seconds_is_named(tmp_path, timeout):
+    with pytest.raises(
+        ValueError, match="shared_plan_timeout = .*: expected a finite number of seconds"
+    ):
+        sampler(0, tmp_path, shared_plan_timeout=timeout)
+
+
+def test_a_local_rank_of_the_environment_that_is_no_int_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "abc")
+    with pytest.raises(ValueError, match="LOCAL_RANK = 'abc' \\(the environment's"):
+        bload.BlockSampler([3, 4, 5], t_max=8, shared_plan_dir=tmp_path)

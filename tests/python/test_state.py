@@ -173,3 +173,45 @@ def test_a_state_saved_by_python_loads_into_the_cpp_sampler_and_back(tmp_path):
     )
     assert result.returncode == 1
     assert "state['seed'] = 9: expected 0 as this sampler has" in result.stderr
+
+
+def pickled_state(**changes):
+    """A pickled sampler's state (what __setstate__ gets), with `changes`."""
+    sampler = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=0, seed=3)
+    served(sampler, 2)
+    state = sampler.__getstate__()
+    state.update(changes)
+    return {name: value for name, value in state.items() if value is not DROP}
+
+
+DROP = object()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        # The sampler's own attributes against the planner's options: another rank's batches,
+        # or blocks the plan does not have, if taken as they are.
+        (dict(rank=5), r"rank = 5: expected a rank from 0 to 1"),
+        (dict(blocks_per_batch=3), r"blocks_per_batch = 3: expected 2, the planner's"),
+        (dict(t_max=50), r"t_max = 50: expected 94, the planner's"),
+        (dict(world_size=1), r"world_size = 1: expected 2, the planner's"),
+        (dict(seed=4), r"seed = 4: expected 3, the planner's"),
+        (dict(_state=DROP), r"_state = None: expected the dict state_dict\(\) returns"),
+        (dict(_planner=None), r"_planner = None: expected \(the lengths' dtype"),
+        (dict(_planner=("int16", b"", "{}")), r"_planner = \('int16'"),
+    ],
+)
+def test_a_pickled_sampler_whose_parts_disagree_is_refused_naming_the_part(changes, message):
+    # What pickle.loads does with a pickle's state: a bare object, then __setstate__.
+    sampler = bload.BlockSampler.__new__(bload.BlockSampler)
+    with pytest.raises(ValueError, match="a pickled BlockSampler whose " + message):
+        sampler.__setstate__(pickled_state(**changes))
+
+
+@pytest.mark.parametrize("field", ["epoch", "position"])
+def test_a_state_of_an_int_beyond_64_bits_is_refused_naming_it(field):
+    sampler = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=0, seed=3)
+    state = dict(saved_after(), **{field: 2**63})
+    with pytest.raises(ValueError, match=rf"state\['{field}'\] = {2**63}: expected an int from"):
+        sampler.load_state_dict(state)

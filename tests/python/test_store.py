@@ -4,6 +4,7 @@ workers through BlockDataset, and every bad store refused with an error naming i
 file truncated while mapped too, in a child process so that a SIGBUS would fail the test rather
 than end the run). bload.HFSequences is checked against the same sequences."""
 
+import errno
 import json
 import os
 import pathlib
@@ -52,8 +53,8 @@ def test_round_trip_lengths_items_and_ranges(store, items):
         part = store.get_range(i, offset, length)
         assert np.array_equal(part[0].numpy(), data[offset : offset + length])
         assert np.array_equal(part[1].numpy(), target[offset : offset + length])
-    # Views of one mapping: the same steps twice are the same memory, not copies.
-    assert store.get_range(3, 1, 1)[0].data_ptr() == store[3][0][1:].data_ptr()
+    # Copies, the caller's own: the same steps twice are two tensors' memory.
+    assert store.get_range(3, 1, 1)[0].data_ptr() != store[3][0][1:].data_ptr()
     with pytest.raises(IndexError, match="expected a range within its"):
         store.get_range(0, 0, len(items[0][0]) + 1)
     with pytest.raises(IndexError, match="index = 40"):
@@ -70,7 +71,8 @@ def test_dtypes_shapes_and_tensors(tmp_path):
         for n in (3, 1, 5)
     ]
     store = bload.SequenceStore(
-        bload.store.write(tmp_path / "s", iter(items), fields=["x", "mask", "tok"], progress=False)
+        bload.store.write(tmp_path / "s", iter(items), fields=["x", "mask", "tok"], progress=False),
+        fields=["x", "mask", "tok"],
     )
     for i, item in enumerate(items):
         x, mask, tok = store[i]
@@ -103,7 +105,7 @@ def test_from_a_directory_of_npy_files(tmp_path, items):
     one = bload.store.write(
         tmp_path / "one", tmp_path / "npy" / "target", fields="data", progress=False
     )
-    assert bload.SequenceStore(one)[5][0].tolist() == items[5][1].tolist()
+    assert bload.SequenceStore(one, fields="data")[5][0].tolist() == items[5][1].tolist()
 
 
 def test_pickles_as_its_path_and_packs_in_workers(store, items):
@@ -274,3 +276,104 @@ def test_the_store_command_from_npy_files_and_parquet(tmp_path, items):
     # A second write to the same path is refused, naming it.
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 1 and f"path = {tmp_path / 's'}" in run.stderr
+
+
+def test_fields_are_taken_by_name_whatever_their_order_in_the_header(tmp_path, items):
+    # Written target first: the header lists target before data. Read by name, as C++ reads it.
+    swapped = [(target, data) for data, target in items]
+    path = bload.store.write(tmp_path / "s", swapped, fields=("target", "data"), progress=False)
+    store = bload.SequenceStore(path)
+    assert [field["name"] for field in store.fields] == ["data", "target"]
+    data, target = store[4]
+    assert np.array_equal(data.numpy(), items[4][0]) and target.tolist() == items[4][1].tolist()
+    batch = next(iter(bload.BlockSampler(store.lengths, t_max=16, split=True)))
+    packed = bload.BlockDataset(store, t_max=16).__getitems__(batch)
+    assert packed.data.dtype == torch.float32 and packed.target.dtype == torch.int64
+    # Any other order is asked for by name, and a name the store lacks is refused, naming both.
+    assert (
+        bload.SequenceStore(path, fields=("target", "data"))[4][0].tolist() == items[4][1].tolist()
+    )
+    with pytest.raises(bload.StoreError, match=r"'label' not in the store .*\(target, data\)"):
+        bload.SequenceStore(path, fields=("data", "label"))
+    with pytest.raises(TypeError, match=r"fields = \('data', 'data'\): expected"):
+        bload.SequenceStore(path, fields=("data", "data"))
+    # A pickle keeps the names.
+    again = pickle.loads(pickle.dumps(bload.SequenceStore(path, fields=("target", "data"))))
+    assert again[4][0].tolist() == items[4][1].tolist()
+
+
+def test_a_write_into_a_tensor_handed_out_is_not_seen_by_later_reads(store, items):
+    data, target = store[0]
+    target -= 100
+    data.zero_()
+    assert store[0][1].tolist() == items[0][1].tolist()
+    assert np.array_equal(store.get_range(0, 0, 1)[0].numpy(), items[0][0][:1])
+    # BlockDataset reads views of the mapping (one copy, into the batch), never a written copy.
+    batch = next(iter(bload.BlockSampler(store.lengths, t_max=16, split=True)))
+    packed = bload.BlockDataset(store, t_max=16).__getitems__(batch)
+    packed.target.fill_(7)
+    assert store[0][1].tolist() == items[0][1].tolist()
+
+
+def test_an_item_of_no_step_is_named_by_the_writer(tmp_path):
+    items = [
+        (np.zeros((2, 3), np.float32), np.zeros(2)),
+        (np.zeros((0, 3), np.float32), np.zeros(0)),
+    ]
+    with pytest.raises(ValueError, match="item 1: field 'data' has 0 steps: expected a sequence"):
+        bload.store.write(tmp_path / "s", items, progress=False)
+    assert os.listdir(tmp_path) == []
+
+
+def full_disk_after(budget):
+    """open() for the writer whose files' writes fail with ENOSPC once `budget` bytes are written
+    (a full disk, without filling one)."""
+    written = [0]
+
+    class File:
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            written[0] += len(memoryview(data).cast("B"))
+            if written[0] > budget:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    return lambda *args, **kwargs: File(open(*args, **kwargs))
+
+
+def test_a_full_disk_names_the_stores_path_and_leaves_nothing(tmp_path, items, monkeypatch):
+    monkeypatch.setattr(bload.store, "open", full_disk_after(1000), raising=False)
+    path = tmp_path / "s"
+    with pytest.raises(OSError, match=f"path = {path}: no space left") as error:
+        bload.store.write(path, items, progress=False)
+    assert error.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("count", -1), ("steps", 2**64), ("offsets_crc32", "123"), ("count", None)],
+)
+def test_a_header_number_of_another_kind_is_named_with_its_value(store, key, value):
+    path = pathlib.Path(store.path)
+    if value is None:
+        rewrite(path, "header.json", header_edit(lambda h: h.pop(key)))
+    else:
+        rewrite(path, "header.json", header_edit(lambda h: h.update({key: value})))
+    shown = "missing" if value is None else repr(value)
+    with pytest.raises(bload.StoreError) as error:
+        bload.SequenceStore(path)
+    assert str(error.value).startswith(
+        f"{path / 'header.json'} = a header whose {key} is {shown}: expected {key} an integer"
+    ), str(error.value)

@@ -1,0 +1,70 @@
+"""BlockSampler's pickles and states, checked as data from outside: a pickle's parts (the
+planner's lengths and options, the saved state) and a state's keys and ints, each refused with
+an error naming the part and its value rather than failing where it breaks."""
+
+import json
+import numbers
+
+import torch
+
+__all__ = ["check_state_values", "damaged", "stored_planner", "tensor_bytes"]
+
+
+def check_state_values(state):
+    """Refuses a state's key or int that torch cannot hand to the core (which checks the rest),
+    naming it, rather than letting torch's binding fail without a name."""
+    for name, value in state.items():
+        if not isinstance(name, str):
+            raise TypeError(f"state key {name!r}: expected the string keys state_dict() saves")
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                raise ValueError(
+                    f"state[{name!r}] = {value}: expected an int from -2^63 to 2^63 - 1 (a "
+                    "64-bit int, as state_dict() saves)"
+                )
+
+
+def damaged(name, value, expected):
+    """The error of a pickled sampler whose `name` holds `value` instead of `expected`."""
+    return (
+        f"a pickled BlockSampler whose {name} = {value!r:.80}: expected {expected} (the pickle is "
+        "damaged, edited, or not a BlockSampler's)"
+    )
+
+
+def stored_planner(stored):
+    """(lengths, options, a mixture's sources JSON or "") of a pickle's _planner, checked."""
+    dtypes = {"int32": torch.int32, "int64": torch.int64}
+    expected = "(the lengths' dtype, int32 or int64, their bytes, the planner's options as JSON)"
+    if not (
+        isinstance(stored, tuple)
+        and len(stored) == 3
+        and stored[0] in dtypes
+        and isinstance(stored[1], bytes)
+        and isinstance(stored[2], str)
+        and len(stored[1]) % dtypes[stored[0]].itemsize == 0
+    ):
+        raise ValueError(damaged("_planner", stored, expected))
+    dtype, data, options = stored
+    lengths = (
+        torch.frombuffer(bytearray(data), dtype=dtypes[dtype])
+        if data
+        else torch.empty(0, dtype=torch.long)
+    )
+    options, _, sources = options.partition("\n")  # a mixture's sources follow the options
+    try:
+        options = json.loads(options)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise ValueError(damaged("_planner", stored[2], "the planner's options as a JSON object"))
+    return lengths, options, sources
+
+
+def tensor_bytes(tensor):
+    """A CPU tensor's bytes, without NumPy (which bload does not require)."""
+    tensor = tensor.contiguous()
+    out = bytearray(tensor.numel() * tensor.element_size())
+    if out:
+        torch.frombuffer(out, dtype=tensor.dtype).copy_(tensor.view(-1))
+    return bytes(out)
