@@ -88,6 +88,8 @@ fn packed_batches_equal_the_plugins_bit_for_bit() {
             for index in 0..plan.batches_per_rank() {
                 let batch = plan.batch(rank, index).unwrap();
                 let ours = pack_batch_from(&batch, &data, &target, &pack_options).unwrap();
+                // The global batch the plan says, as Python's and C++'s batches carry it.
+                assert_eq!(ours.global, plan.global_batch(index).unwrap());
                 let args = [
                     IValue::Int(epoch as i64),
                     IValue::Int(i64::from(rank)),

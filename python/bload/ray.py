@@ -304,7 +304,11 @@ class RayLoader:
         self._loaded.sequences = batch.sequences
         try:
             return self._packer.pack(
-                batch.table, batch.blocks, carry=batch.carry, first_lane=batch.first_lane
+                batch.table,
+                batch.blocks,
+                carry=batch.carry,
+                first_lane=batch.first_lane,
+                global_batch=batch.global_batch,
             )
         except (TypeError, ValueError) as error:
             # BlockDataset names what it read as a dataset's; here that is the item function.

@@ -33,6 +33,49 @@ TEST(BlockSampler, RanksGetEqualBatchesAndEveryStepOnce) {
   }
 }
 
+// Every request carries its global batch (every rank's batch of its index): the ranks' steps
+// and pieces together, the same at any factoring of the global batch's blocks, with the loss
+// scales world_size / valid and world_size / (valid - pieces); the packed batch keeps them.
+TEST(BlockSampler, RequestsCarryTheirGlobalBatch) {
+  const auto lengths = action_genome_lengths();
+  std::vector<bload::GlobalBatch> one_rank;
+  for (int64_t world_size : {1, 2, 4}) {
+    SCOPED_TRACE("world_size = " + std::to_string(world_size));
+    std::vector<std::vector<bload::BatchRequest>> per_rank(world_size);
+    for (int64_t rank = 0; rank < world_size; ++rank) {
+      bload::BlockSampler sampler(lengths, bload::Options(94).world_size(world_size).rank(rank)
+                                               .blocks_per_batch(8 / world_size));
+      sampler.reset();
+      while (auto request = sampler.next()) per_rank[rank].push_back(*request);
+    }
+    for (size_t index = 0; index < per_rank[0].size(); ++index) {
+      int64_t valid = 0, pieces = 0;
+      for (const auto& requests : per_rank) {
+        const auto& table = requests[index].table;
+        valid += table.select(1, bload::kLength).sum().item<int64_t>();
+        pieces += table.size(0);
+        EXPECT_EQ(requests[index].global.valid, per_rank[0][index].global.valid);
+      }
+      const auto& global = per_rank[0][index].global;
+      ASSERT_EQ(global.valid, valid);
+      ASSERT_EQ(global.pieces, pieces);
+      EXPECT_EQ(global.loss_scale, static_cast<double>(world_size) / valid);
+      EXPECT_EQ(global.shifted_loss_scale, static_cast<double>(world_size) / (valid - pieces));
+      if (world_size == 1) {
+        one_rank.push_back(global);
+      } else {
+        EXPECT_EQ(global.valid, one_rank.at(index).valid);
+        EXPECT_EQ(global.pieces, one_rank.at(index).pieces);
+      }
+    }
+    auto dataset = bload::BlockDataset(SyntheticSequences(lengths), bload::Options(94));
+    const auto batch = dataset.get_batch(per_rank[0][0]);
+    EXPECT_EQ(batch.global.valid, per_rank[0][0].global.valid);
+    EXPECT_EQ(batch.loss_scale(), per_rank[0][0].global.loss_scale);
+    EXPECT_EQ(batch.loss_scale(true), per_rank[0][0].global.shifted_loss_scale);
+  }
+}
+
 TEST(BlockSampler, SplitSequencesAreCoveredOnce) {
   const auto lengths = bload::read_lengths(BLOAD_DATA_DIR "/speech_like.lengths");
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
