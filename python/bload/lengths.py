@@ -43,6 +43,10 @@ def read_lengths(
         path = os.fspath(source)
         if format is not None and format not in FORMATS:
             raise ValueError(f"format = {format!r}: expected one of {', '.join(FORMATS)}")
+        if format is None and os.path.exists(path) and not os.path.isfile(path):
+            # A pipe, FIFO or device can be read once only: the core decides its format from
+            # the bytes it reads (text, .npy or .idx), so nothing is read twice.
+            return torch.ops.bload.read_lengths(path, None)
         format = format or torch.ops.bload.lengths_format(path)
         if format in _CORE:
             if column is not None:

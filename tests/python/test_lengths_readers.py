@@ -241,3 +241,21 @@ def test_a_full_disk_names_the_caches_path_not_its_temporary_file(tmp_path, monk
         bload.write_lengths_cache(lengths, out)
     assert error.value.errno == errno.ENOSPC
     assert sorted(os.listdir(tmp_path)) == ["l.npy"]
+
+
+def test_lengths_from_a_fifo_are_read_once_from_their_first_byte(tmp_path):
+    # The format is decided from the bytes read, not by opening the path a second time (which
+    # would lose what the first open took from a pipe, or hang on a FIFO).
+    import threading
+
+    fifo = tmp_path / "lengths"
+    os.mkfifo(fifo)
+    text = "".join(f"{n}\n" for n in range(1, 41))
+    read = []
+    writer = threading.Thread(target=lambda: fifo.write_text(text), daemon=True)
+    reader = threading.Thread(target=lambda: read.append(bload.read_lengths(fifo)), daemon=True)
+    reader.start()
+    writer.start()
+    reader.join(timeout=60)  # a second open of the FIFO would wait for a writer forever
+    assert not reader.is_alive(), "read_lengths still waits on the FIFO"
+    assert read[0].tolist() == list(range(1, 41))
