@@ -175,9 +175,7 @@ def test_ddp_on_gloo_ranks_gives_one_processs_token_mean_gradient(world_size, tm
     context = multiprocessing.get_context("fork")
     out = tmp_path / "gradients.pt"
     ranks = [
-        context.Process(
-            target=ddp_rank, args=(rank, world_size, tmp_path / "store", out, plan)
-        )
+        context.Process(target=ddp_rank, args=(rank, world_size, tmp_path / "store", out, plan))
         for rank in range(world_size)
     ]
     for process in ranks:
