@@ -17,14 +17,8 @@ FEATURES, HIDDEN, VOCABULARY = 3, 8, 40
 COLUMN = bload.ops.COLUMN
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on one thread: torch's two intra-op threads spin against each other and the
-    suite's builds on a 2-core machine (14x slower here under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models on one thread (conftest.py's one_thread).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Features(torch.utils.data.Dataset):
