@@ -11,6 +11,7 @@ import collections.abc
 import warnings
 
 import torch
+import torch.jit._pickle
 
 from bload import _library, mixture
 from bload._arguments import BOUNDS, POLICIES, distributed, integer, lengths_tensor
@@ -23,6 +24,12 @@ from bload.block_batch import BlockBatch, PlanHash
 from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
 _library.load()
+
+# A state the C++ sampler saved with torch::pickle_save tags its dict's types with
+# torch.jit._pickle.restore_type_tag, which hands its argument back as it is. torch.load's
+# default (weights_only=True) refuses every function it was not told of, so that state would
+# need weights_only=False: bload tells it of this one, and torch.load reads the state as it is.
+torch.serialization.add_safe_globals([torch.jit._pickle.restore_type_tag])
 
 __all__ = ["BlockBatch", "BlockSampler", "PlanHash", "POLICIES"]
 

@@ -159,8 +159,9 @@ def test_a_state_saved_by_python_loads_into_the_cpp_sampler_and_back(tmp_path):
     assert cells == following[0].flatten().tolist()
     # The C++ sampler's state after that batch, into Python: it goes on with batch 5.
     resumed = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=1, seed=0)
-    # torch::pickle_save tags the dict's types with a function weights_only does not allow.
-    resumed.load_state_dict(torch.load(tmp_path / "cpp.pt", weights_only=False))
+    # torch::pickle_save tags the dict's types with a function torch.load's default
+    # (weights_only=True) refuses unless told of it: bload tells it.
+    resumed.load_state_dict(torch.load(tmp_path / "cpp.pt"))
     assert all(map(torch.equal, [batch.table for batch in resumed], following[1:]))
     # The C++ sampler refuses a state of other options by name.
     other = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=1, seed=9)

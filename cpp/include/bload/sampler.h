@@ -73,7 +73,9 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
   void load(torch::serialize::InputArchive& archive) override;
   // The same state as a dict of ints, bools and strings: the format of Python's
   // bload.BlockSampler.state_dict(), so a state saved by either loads into the other
-  // (torch::pickle_save and torch.save store it; torch::pickle_load and torch.load read it).
+  // (torch::pickle_save and torch.save store it; torch::pickle_load and torch.load read it:
+  // torch.load with its default weights_only=True once Python has imported bload, which allows
+  // torch.jit._pickle.restore_type_tag, the one function a torch::pickle_save file names).
   c10::Dict<std::string, c10::IValue> state_dict() const;
   void load_state_dict(const c10::Dict<std::string, c10::IValue>& state);
   // The same from a dict as torch::pickle_load returns it (keys must be strings).

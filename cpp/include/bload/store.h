@@ -33,8 +33,12 @@ class BLOAD_API SequenceStore {
   // int64 [sequences]: each sequence's steps, from the offsets.
   at::Tensor lengths() const;
   // Sequence `index`, whole: data [T, ...] and target [T, ...].
+  // get() and get_range() hand out views of the store's mapping, not copies: BlockDataset copies
+  // each packed step from them once. The mapping is private (copy-on-write) and shared by every
+  // copy of this store, so a write into a returned tensor is seen by later reads of this store
+  // in this process (never by the files): clone() an example before changing it in place.
   torch::data::Example<> get(size_t index);
-  // Steps [offset, offset + length) of sequence `index`.
+  // Steps [offset, offset + length) of sequence `index` (a view, as get()).
   torch::data::Example<> get_range(size_t index, int64_t offset, int64_t length);
   // Advises the kernel (madvise MADV_WILLNEED) that the pieces of a block table (int64
   // [pieces, kTableColumns]) are read next: exactly the byte ranges of the two field files they
