@@ -89,6 +89,10 @@ class SequenceStore(torch.utils.data.Dataset):
                 f"{self.path}: expected names among its fields ({', '.join(by_name)})"
             )
         self.fields = [by_name[name] for name in self._names]
+        # Each field file's identity as the header was read: a process maps the files later
+        # (DataLoader workers, after a fork), and a store replaced in between (store.write with
+        # overwrite=True) has new files that the old offsets would cut at the wrong places.
+        self._identities = [_identity(os.stat(field["path"])) for field in self.fields]
         self._offsets = offsets  # int64 [count + 1], for the core's read ranges
         # The same offsets as an array of int64 (8 bytes each, as the tensor): indexing it gives
         # a Python int in tens of nanoseconds, a tensor's element takes microseconds.
@@ -112,7 +116,14 @@ class SequenceStore(torch.utils.data.Dataset):
         for field in self.fields:
             fd = os.open(field["path"], os.O_RDONLY | os.O_CLOEXEC)
             self._fds.append(fd)
-            self._check_size(field, os.fstat(fd).st_size)
+            status = os.fstat(fd)
+            if _identity(status) != self._identities[len(self._fds) - 1]:
+                raise StoreError(
+                    f"{field['path']}: another file than when the store was opened (replaced "
+                    "after it: its offsets no longer describe it): expected the store as it was "
+                    "opened; open it again (bload.SequenceStore(path)) to read the new one"
+                )
+            self._check_size(field, status.st_size)
             dtype, shape = TORCH_DTYPES[field["dtype"]], (self.steps, *field["shape"])
             if field["bytes"] == 0:  # no step has an element: nothing to map
                 self._maps.append(torch.zeros(shape, dtype=dtype))
@@ -189,6 +200,11 @@ class SequenceStore(torch.utils.data.Dataset):
     def __getitem__(self, index):
         first, last = self._check_range(index, 0, 0)
         return self.get_range(index, 0, self.offsets[index + 1] - first)
+
+
+def _identity(status):
+    """A file's identity: its device and inode, and when it was last changed."""
+    return (status.st_dev, status.st_ino, status.st_mtime_ns)
 
 
 def _field_names(fields):

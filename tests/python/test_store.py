@@ -377,3 +377,15 @@ def test_a_header_number_of_another_kind_is_named_with_its_value(store, key, val
     assert str(error.value).startswith(
         f"{path / 'header.json'} = a header whose {key} is {shown}: expected {key} an integer"
     ), str(error.value)
+
+
+def test_a_store_replaced_after_it_was_opened_is_named_not_cut_at_the_old_offsets(tmp_path):
+    # The same total steps in other items: the files keep their sizes, the offsets do not fit.
+    first = [(np.full((n, 3), n, np.float32), np.arange(n)) for n in (2, 5, 3)]
+    second = [(np.full((n, 3), 9, np.float32), np.arange(n)) for n in (5, 3, 2)]
+    path = bload.store.write(tmp_path / "s", first, progress=False)
+    opened = bload.SequenceStore(path)  # the header read; the files map at the first read
+    bload.store.write(path, second, progress=False, overwrite=True)
+    with pytest.raises(bload.StoreError, match="another file than when the store was opened"):
+        opened[0]
+    assert bload.SequenceStore(path)[0][0].shape == (5, 3)  # opened again: the new store
