@@ -78,10 +78,9 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
   int64_t batches_per_rank() { return plan_.batches_per_rank(); }
   bool carries_state() { return plan_.carries_state(); }
   at::Tensor batch(int64_t rank, int64_t index) { return plan_.batch(rank, index).table; }
-  // GlobalBatch as (valid, pieces, loss_scale, shifted_loss_scale).
   std::tuple<int64_t, int64_t, double, double> global_batch(int64_t index) {
-    const auto global = plan_.global_batch(index);
-    return {global.valid, global.pieces, global.loss_scale, global.shifted_loss_scale};
+    const auto g = plan_.global_batch(index);
+    return {g.valid, g.pieces, g.loss_scale, g.shifted_loss_scale};
   }
   c10::Dict<std::string, int64_t> stats() {
     c10::Dict<std::string, int64_t> dict;

@@ -44,7 +44,7 @@ PLANS = {
 }
 
 
-def rank_batches(world_size, rank, plan):
+def rank_batches(world_size, rank, plan, count=STEPS):
     sampler = bload.BlockSampler(
         LENGTHS,
         T_MAX,
@@ -58,7 +58,7 @@ def rank_batches(world_size, rank, plan):
     batches = []
     for table in sampler:
         batches.append(dataset.__getitems__(table))
-        if len(batches) == STEPS:
+        if len(batches) == count:
             return batches
     return batches
 
@@ -117,6 +117,7 @@ def assert_close(ours, theirs):
 @pytest.mark.parametrize("plan", list(PLANS))
 def test_ranks_scaled_by_loss_scale_average_to_one_processs_token_mean(plan):
     net = model()
+    all_ranks = {w: [rank_batches(w, rank, plan) for rank in range(w)] for w in (2, 4)}
     whole = rank_batches(1, 0, plan)
     assert len(whole) == STEPS
     for step, batch in enumerate(whole):
@@ -128,7 +129,7 @@ def test_ranks_scaled_by_loss_scale_average_to_one_processs_token_mean(plan):
         assert batch.loss_scale() == 1 / targets and batch.loss_scale(True) == 1 / labels
         expected = scaled_gradients(net, batch)
         for world_size in (2, 4):
-            ranks = [rank_batches(world_size, rank, plan)[step] for rank in range(world_size)]
+            ranks = [all_ranks[world_size][rank][step] for rank in range(world_size)]
             # The same global batch: every rank's batch carries its counts.
             assert {(b.global_valid, b.global_pieces) for b in ranks} == {
                 (batch.global_valid, batch.global_pieces)
@@ -152,40 +153,44 @@ def test_a_batch_made_by_hand_has_no_global_counts():
     assert served.to("cpu").global_batch == served.global_batch
 
 
-def ddp_rank(rank, world_size, store, out, plan):
+def ddp_rank(rank, world_size, store, out):
     torch.set_num_threads(1)
     torch.distributed.init_process_group(
         "gloo", init_method=f"file://{store}", world_size=world_size, rank=rank
     )
     try:
-        net = torch.nn.parallel.DistributedDataParallel(model())
-        batch = rank_batches(world_size, rank, plan)[0]
-        regression, shifted = net(batch)
-        # One backward through DDP: its all-reduce averages the scaled gradients.
-        (regression * batch.loss_scale() + shifted * batch.loss_scale(shifted=True)).backward()
+        gradients = {}
+        for plan in PLANS:
+            net = torch.nn.parallel.DistributedDataParallel(model())
+            batch = rank_batches(world_size, rank, plan, count=1)[0]
+            regression, shifted = net(batch)
+            # One backward through DDP: its all-reduce averages the scaled gradients.
+            (regression * batch.loss_scale() + shifted * batch.loss_scale(shifted=True)).backward()
+            gradients[plan] = [p.grad for p in net.parameters()]
         if rank == 0:
-            torch.save([p.grad for p in net.parameters()], out)
+            torch.save(gradients, out)
     finally:
         torch.distributed.destroy_process_group()
 
 
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_ddp_on_gloo_ranks_gives_one_processs_token_mean_gradient(world_size, tmp_path):
-    plan = "best_fit split attention"
     context = multiprocessing.get_context("fork")
     out = tmp_path / "gradients.pt"
     ranks = [
-        context.Process(target=ddp_rank, args=(rank, world_size, tmp_path / "store", out, plan))
+        context.Process(target=ddp_rank, args=(rank, world_size, tmp_path / "store", out))
         for rank in range(world_size)
     ]
     for process in ranks:
         process.start()
     for process in ranks:
-        process.join(timeout=180)
+        process.join(timeout=300)
     codes = [process.exitcode for process in ranks]
     for process in ranks:
         if process.is_alive():
             os.kill(process.pid, 9)
     assert codes == [0] * world_size
-    expected = scaled_gradients(model(), rank_batches(1, 0, plan)[0])
-    assert_close(torch.load(out), expected)
+    gradients = torch.load(out)
+    for plan in PLANS:  # every policy, and the attention cost
+        expected = scaled_gradients(model(), rank_batches(1, 0, plan, count=1)[0])
+        assert_close(gradients[plan], expected)
