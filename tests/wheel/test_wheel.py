@@ -1,9 +1,11 @@
 """The wheel `make wheel` builds, installed as on a machine with torch but no Rust, CMake or C++
 compiler: a fresh venv whose PATH holds nothing but its own bin/, with no build step.
 
-The fresh venv sees this environment's torch and numpy through a .pth file naming a directory of
-links to this environment's site-packages, less bload and the build tools (cmake, ninja,
-scikit-build-core). Installing torch from PyPI again would take minutes and gigabytes, and
+The fresh venv sees this environment's torch through a .pth file naming a directory of links
+to the distributions of this environment's site-packages that the wheel's own metadata pulls in
+(its Requires-Dist, and theirs, transitively): nothing else, so a module bload imports that its
+metadata does not require (numpy, which torch does not require) fails here as on a user's
+machine. Installing torch from PyPI again would take minutes and gigabytes, and
 --system-site-packages would need a base interpreter that has torch, which a venv's base does
 not. pip resolves the wheel's requirement on torch against that torch with --no-index, so a
 requirement the built-against torch does not meet fails the install here.
@@ -36,6 +38,41 @@ sys.path.insert(0, str(ROOT / "python" / "bload"))
 from _torch_series import requirement  # noqa: E402  (the rule alone, without importing bload)
 
 
+def wheel_requirements(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(
+            next(n for n in names if n.endswith(".dist-info/METADATA"))
+        ).decode()
+    return [Requirement(line) for line in re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)]
+
+
+def required_entries(wheel, site):
+    """The top-level names in `site` (packages, modules, .dist-info) of every distribution the
+    wheel requires, transitively, by this environment's metadata (markers evaluated, no
+    extras); bload itself and the build tools are never among them."""
+    from importlib import metadata
+
+    entries, seen, pending = set(), set(), list(wheel_requirements(wheel))
+    while pending:
+        requirement = pending.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        key = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        distribution = metadata.distribution(requirement.name)
+        for file in distribution.files or []:
+            top = pathlib.PurePath(file).parts[0]
+            if top in ("..", "__pycache__") or HIDDEN.match(top) or top.endswith(".pth"):
+                continue  # scripts installed outside site-packages, caches, the hidden
+            if (site / top).exists():
+                entries.add(top)
+        pending.extend(Requirement(line) for line in distribution.requires or [])
+    return entries
+
+
 def the_wheel():
     wheels = sorted((ROOT / "dist").glob("bload-*.whl"))
     assert len(wheels) == 1, f"expected one wheel in dist/ (`make wheel`), found {wheels}"
@@ -57,9 +94,8 @@ def fresh(tmp_path_factory, wheel):
     )
     view.mkdir()
     here = pathlib.Path(sysconfig.get_paths()["purelib"])
-    for entry in here.iterdir():
-        if not HIDDEN.match(entry.name) and not entry.name.endswith(".pth"):
-            (view / entry.name).symlink_to(entry)
+    for name in sorted(required_entries(wheel, here)):
+        (view / name).symlink_to(here / name)
     python = venv / "bin" / "python"
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
