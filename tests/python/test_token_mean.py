@@ -175,7 +175,8 @@ def ddp_rank(rank, world_size, store, out):
 
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_ddp_on_gloo_ranks_gives_one_processs_token_mean_gradient(world_size, tmp_path):
-    context = multiprocessing.get_context("fork")
+    # Spawned: a process forked after autograd ran in this one cannot run a backward of its own.
+    context = multiprocessing.get_context("spawn")
     out = tmp_path / "gradients.pt"
     ranks = [
         context.Process(target=ddp_rank, args=(rank, world_size, tmp_path / "store", out))
