@@ -49,16 +49,23 @@ def wheel_requirements(wheel):
 
 def required_entries(wheel, site):
     """The top-level names in `site` (packages, modules, .dist-info) of every distribution the
-    wheel requires, transitively, by this environment's metadata (markers evaluated, no
-    extras); bload itself and the build tools are never among them."""
+    wheel requires, transitively, by this environment's metadata (markers evaluated, with the
+    extras each is asked for); bload itself and the build tools are never among them."""
     from importlib import metadata
 
-    entries, seen, pending = set(), set(), list(wheel_requirements(wheel))
+    def wanted(requirement, extras):
+        # A requirement of a distribution counts when its marker holds with no extra or with
+        # one of the extras the distribution was asked for (torch asks for cuda-toolkit[...]).
+        marker = requirement.marker
+        return marker is None or any(marker.evaluate({"extra": extra}) for extra in extras)
+
+    entries, seen = set(), set()
+    pending = [(requirement, {""}) for requirement in wheel_requirements(wheel)]
     while pending:
-        requirement = pending.pop()
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+        requirement, extras = pending.pop()
+        if not wanted(requirement, extras):
             continue
-        key = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        key = (re.sub(r"[-_.]+", "-", requirement.name).lower(), frozenset(requirement.extras))
         if key in seen:
             continue
         seen.add(key)
@@ -69,7 +76,8 @@ def required_entries(wheel, site):
                 continue  # scripts installed outside site-packages, caches, the hidden
             if (site / top).exists():
                 entries.add(top)
-        pending.extend(Requirement(line) for line in distribution.requires or [])
+        asked = {""} | set(requirement.extras)
+        pending.extend((Requirement(line), asked) for line in distribution.requires or [])
     return entries
 
 
@@ -186,6 +194,11 @@ def test_import_and_the_version_agree_with_the_command(fresh):
     assert pathlib.Path(package).is_relative_to(bin_dir.parent)
     assert pathlib.Path(library).is_relative_to(bin_dir.parent)
     assert run(env, bin_dir / "bload", "--version").strip() == f"bload {version}"
+    # Only what the wheel's metadata pulls in is there: not numpy, which torch does not require.
+    missing = subprocess.run(
+        [bin_dir / "python", "-c", "import numpy"], capture_output=True, timeout=TIMEOUT, env=env
+    )
+    assert missing.returncode != 0
 
 
 def test_the_readme_loop_trains_on_the_plans_the_command_makes(fresh, tmp_path):
