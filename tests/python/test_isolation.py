@@ -140,19 +140,10 @@ def test_flex_attention_with_the_block_mask_is_isolated():
 
 
 def tiny_llama(attention):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        vocab_size=VOCABULARY,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4 * T_MAX,
-        attn_implementation=attention,
-    )
-    torch.manual_seed(2)
-    return transformers.LlamaForCausalLM(config).double()
+    pytest.importorskip("transformers")
+    from models import tiny_llama as llama
+
+    return llama(VOCABULARY, 4 * T_MAX, attention, seed=2)
 
 
 def flattened(model, batch):

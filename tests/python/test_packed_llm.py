@@ -36,17 +36,9 @@ class Tokens(torch.utils.data.Dataset):
 
 
 def llama():
-    config = transformers.LlamaConfig(
-        vocab_size=VOCABULARY,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=T_MAX,
-    )
-    torch.manual_seed(SEED)
-    return transformers.LlamaForCausalLM(config).double()
+    from models import tiny_llama
+
+    return tiny_llama(VOCABULARY, T_MAX, seed=SEED)
 
 
 def sampler():

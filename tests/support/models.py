@@ -28,6 +28,25 @@ def packed_gru():
 MODELS = {"gru": packed_gru, "transformer": PackedTransformer}
 
 
+def tiny_llama(vocabulary, positions, attention="sdpa", seed=0):
+    """A random-weight Llama of two small layers in float64 (transformers' config classes), for
+    the packed-LM tests: `vocabulary` tokens, `positions` the longest position it embeds."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=vocabulary,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=positions,
+        attn_implementation=attention,
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(config).double()
+
+
 def build(kind, seed=0):
     """The eager model `kind`, its weights drawn from `seed`."""
     if kind not in MODELS:
