@@ -199,6 +199,7 @@ bench: plugin python
 	$(VPY) benches/loader.py
 	$(VPY) benches/lengths_formats.py
 	$(VPY) benches/store_epoch.py
+	$(VPY) benches/store_verify.py
 	$(VPY) benches/block_mask.py
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).

@@ -2,6 +2,7 @@
 
     python -m bload lengths IN [--column C] [--lengths-format F] [--dtype int64|int32] --out F.npy
     python -m bload store OUT (--npy DIR | --parquet FILE --columns C [C ...]) [--fields ...]
+    python -m bload check-store PATH
 
 `lengths` is the Rust `bload lengths` with the Arrow and Parquet readers too (bload's Rust CLI
 has no Arrow reader and points here). `store` writes a sequence store (bload.store.write) from a
@@ -37,6 +38,10 @@ def main(argv=None):
         default=None,
         help="field names (default: data for --npy; data target for two columns)",
     )
+    check = commands.add_parser(
+        "check-store", help="verify every field file of a store against its header's CRC-32"
+    )
+    check.add_argument("store", metavar="PATH", help="the store's directory")
     args = parser.parse_args(argv)
 
     import bload
@@ -52,6 +57,14 @@ def main(argv=None):
             )
             count = len(bload.read_lengths(out))
             print(f"{out}: {count} lengths from {args.input}, as {args.dtype}")
+            return 0
+        if args.command == "check-store":
+            import json
+
+            with open(f"{args.store}/header.json") as file:
+                names = [field.get("name") for field in json.load(file).get("fields", [])]
+            store = bload.SequenceStore(args.store, fields=names, verify=True)
+            print(f"{args.store}: every byte of {', '.join(names)} as its header says ({store})")
             return 0
         if args.npy:
             fields = args.fields or ["data"]

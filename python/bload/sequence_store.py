@@ -33,7 +33,7 @@ import torch
 from bload import _library
 from bload.block_batch import SAMPLER_NOT_BATCH_SAMPLER, BlockBatch
 from bload.ops import COLUMN
-from bload.store import TORCH_DTYPES
+from bload.store import HEADER, TORCH_DTYPES
 
 _library.load()
 
@@ -51,14 +51,16 @@ class SequenceStore(torch.utils.data.Dataset):
     for a tuple of one). `lengths` is int64 [count]; `get_range(i, offset, length)` is steps
     [offset, offset + length) of item i."""
 
-    def __init__(self, path, fields=("data", "target")):
+    def __init__(self, path, fields=("data", "target"), *, verify=False):
         self.path = os.fspath(path)
         self._names = _field_names(fields)
         self._open_header()
         self._pid = None
+        if verify:
+            self.verify()
 
     def __getstate__(self):
-        return {"path": self.path, "fields": self._names}
+        return {"path": self.path, "fields": self._names}  # verified, if asked, where opened
 
     def __setstate__(self, state):
         # Pickles from before fields= hold the path alone: the default fields.
@@ -89,6 +91,14 @@ class SequenceStore(torch.utils.data.Dataset):
                 f"{self.path}: expected names among its fields ({', '.join(by_name)})"
             )
         self.fields = [by_name[name] for name in self._names]
+        # The fields' CRC-32s, which the core's layout does not carry: from the header itself.
+        with open(os.path.join(self.path, HEADER)) as file:
+            header_fields = json.load(file).get("fields", [])
+        self._header_crcs = {
+            entry.get("name"): entry["crc32"]
+            for entry in header_fields
+            if isinstance(entry, dict) and isinstance(entry.get("crc32"), int)
+        }
         # Each field file's identity as the header was read: a process maps the files later
         # (DataLoader workers, after a fork), and a store replaced in between (store.write with
         # overwrite=True) has new files that the old offsets would cut at the wrong places.
@@ -99,6 +109,25 @@ class SequenceStore(torch.utils.data.Dataset):
         self.offsets = array.array("q", bytes(8 * len(offsets)))
         torch.frombuffer(self.offsets, dtype=torch.int64).copy_(offsets)
         self.lengths = offsets.diff()
+
+    def verify(self):
+        """Reads every byte of this store's fields and compares each file's CRC-32 with the one
+        its header keeps (the offsets' is checked at every open): a flipped bit is a StoreError
+        naming the file. Costs a read of the whole files (docs/data.md gives the rate); a store
+        written before the header kept them (no crc32 in a field) is refused, naming it."""
+        for field in self.fields:
+            expected = self._header_crcs.get(field["name"])
+            if expected is None:
+                raise StoreError(
+                    f"{field['path']}: no CRC-32 in the store's header (written before bload.store "
+                    "kept them): expected one to verify against; write the store again"
+                )
+            found = _crc32_of(field["path"])
+            if found != expected:
+                raise StoreError(
+                    f"{field['path']} = bytes of CRC-32 {found:#010x}: expected {expected:#010x}, "
+                    "as the header says (the file was changed or damaged after it was written)"
+                )
 
     def _check_size(self, field, size):
         """Refuses a field file that no longer holds the bytes the header says (it changed
@@ -200,6 +229,16 @@ class SequenceStore(torch.utils.data.Dataset):
     def __getitem__(self, index):
         first, last = self._check_range(index, 0, 0)
         return self.get_range(index, 0, self.offsets[index + 1] - first)
+
+
+def _crc32_of(path, chunk=1 << 20):
+    import zlib
+
+    crc = 0
+    with open(path, "rb") as file:
+        while block := file.read(chunk):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 def _identity(status):

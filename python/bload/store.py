@@ -4,7 +4,8 @@ batch is a copy of exactly the steps it holds (docs/data.md, "The sequence store
 A store is a directory:
 - `header.json`: {"format": "bload-sequence-store", "version": 1, "count": N, "steps": S,
   "offsets_crc32": C, "fields": [{"name": "data", "dtype": "float32", "shape": [40],
-  "file": "data.bin"}, ...]};
+  "file": "data.bin", "crc32": D}, ...]}, D the field file's CRC-32 (optional: read by
+  SequenceStore(verify=True) only, which refuses a store without it);
 - `offsets.bin`: int64 little-endian [N + 1], 0 first, strictly increasing, S last; sequence i
   is steps [offsets[i], offsets[i + 1]) of every field, whose CRC-32 is C;
 - one file per field: its steps end to end, S x shape elements of dtype, little-endian.
@@ -142,6 +143,8 @@ def _write_into(directory, items, fields, total, progress):
     offsets_file = open(os.path.join(directory, OFFSETS), "wb")
     bar = _progress(total, progress)
     steps, count, crc = 0, 0, 0
+    # Each field file's CRC-32, for readers that verify its bytes (SequenceStore(verify=True)).
+    field_crcs = dict.fromkeys(fields, 0)
     try:
         first = (0).to_bytes(8, "little", signed=True)
         offsets_file.write(first)
@@ -166,7 +169,9 @@ def _write_into(directory, items, fields, total, progress):
                         "offsets)"
                     )
             for name, array in zip(fields, arrays):
-                files[name].write(_bytes(array))
+                data = _bytes(array)
+                files[name].write(data)
+                field_crcs[name] = zlib.crc32(data, field_crcs[name])
             steps += len(arrays[0])
             count += 1
             word = steps.to_bytes(8, "little", signed=True)
@@ -195,7 +200,13 @@ def _write_into(directory, items, fields, total, progress):
         "steps": steps,
         "offsets_crc32": crc,
         "fields": [
-            {"name": name, "dtype": dtype, "shape": list(shape), "file": f"{name}.bin"}
+            {
+                "name": name,
+                "dtype": dtype,
+                "shape": list(shape),
+                "file": f"{name}.bin",
+                "crc32": field_crcs[name],
+            }
             for name, dtype, shape in described
         ],
     }

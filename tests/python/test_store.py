@@ -389,3 +389,23 @@ def test_a_store_replaced_after_it_was_opened_is_named_not_cut_at_the_old_offset
     with pytest.raises(bload.StoreError, match="another file than when the store was opened"):
         opened[0]
     assert bload.SequenceStore(path)[0][0].shape == (5, 3)  # opened again: the new store
+
+
+def test_a_flipped_byte_is_found_where_verification_is_asked(tmp_path, items):
+    path = bload.store.write(tmp_path / "s", items, progress=False)
+    bload.SequenceStore(path, verify=True)  # as written
+    command = [sys.executable, "-m", "bload", "check-store", str(path)]
+    assert subprocess.run(command, capture_output=True, timeout=120).returncode == 0
+    data = pathlib.Path(path) / "data.bin"
+    flipped = bytearray(data.read_bytes())
+    flipped[len(flipped) // 2] ^= 0x10
+    data.write_bytes(bytes(flipped))
+    store = bload.SequenceStore(path)  # the sizes still agree: only a read of every byte sees it
+    with pytest.raises(
+        bload.StoreError, match=r"data.bin = bytes of CRC-32 0x[0-9a-f]{8}: expected"
+    ):
+        store.verify()
+    with pytest.raises(bload.StoreError, match="as the header says"):
+        bload.SequenceStore(path, verify=True)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "data.bin = bytes of CRC-32" in result.stderr
