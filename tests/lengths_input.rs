@@ -8,9 +8,11 @@
 use bload::{read_lengths, read_lengths_as, LengthsFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+#[path = "common/within.rs"]
+mod within;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use within::within;
 
 #[path = "common/lengths_files.rs"]
 mod lengths_files;
@@ -26,18 +28,6 @@ fn file(name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir().join(name);
     std::fs::write(&path, bytes).unwrap();
     path
-}
-
-/// `f`'s result, or a failed test if it takes longer than a few seconds: a reader that opens a
-/// pipe twice waits forever for a writer that has gone (the thread is left behind).
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (done, result) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(f());
-    });
-    result
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what}: still reading after 20 s (a hang)"))
 }
 
 fn int64_npy(lengths: &[u64]) -> Vec<u8> {

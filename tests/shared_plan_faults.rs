@@ -7,8 +7,11 @@
 
 use bload::{Options, Planner};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
+
+#[path = "common/within.rs"]
+mod within;
+use within::within;
 
 const WAIT: Duration = Duration::from_secs(2);
 
@@ -29,17 +32,6 @@ fn options() -> Options {
 
 fn lengths(count: u32, salt: u32) -> Vec<u32> {
     (0..count).map(|i| 1 + (i * 7919 + salt) % 61).collect()
-}
-
-/// `f`'s result, or a failed test if it blocks (the thread is left behind).
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (done, result) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(f());
-    });
-    result
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what}: blocked for 20 s"))
 }
 
 fn truncate(path: &Path, len: u64) {
