@@ -6,6 +6,14 @@ PYTHON ?= python3
 BLOAD := target/release/bload
 AG := examples/data/action_genome_like.lengths
 
+# No path of this machine in the Rust side of the binaries (panics' file names): the registry's
+# crates and this clone are named from their roots. Every cargo run of the Makefile (CMake's and
+# pip's included) gets the same flags, so none rebuilds what another built.
+# (Added once: a make started by this one inherits them.)
+CARGO_HOME ?= $(HOME)/.cargo
+REMAP_PATHS := --remap-path-prefix=$(CARGO_HOME)=/cargo --remap-path-prefix=$(abspath .)=/bload
+export RUSTFLAGS := $(strip $(filter-out $(REMAP_PATHS),$(RUSTFLAGS)) $(REMAP_PATHS))
+
 VENV := .venv
 VPY := $(VENV)/bin/python
 CMAKE := $(VENV)/bin/cmake

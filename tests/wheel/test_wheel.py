@@ -14,6 +14,7 @@ requirement the built-against torch does not meet fails the install here.
 """
 
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -169,6 +170,17 @@ def test_the_wheel_holds_the_library_the_command_and_the_torch_series(wheel):
     # stay in the library as their asserts' __FILE__, which is harmless).
     assert b"$ORIGIN/../torch/lib" in library
     assert str(pathlib.Path(torch.__file__).parent / "lib").encode() not in library
+    # No path of the build machine in the binaries: not the clone, not torch's headers (the
+    # __FILE__ of checks), not cargo's registry (panics' file names).
+    with zipfile.ZipFile(wheel) as archive:
+        command = next(n for n in archive.namelist() if n.endswith(".data/scripts/bload"))
+        binaries = {"libbload.so": library, "bload": archive.read(command)}
+    cargo_home = os.environ.get("CARGO_HOME") or str(pathlib.Path.home() / ".cargo")
+    for name, binary in binaries.items():
+        for path in (str(ROOT), str(pathlib.Path(torch.__file__).parent), cargo_home):
+            assert path.encode() not in binary, (
+                f"{name} holds {path}: {binary.count(path.encode())}x"
+            )
 
 
 def test_no_build_tool_is_reachable(fresh):
