@@ -13,6 +13,9 @@ AG := examples/data/action_genome_like.lengths
 CARGO_HOME ?= $(HOME)/.cargo
 REMAP_PATHS := --remap-path-prefix=$(CARGO_HOME)=/cargo --remap-path-prefix=$(abspath .)=/bload
 export RUSTFLAGS := $(strip $(filter-out $(REMAP_PATHS),$(RUSTFLAGS)) $(REMAP_PATHS))
+# The C++ the cc crate compiles for cxx (cxx.cc's __FILE__) is named from the registry's root too.
+REMAP_CXX := -ffile-prefix-map=$(CARGO_HOME)=/cargo
+export CXXFLAGS := $(strip $(filter-out $(REMAP_CXX),$(CXXFLAGS)) $(REMAP_CXX))
 
 VENV := .venv
 VPY := $(VENV)/bin/python
