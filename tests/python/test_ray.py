@@ -5,6 +5,8 @@ batches_in_flight batches ahead of the loop, and bad arguments are refused by na
 import functools
 import io
 import os
+import pathlib
+import subprocess
 import sys
 import threading
 
@@ -95,6 +97,24 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_sessions_beside():
+    """ray_sessions.py started with this module, so that its Ray sessions begin and end while
+    this module's tests keep a Ray of their own busy (as the suite did when a thread touching
+    Ray after ray.shutdown() ended it once)."""
+    process = subprocess.Popen(
+        [sys.executable, str(pathlib.Path(__file__).with_name("ray_sessions.py")), "2"],
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    yield process
+    if process.poll() is None:
+        process.kill()
+    process.communicate()
 
 
 def sampler(rank):
@@ -242,6 +262,19 @@ def test_no_thread_is_left_after_an_epoch_a_break_or_close(local_ray):
     assert set(threading.enumerate()) - before == set()
     with pytest.raises(StopIteration):
         next(batches)
+
+
+def test_the_process_survives_ray_shutdown_beside_a_busy_ray(ray_sessions_beside):
+    # Ends Ray's sessions in a process of its own (one that Ray ends is seen here, not lost with
+    # pytest), run since this module began, beside its busy Ray of the tests above.
+    try:
+        stdout, stderr = ray_sessions_beside.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        ray_sessions_beside.kill()
+        stdout, stderr = ray_sessions_beside.communicate()
+        pytest.fail(f"ray_sessions.py did not end in 300 s: {stdout}{stderr[-3000:]}")
+    assert ray_sessions_beside.returncode == 0, stdout + stderr[-3000:]
+    assert stdout.splitlines()[-1] == "every round survived", stdout
 
 
 def test_a_loader_iterated_after_ray_shutdown_is_refused(local_ray):
