@@ -15,35 +15,14 @@ made and travels with it.
 
 import torch
 
-from bload import _library
+from bload import _library, attention
+from bload.fields import BATCH_FIELDS, TABLE_FIELDS
 
 _library.load()
 
 __all__ = ["PackedBatch", "BATCH_FIELDS", "TABLE_FIELDS"]
 
 Tensor = torch.Tensor
-
-_names, _dtypes, _shapes, _from_table, _docs = torch.ops.bload.batch_fields()
-#: The packed batch's fields in the core's order: name -> (dtype, shape rule, doc).
-BATCH_FIELDS = {
-    name: (dtype, shape, doc) for name, dtype, shape, doc in zip(_names, _dtypes, _shapes, _docs)
-}
-#: The fields written from the table, in torch.ops.bload.batch_tables' order.
-TABLE_FIELDS = tuple(name for name, made in zip(_names, _from_table) if made)
-#: The batch's host integers (shape "int"): computed from the table when the batch is made.
-HOST_INTS = tuple(name for name, shape in zip(_names, _shapes) if shape == "int")
-if HOST_INTS != ("max_seqlen",):
-    raise ImportError(
-        f"bload: the core declares the batch's host integers {HOST_INTS}: this package knows max_seqlen"
-    )
-#: The fields a loader reads or plans.
-_LOADED = tuple(
-    name for name, made in zip(_names, _from_table) if not made and name not in HOST_INTS
-)
-if set(_LOADED) != {"data", "target", "table"}:
-    raise ImportError(
-        f"bload: the core declares the batch's loaded fields {_LOADED}: this package knows data, target and table"
-    )
 
 
 def _map(value, function):
@@ -183,8 +162,6 @@ class PackedBatch:
         alone), made from kv-block tables the core writes from the table: no [t_max, t_max] mask,
         nothing compiled; works in DataLoader workers and moves with .to(device). See
         bload.attention.block_mask."""
-        from bload import attention
-
         return attention.block_mask(self, causal, block_size)
 
     def attention_mask(self, causal=True):
@@ -197,8 +174,6 @@ class PackedBatch:
         """The keys and layout of transformers' DataCollatorWithFlattening for the batch's pieces
         (position_ids from 0 at each piece, seq_idx, cu_seq_lens_q/k, max_length_q/k; with
         input_ids, also input_ids and labels). See bload.attention.hf_kwargs."""
-        from bload import attention
-
         return attention.hf_kwargs(self, input_ids, labels, separator_id)
 
     def to(self, device, non_blocking=False):

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from bload.batch import PackedBatch
 from bload.ops import COLUMN
 
 __all__ = ["IsolationReport", "Leak", "assert_isolated", "check_isolation"]
@@ -207,8 +208,6 @@ def _document_steps(batches):
 
 
 def _perturbed(batch, places, perturb, generator):
-    from bload.batch import PackedBatch
-
     def change(tensor):
         tensor = tensor.clone()
         for row, start, length in places:

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 
 from bload import _library
+from bload.fields import TABLE_FIELDS
 
 _library.load()
 
@@ -74,8 +75,6 @@ def batch_tables(
     "sequence" (position_ids count from the sequence's start) or "piece" (from 0 at every piece).
     What bload.PackedBatch calls the first time one of them is read; the operator itself
     (torch.ops.bload.batch_tables) returns them as a list in that order."""
-    from bload.batch import TABLE_FIELDS
-
     made = torch.ops.bload.batch_tables(table, blocks, t_max, carry, first_lane, positions)
     return dict(zip(TABLE_FIELDS, made))
 

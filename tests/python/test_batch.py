@@ -41,11 +41,11 @@ def batches(policy, workers=0, **loader):
 
 def test_the_batch_has_the_cores_fields_in_its_order():
     names, _, _, from_table, _ = torch.ops.bload.batch_fields()
-    assert tuple(names) == tuple(bload.batch.BATCH_FIELDS)
-    assert bload.batch.TABLE_FIELDS == tuple(name for name, made in zip(names, from_table) if made)
+    assert tuple(names) == tuple(bload.fields.BATCH_FIELDS)
+    assert bload.fields.TABLE_FIELDS == tuple(name for name, made in zip(names, from_table) if made)
     batch = next(iter(batches("best_fit")))
     for name in names:
-        kind = int if name in bload.batch.HOST_INTS else torch.Tensor
+        kind = int if name in bload.fields.HOST_INTS else torch.Tensor
         assert isinstance(getattr(batch, name), kind), name
     assert "valid: bool [blocks, t_max], true on real steps" in bload.PackedBatch.__doc__
 
@@ -78,7 +78,7 @@ def test_a_batch_crosses_as_data_target_and_table_and_makes_its_tables_where_it_
         batch.table.shape,
     ]
     assert sent._tables is None
-    for name in bload.batch.TABLE_FIELDS:
+    for name in bload.fields.TABLE_FIELDS:
         assert torch.equal(getattr(sent, name), getattr(batch, name)), name
     with_workers = list(batches("lanes", workers=2))
     alone = list(batches("lanes"))

@@ -46,15 +46,15 @@ def test_state_in_and_state_out_by_hand():
 
 
 def test_the_fields_are_the_batchs_with_their_shapes_and_docs():
-    assert bload.batch.BATCH_FIELDS["state_in"][:2] == ("int64", "[pieces]")
-    assert bload.batch.BATCH_FIELDS["state_out"][:2] == ("int64", "[blocks]")
+    assert bload.fields.BATCH_FIELDS["state_in"][:2] == ("int64", "[pieces]")
+    assert bload.fields.BATCH_FIELDS["state_out"][:2] == ("int64", "[blocks]")
     assert (
         "state_in: int64 [pieces], for every piece, in cu_seqlens order"
         in bload.PackedBatch.__doc__
     )
     # The meta kernel (torch.compile's fake tensors) gives state_in the table's (ragged) row count.
     made = torch.ops.bload.batch_tables(LANES.to("meta"), 4, 4, True, 0)
-    names = bload.batch.TABLE_FIELDS
+    names = bload.fields.TABLE_FIELDS
     state_in, state_out = made[names.index("state_in")], made[names.index("state_out")]
     assert state_in.shape == (5,) and state_out.shape == (4,) and state_out.dtype == torch.int64
 

@@ -21,8 +21,8 @@ import torch
 import transformers
 
 from bload.attention import piece_position_ids
-from bload.batch import BATCH_FIELDS
 from bload.dataset import BlockDataset, collate
+from bload.fields import BATCH_FIELDS
 from bload.integrations.accelerate import prepare_loader
 from bload.labels import causal_labels
 from bload.sampler import BlockSampler
