@@ -31,9 +31,16 @@ all: build plugin python
 build:
 	$(CARGO) build --release --locked
 
-$(VENV)/installed: requirements-dev.txt
+$(VENV)/installed: requirements-dev.txt requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+# What the demo alone needs (requirements-demo.txt: torch, numpy, CMake, ninja); a venv that has
+# the test stack has it already.
+$(VENV)/demo-installed: requirements-demo.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-demo.txt
 	touch $@
 
 # gloo's headers, which the DDP trainer's c10d includes need and PyPI's torch lacks: the system's,
@@ -83,23 +90,33 @@ wheel: $(VENV)/installed
 
 # The BLoad paper's Table I on the Action-Genome-shaped data, then DDP training on it with the
 # short trainers of examples/, each on 2 ranks under torchrun (gloo on CPU): the C++ one with the
-# C++ model and with the TorchScript one, then the Python one.
+# C++ model and with the TorchScript one, then the Python one. The demo installs only
+# requirements-demo.txt and builds no tests: one libbload.so (CMake's `demo` preset, build/demo)
+# serves the C++ trainer and, through BLOAD_LIBRARY, the Python package read from python/.
 MODEL := $(BUILD)/packed_gru.pt
 TORCHRUN := env OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --nproc-per-node 2
 # The DDP trainer the tests and `make bench-ddp` drive (tests/harness/).
 TRAINER := $(BUILD)/tests/harness/cpp/ddp_trainer
+DEMO_BUILD := $(BUILD)/demo
+DEMO_MODEL := $(DEMO_BUILD)/packed_gru.pt
+DEMO_PYTHON := env PYTHONPATH=$(abspath python) BLOAD_LIBRARY=$(abspath $(DEMO_BUILD))/libbload.so
 
 $(MODEL): examples/packed_gru.py python
 	$(VPY) examples/packed_gru.py $@
 
-demo: build plugin python $(MODEL)
+$(DEMO_BUILD)/build.ninja: $(VENV)/demo-installed $(GLOO_INCLUDE)/gloo/context.h
+	$(CMAKE) --preset demo -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE)
+
+demo: $(DEMO_BUILD)/build.ninja build
+	$(CMAKE) --build $(DEMO_BUILD)
+	$(DEMO_PYTHON) $(VPY) examples/packed_gru.py $(DEMO_MODEL)
 	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
 	@echo
-	$(TORCHRUN) --no-python $(BUILD)/examples/cpp/train --epochs 2
+	$(TORCHRUN) --no-python $(DEMO_BUILD)/examples/cpp/train --epochs 2
 	@echo
-	$(TORCHRUN) --no-python $(BUILD)/examples/cpp/train --epochs 2 --model $(MODEL)
+	$(TORCHRUN) --no-python $(DEMO_BUILD)/examples/cpp/train --epochs 2 --model $(DEMO_MODEL)
 	@echo
-	$(TORCHRUN) examples/train.py --epochs 2 --model $(MODEL)
+	$(DEMO_PYTHON) $(TORCHRUN) examples/train.py --epochs 2 --model $(DEMO_MODEL)
 
 PYTHON_SOURCES := python tests examples benches
 

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "bload/store.h"
+#include "bload/sequence_store.h"
 #include "test_support.h"
 
 namespace {

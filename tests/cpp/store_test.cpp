@@ -13,7 +13,7 @@
 
 #include "bload/dataset.h"
 #include "bload/sampler.h"
-#include "bload/store.h"
+#include "bload/sequence_store.h"
 
 namespace {
 

@@ -7,5 +7,5 @@
 #include "bload/ops.h"
 #include "bload/planner.h"
 #include "bload/sampler.h"
-#include "bload/store.h"
+#include "bload/sequence_store.h"
 #include "bload/version.h"

@@ -1,7 +1,7 @@
 // bload::SequenceStore: the mapping of a store the Rust core has checked (bload::open_store,
-// through the bridge), and tensors over it. See bload/store.h.
+// through the bridge), and tensors over it. See bload/sequence_store.h.
 
-#include "bload/store.h"
+#include "bload/sequence_store.h"
 
 #include <ATen/ops/from_blob.h>
 #include <fcntl.h>
