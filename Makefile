@@ -119,18 +119,24 @@ demo: $(DEMO_BUILD)/build.ninja build
 	$(DEMO_PYTHON) $(TORCHRUN) examples/train.py --epochs 2 --model $(DEMO_MODEL)
 
 PYTHON_SOURCES := python tests examples benches
+# The C++ that clang-format keeps to .clang-format's style: every source of these folders (the
+# cxx bridge's generated headers live under target/ and build/, outside them).
+CPP_SOURCES = $(shell find cpp tests/cpp tests/harness/cpp tests/support tests/downstream examples \
+	benches -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cc' \) | sort)
 
 lint: $(VENV)/installed
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check $(PYTHON_SOURCES)
 	$(VENV)/bin/ruff format --check $(PYTHON_SOURCES)
+	$(VENV)/bin/clang-format --dry-run --Werror $(CPP_SOURCES)
 
-# Rewrites the Python to ruff's format and applies its safe fixes.
+# Rewrites the Rust, the Python (applying ruff's safe fixes) and the C++ to their formats.
 format: $(VENV)/installed
 	$(CARGO) fmt --all
 	$(VENV)/bin/ruff check --fix $(PYTHON_SOURCES)
 	$(VENV)/bin/ruff format $(PYTHON_SOURCES)
+	$(VENV)/bin/clang-format -i $(CPP_SOURCES)
 
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake

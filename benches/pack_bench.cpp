@@ -27,7 +27,8 @@ std::pair<double, double> side_by_side(const std::function<void()>& a,
   auto per_call = [calls](const std::function<void()>& work) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) work();
-    const std::chrono::duration<double, std::micro> spent = std::chrono::steady_clock::now() - start;
+    const std::chrono::duration<double, std::micro> spent =
+        std::chrono::steady_clock::now() - start;
     return spent.count() / calls;
   };
   a(), b();  // warm caches and allocators
@@ -65,10 +66,11 @@ Batch first_batch(const std::vector<int64_t>& lengths, int64_t t_max, int64_t bl
   for (int64_t row = 0; row < batch.request.table.size(0); ++row) {
     std::vector<int64_t> shape{cells[row][bload::kSequenceLength]};
     if (features > 0) shape.push_back(features);
-    auto sequence = dtype == at::kLong ? torch::randint(50000, shape, at::kLong)
-                                       : torch::randn(shape, dtype);
+    auto sequence =
+        dtype == at::kLong ? torch::randint(50000, shape, at::kLong) : torch::randn(shape, dtype);
     batch.sequences.push_back(sequence);
-    batch.pieces.push_back(sequence.narrow(0, cells[row][bload::kOffset], cells[row][bload::kLength]));
+    batch.pieces.push_back(
+        sequence.narrow(0, cells[row][bload::kOffset], cells[row][bload::kLength]));
   }
   const int64_t step_bytes = std::max<int64_t>(features, 1) * c10::elementSize(dtype);
   batch.bytes = static_cast<double>(blocks * t_max * step_bytes);
@@ -79,9 +81,9 @@ void pack_rows(const std::string& name, const Batch& batch, int calls) {
   const auto& table = batch.request.table;
   const int64_t blocks = batch.request.blocks, t_max = batch.request.t_max;
   const auto label = name + " (" + std::to_string(table.size(0)) + " pieces)";
-  auto [pack_us, cat_us] = side_by_side(
-      [&] { bload::pack(batch.sequences, table, blocks, t_max, 0); },
-      [&] { at::cat(batch.pieces); }, calls);
+  auto [pack_us, cat_us] =
+      side_by_side([&] { bload::pack(batch.sequences, table, blocks, t_max, 0); },
+                   [&] { at::cat(batch.pieces); }, calls);
   print_row("pack " + label, pack_us, "torch.cat of the pieces", cat_us, batch.bytes);
 
   // Into a reused buffer, against the same bytes copied into a preallocated one.
@@ -99,9 +101,9 @@ void per_piece_row() {
   const std::vector<int64_t> lengths(4096, 1);
   auto batch = first_batch(lengths, 256, 16, 1, at::kFloat);
   auto out = bload::pack(batch.sequences, batch.request.table, 16, 256, 0);
-  auto [pieces_us, tables_us] = side_by_side(
-      [&] { bload::pack_into(out, batch.sequences, batch.request.table, 0); },
-      [&] { bload::valid_mask(batch.request.table, 16, 256); }, 50);
+  auto [pieces_us, tables_us] =
+      side_by_side([&] { bload::pack_into(out, batch.sequences, batch.request.table, 0); },
+                   [&] { bload::valid_mask(batch.request.table, 16, 256); }, 50);
   const double pieces = static_cast<double>(batch.request.table.size(0));
   std::printf("%-46s %10.1f  (%.0f ns a piece; valid_mask of the same table: %.1f us)\n",
               "pack_into, 4096 pieces of 1 step", pieces_us, pieces_us * 1e3 / pieces, tables_us);
@@ -134,9 +136,9 @@ void get_batch_row(const Batch& batch) {
   const auto& table = batch.request.table;
   const int64_t blocks = batch.request.blocks, t_max = batch.request.t_max;
   auto dataset = bload::BlockDataset(InMemory(batch), bload::Options(t_max));
-  auto [get_us, pack_us] = side_by_side([&] { dataset.get_batch(batch.request); },
-                                        [&] { bload::pack(batch.sequences, table, blocks, t_max, 0); },
-                                        200);
+  auto [get_us, pack_us] =
+      side_by_side([&] { dataset.get_batch(batch.request); },
+                   [&] { bload::pack(batch.sequences, table, blocks, t_max, 0); }, 200);
   print_row("BlockDataset::get_batch 8 x 94 x 16", get_us, "bload::pack of its data alone", pack_us,
             batch.bytes);
 }
@@ -150,7 +152,9 @@ class Counting : public torch::data::datasets::Dataset<Counting<kRanges>> {
     steps += (*lengths_)[index];
     return {torch::empty({(*lengths_)[index], 1}), torch::empty({(*lengths_)[index]}, at::kLong)};
   }
-  torch::data::Example<> get_range(size_t, int64_t, int64_t length) requires kRanges {
+  torch::data::Example<> get_range(size_t, int64_t, int64_t length)
+    requires kRanges
+  {
     steps += length;
     return {torch::empty({length, 1}), torch::empty({length}, at::kLong)};
   }
@@ -173,10 +177,11 @@ void loaded_steps_row(const std::vector<int64_t>& lengths) {
     whole.get_batch(*request);
     packed += ranges.get_batch(*request).valid.sum().item<int64_t>();
   }
-  std::printf("steps loaded per step packed, text_like t_max 1024 split, 2,000 batches of 16: "
-              "whole sequences %.2f, get_range %.2f\n",
-              static_cast<double>(whole.inner().steps) / packed,
-              static_cast<double>(ranges.inner().steps) / packed);
+  std::printf(
+      "steps loaded per step packed, text_like t_max 1024 split, 2,000 batches of 16: "
+      "whole sequences %.2f, get_range %.2f\n",
+      static_cast<double>(whole.inner().steps) / packed,
+      static_cast<double>(ranges.inner().steps) / packed);
 }
 
 }  // namespace

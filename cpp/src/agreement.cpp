@@ -83,7 +83,8 @@ std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planne
       fields.push_back({name, planner.options().plan.cost});
     } else {
       TORCH_CHECK(name == "policy", "bload::agreement_fields: option ", name, " holds a ",
-                  value.tagKind(), ": expected an int or bool (only the policy and cost are named)");
+                  value.tagKind(),
+                  ": expected an int or bool (only the policy and cost are named)");
       fields.push_back({name, static_cast<int64_t>(planner.options().plan.policy)});
     }
   }
@@ -102,8 +103,8 @@ at::Tensor agreement_values(const EpochPlan& plan, const Planner& planner) {
 void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Planner& planner) {
   const auto fields = agreement_fields(plan, planner);
   const auto count = static_cast<int64_t>(fields.size());
-  TORCH_CHECK(gathered.dim() == 2 && gathered.scalar_type() == at::kLong &&
-                  gathered.size(0) >= 1 && gathered.size(1) == count,
+  TORCH_CHECK(gathered.dim() == 2 && gathered.scalar_type() == at::kLong && gathered.size(0) >= 1 &&
+                  gathered.size(1) == count,
               "gathered: expected an int64 tensor [ranks, ", count,
               "] of every rank's agreement_values, got a ", gathered.scalar_type(), " tensor ",
               gathered.sizes());
@@ -133,14 +134,15 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
     const auto& [name, own] = fields[static_cast<size_t>(field)];
     const int64_t theirs = first[field].item<int64_t>();
     TORCH_CHECK(theirs == own, "gathered: every row has ", name, " = ", shown(name, theirs),
-                ": expected ", shown(name, own), " as this rank plans it (gather every rank's "
+                ": expected ", shown(name, own),
+                " as this rank plans it (gather every rank's "
                 "agreement_values, this rank's included)");
   }
 }
 
 void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner) {
-  const c10::Device device = group.hasBackendForDeviceType(c10::kCPU) ? c10::Device(c10::kCPU)
-                                                                      : c10::Device(c10::kCUDA);
+  const c10::Device device =
+      group.hasBackendForDeviceType(c10::kCPU) ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
   const auto mine = agreement_values(plan, planner).to(device);
   std::vector<std::vector<at::Tensor>> all(1);
   for (int rank = 0; rank < group.getSize(); ++rank) all[0].push_back(at::empty_like(mine));

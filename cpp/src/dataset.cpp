@@ -31,8 +31,9 @@ at::Tensor packed_output(const BatchRequest& request, const at::Tensor& like, bo
   shape.insert(shape.end(), steps.begin(), steps.end());
   bool pin = pin_memory && like.is_cpu();
   if (pin && !at::globalContext().hasCUDA()) {
-    TORCH_WARN_ONCE("bload: pin_memory is set but no CUDA device is available; packed batches "
-                    "are allocated in ordinary memory");
+    TORCH_WARN_ONCE(
+        "bload: pin_memory is set but no CUDA device is available; packed batches "
+        "are allocated in ordinary memory");
     pin = false;
   }
   const auto options = like.options().pinned_memory(pin);
@@ -42,8 +43,7 @@ at::Tensor packed_output(const BatchRequest& request, const at::Tensor& like, bo
 // `sequences` packed, or padding alone for a table of no row; `option` names the padding in
 // errors (the kernel's own check would call it padding_value, which a dataset user never set).
 at::Tensor pack_or_pad(const BatchRequest& request, const std::vector<at::Tensor>& sequences,
-                       double padding, const char* option, bool pin_memory,
-                       PackBuffers* buffers) {
+                       double padding, const char* option, bool pin_memory, PackBuffers* buffers) {
   TORCH_CHECK(!sequences.empty(), "pack_batch: expected at least one example");
   ops::check_padding(padding, sequences[0].scalar_type(), option);
   auto out = packed_output(request, sequences[0], pin_memory, buffers);
@@ -136,9 +136,8 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
   static const auto names = table_field_names();
   // The batch_tables operator's kernel, called without the dispatcher (the table is on the host).
   const auto host = ops::host_table(table);
-  const auto tables = ops::batch_tables_on_host(host, request.blocks, request.t_max,
-                                                request.carry, request.first_lane,
-                                                options.positions());
+  const auto tables = ops::batch_tables_on_host(host, request.blocks, request.t_max, request.carry,
+                                                request.first_lane, options.positions());
   for (size_t i = 0; i < tables.size(); ++i) batch.field(names[i]) = tables[i];
   batch.max_seqlen = max_seqlen(host, request.blocks, request.t_max);
   batch.global = request.global;

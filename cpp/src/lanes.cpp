@@ -38,8 +38,10 @@ at::Tensor LaneState::initial(const PackedBatch& batch) const {
 
 void LaneState::update(const PackedBatch& batch, const at::Tensor& final_state, bool detach) {
   check(batch);
-  TORCH_CHECK(final_state.sizes() == state_.sizes(), "bload::LaneState::update: final_state has "
-              "shape ", final_state.sizes(), ": expected ", state_.sizes(), ", a state per row");
+  TORCH_CHECK(final_state.sizes() == state_.sizes(),
+              "bload::LaneState::update: final_state has "
+              "shape ",
+              final_state.sizes(), ": expected ", state_.sizes(), ", a state per row");
   state_ = detach ? final_state.detach() : final_state;
 }
 
@@ -58,9 +60,11 @@ void LaneState::update_pieces(const PackedBatch& batch, const at::Tensor& final_
   check(batch);
   std::vector<int64_t> expected{batch.table.size(0)};
   expected.insert(expected.end(), shape_.begin(), shape_.end());
-  TORCH_CHECK(final_states.sizes() == c10::IntArrayRef(expected), "bload::LaneState::"
-              "update_pieces: final_states has shape ", final_states.sizes(), ": expected ",
-              c10::IntArrayRef(expected), ", a state per piece");
+  TORCH_CHECK(final_states.sizes() == c10::IntArrayRef(expected),
+              "bload::LaneState::"
+              "update_pieces: final_states has shape ",
+              final_states.sizes(), ": expected ", c10::IntArrayRef(expected),
+              ", a state per piece");
   if (expected[0] == 0) return;  // a batch of padding only: no lane changes
   const auto state_out = batch.state_out.to(final_states.device());
   std::vector<int64_t> view{rows_};
@@ -80,8 +84,10 @@ at::Tensor LaneState::gathered(
   auto every_lane = all_gather(mine);
   std::vector<int64_t> sizes{lanes_};
   sizes.insert(sizes.end(), shape_.begin(), shape_.end());
-  TORCH_CHECK(every_lane.numel() == c10::multiply_integers(sizes), "bload::LaneState::gathered: "
-              "all_gather returned ", every_lane.sizes(), ": expected every rank's rows, ", sizes);
+  TORCH_CHECK(every_lane.numel() == c10::multiply_integers(sizes),
+              "bload::LaneState::gathered: "
+              "all_gather returned ",
+              every_lane.sizes(), ": expected every rank's rows, ", sizes);
   return every_lane.reshape(sizes).cpu();
 }
 
@@ -90,11 +96,13 @@ void LaneState::load(const at::Tensor& every_lane) {
   sizes.insert(sizes.end(), shape_.begin(), shape_.end());
   TORCH_CHECK(every_lane.defined() && every_lane.dim() >= 1 && every_lane.size(0) == lanes_,
               "bload::LaneState::load: the saved lanes are ",
-              every_lane.defined() ? every_lane.sizes() : c10::IntArrayRef{},
-              ": expected ", lanes_, " lanes (world_size * blocks_per_batch), the lane count this "
+              every_lane.defined() ? every_lane.sizes() : c10::IntArrayRef{}, ": expected ", lanes_,
+              " lanes (world_size * blocks_per_batch), the lane count this "
               "run has; lanes resume with the lane count they were saved with");
-  TORCH_CHECK(every_lane.sizes() == c10::IntArrayRef(sizes), "bload::LaneState::load: the saved "
-              "lanes' state is ", every_lane.sizes(), ": expected ", c10::IntArrayRef(sizes));
+  TORCH_CHECK(every_lane.sizes() == c10::IntArrayRef(sizes),
+              "bload::LaneState::load: the saved "
+              "lanes' state is ",
+              every_lane.sizes(), ": expected ", c10::IntArrayRef(sizes));
   state_ = every_lane.narrow(0, rank_ * rows_, rows_).to(state_.options());
 }
 

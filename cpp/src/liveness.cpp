@@ -29,7 +29,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string key(const char* what, int64_t rank) { return std::string(what) + "/" + std::to_string(rank); }
+std::string key(const char* what, int64_t rank) {
+  return std::string(what) + "/" + std::to_string(rank);
+}
 std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
 std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 
@@ -93,7 +95,8 @@ struct Liveness::State {
           if (store->check({key(mark, other)})) return true;
         return false;
       };
-      while (!has_mark() && Clock::now() < until) std::this_thread::sleep_for(options.interval() / 5);
+      while (!has_mark() && Clock::now() < until)
+        std::this_thread::sleep_for(options.interval() / 5);
     }
   }
 
@@ -135,7 +138,8 @@ struct Liveness::State {
         if (!store->check({key("ws", other)})) {
           if (now - born > options.join_timeout())
             return publish("rank " + std::to_string(other) + " never joined: nothing from it in " +
-                               seconds(now - born), other);
+                               seconds(now - born),
+                           other);
           continue;
         }
         seen_other.joined = true;
@@ -145,7 +149,8 @@ struct Liveness::State {
           return publish("ranks disagree on the world size: rank " + std::to_string(rank) +
                              " has " + std::to_string(world_size) + ", rank " +
                              std::to_string(other) + " has " + theirs +
-                             " (start every rank with the same world size)", -1);  // it reads
+                             " (start every rank with the same world size)",
+                         -1);  // it reads
       }
       keys.push_back(key("beat", other));
       ranks.push_back(other);
@@ -172,7 +177,8 @@ struct Liveness::State {
       auto& seen_other = seen[other];
       if (now - seen_other.changed > options.window() && !marked(other))
         return publish("rank " + std::to_string(other) + " lost: no heartbeat for " +
-                           seconds(now - seen_other.changed), other);
+                           seconds(now - seen_other.changed),
+                       other);
       // Behind another rank, which waits for it in a collective: stuck, once for a window. A rank
       // before its first batch is still starting (planning, loading): its heartbeat says enough.
       if (seen_other.progress < 1 || seen_other.progress >= furthest) {
@@ -185,7 +191,8 @@ struct Liveness::State {
                            std::to_string(seen_other.progress) + " for " +
                            seconds(now - seen_other.behind_since) + " while rank " +
                            std::to_string(leader) + " is at batch " + std::to_string(furthest) +
-                           " (stuck in its data loading, or in a loop of its own?)", other);
+                           " (stuck in its data loading, or in a loop of its own?)",
+                       other);
     }
   }
 
@@ -211,7 +218,8 @@ struct Liveness::State {
       if (theirs != std::to_string(world_size))
         return act("ranks disagree on the world size: rank 0 has " + theirs + ", rank " +
                        std::to_string(rank) + " has " + std::to_string(world_size) +
-                       " (start every rank with the same world size)", true, 0);
+                       " (start every rank with the same world size)",
+                   true, 0);
     }
     const auto beat = text(store->get(key("beat", 0)));
     if (beat != leader.beat) {
@@ -227,7 +235,8 @@ struct Liveness::State {
   void poll() {
     while (true) {
       try {
-        store->set(key("beat", rank), bytes(std::to_string(beats++) + " " + std::to_string(progress.load())));
+        store->set(key("beat", rank),
+                   bytes(std::to_string(beats++) + " " + std::to_string(progress.load())));
         if (world_size > 1) rank == 0 ? watch_all() : watch_leader();
         std::lock_guard<std::mutex> lock(mutex);
         last_answer = Clock::now();
@@ -347,8 +356,8 @@ Liveness::~Liveness() {
   state.stopping = true;
   state.wake.notify_all();
   // A poller blocked on a store that no longer answers is left to end on its own.
-  const bool done = state.wake.wait_for(lock, 4 * state.options.interval(),
-                                        [&] { return state.poller_done; });
+  const bool done =
+      state.wake.wait_for(lock, 4 * state.options.interval(), [&] { return state.poller_done; });
   lock.unlock();
   done ? state.poller.join() : state.poller.detach();
   state.judge_thread.join();
@@ -368,9 +377,11 @@ std::string Liveness::failed(const std::string& error) {
   try {
     state.store->set(key("stopped", state.rank), bytes("1"));
     state.store->set(key("told", state.rank), bytes("1"));  // it reads nothing more
-    state.store->compareSet("verdict", {}, bytes("rank " + std::to_string(state.rank) +
-                                                 " failed at start-up, before the agreement "
-                                                 "check: " + error));
+    state.store->compareSet("verdict", {},
+                            bytes("rank " + std::to_string(state.rank) +
+                                  " failed at start-up, before the agreement "
+                                  "check: " +
+                                  error));
     state.wait_for_others({"told", "stopped", "finished"}, -1, state.options.window());
   } catch (const std::exception&) {
     // The store is gone: no one is left to tell.

@@ -32,9 +32,12 @@ std::string Options::policy() const {
 
 std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(const Options& o) {
   return {
-      {"t_max", o.t_max()},   {"blocks_per_batch", o.blocks_per_batch()},
-      {"world_size", o.world_size()}, {"seed", o.seed()},
-      {"policy", o.policy()}, {"split_oversized", o.split_oversized()},
+      {"t_max", o.t_max()},
+      {"blocks_per_batch", o.blocks_per_batch()},
+      {"world_size", o.world_size()},
+      {"seed", o.seed()},
+      {"policy", o.policy()},
+      {"split_oversized", o.split_oversized()},
       {"cost", o.cost()},
   };
 }
@@ -153,11 +156,10 @@ std::pair<int64_t, int64_t> Planner::source_of(int64_t index) const {
 std::vector<SourceStats> Planner::source_stats(int64_t epoch) const {
   std::vector<SourceStats> stats;
   for (const auto& s : rethrowing([&] { return impl_->planner->source_stats(epoch); })) {
-    stats.push_back(SourceStats{std::string(s.name), s.weight_share,
-                                static_cast<int64_t>(s.source_sequences),
-                                static_cast<int64_t>(s.sequences), static_cast<int64_t>(s.steps),
-                                s.share, static_cast<int64_t>(s.repeats),
-                                static_cast<int64_t>(s.left_out)});
+    stats.push_back(
+        SourceStats{std::string(s.name), s.weight_share, static_cast<int64_t>(s.source_sequences),
+                    static_cast<int64_t>(s.sequences), static_cast<int64_t>(s.steps), s.share,
+                    static_cast<int64_t>(s.repeats), static_cast<int64_t>(s.left_out)});
   }
   return stats;
 }
@@ -269,8 +271,8 @@ ResumedState Planner::resume_shared_state(const SamplerState& state, const std::
   ResumedState resumed{std::nullopt, read->next_epoch()};
   if (read->started()) {
     auto plan = rethrowing([&] { return read->take_plan(); });
-    resumed.resumed = Resumed{EpochPlan(std::make_shared<const EpochPlan::Impl>(
-                                  EpochPlan::Impl{std::move(plan), impl_->options, num_sequences()})),
+    resumed.resumed = Resumed{EpochPlan(std::make_shared<const EpochPlan::Impl>(EpochPlan::Impl{
+                                  std::move(plan), impl_->options, num_sequences()})),
                               read->batches()};
   }
   return resumed;
@@ -290,9 +292,8 @@ BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
   const auto& options = impl_->options;
-  BatchRequest request{table,           options.blocks_per_batch(),
-                       options.t_max(),  carries_state(),
-                       rank * options.blocks_per_batch(), impl_->sequences};
+  BatchRequest request{table,           options.blocks_per_batch(),        options.t_max(),
+                       carries_state(), rank * options.blocks_per_batch(), impl_->sequences};
   request.index = index;
   return request;
 }

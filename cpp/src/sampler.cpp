@@ -43,8 +43,9 @@ BlockSampler::BlockSampler(Planner planner, int64_t rank)
 
 void BlockSampler::reset(std::optional<size_t> new_size) {
   if (new_size) {
-    TORCH_CHECK(static_cast<int64_t>(*new_size) == planner_.num_sequences(), "new_size = ",
-                *new_size, ": expected the number of sequences the sampler was built with (",
+    TORCH_CHECK(static_cast<int64_t>(*new_size) == planner_.num_sequences(),
+                "new_size = ", *new_size,
+                ": expected the number of sequences the sampler was built with (",
                 planner_.num_sequences(), ")");
   }
   ++pass_;

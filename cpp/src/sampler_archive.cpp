@@ -55,9 +55,9 @@ void reading(const std::string& source, Read&& read) {
   } catch (const std::exception& error) {
     problem = error.what();
   }
-  TORCH_CHECK(false, "bload::read_archive: ", source,
-              " cannot be read as a torch archive (corrupted, truncated or another format): ",
-              problem);
+  TORCH_CHECK(
+      false, "bload::read_archive: ", source,
+      " cannot be read as a torch archive (corrupted, truncated or another format): ", problem);
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ class ScriptLiveness : public torch::CustomClassHolder {
   ScriptLiveness(const std::string& host, int64_t port, int64_t rank, int64_t world_size,
                  double window, double join_timeout, int64_t store_rank, const std::string& prefix,
                  bool act)
-      : liveness_(host, port, rank, world_size, options(window, join_timeout, store_rank, prefix, act)) {}
+      : liveness_(host, port, rank, world_size,
+                  options(window, join_timeout, store_rank, prefix, act)) {}
 
   void started() { liveness_.started(); }
   void advance() { liveness_.advance(); }
@@ -48,8 +49,8 @@ class ScriptLiveness : public torch::CustomClassHolder {
 
 TORCH_LIBRARY_FRAGMENT(bload, m) {
   m.class_<ScriptLiveness>("Liveness")
-      .def(torch::init<std::string, int64_t, int64_t, int64_t, double, double, int64_t,
-                       std::string, bool>(),
+      .def(torch::init<std::string, int64_t, int64_t, int64_t, double, double, int64_t, std::string,
+                       bool>(),
            "Joins the ranks' liveness at the TCPStore host:port: heartbeats and a watchdog",
            {torch::arg("host"), torch::arg("port"), torch::arg("rank"), torch::arg("world_size"),
             torch::arg("window") = 30.0, torch::arg("join_timeout") = 300.0,

@@ -34,8 +34,7 @@ namespace {
 // `lengths` (named `name`) checked to be a 1-d integer tensor with values.
 void check_lengths(const at::Tensor& lengths, const std::string& name) {
   TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
-                  !at::isComplexType(lengths.scalar_type()) &&
-                  lengths.scalar_type() != at::kBool,
+                  !at::isComplexType(lengths.scalar_type()) && lengths.scalar_type() != at::kBool,
               name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
   ops::check_has_values(lengths, name.c_str());
@@ -114,10 +113,12 @@ class ScriptPlanner : public torch::CustomClassHolder {
 
   // A mixture of sources (docs/mixtures.md): source s is lengths[s] with weights[s] and names[s]
   // ("" names it by its index).
-  static c10::intrusive_ptr<ScriptPlanner> of_sources(
-      c10::List<at::Tensor> lengths, std::vector<double> weights, std::vector<std::string> names,
-      int64_t t_max, int64_t blocks_per_batch, int64_t world_size, int64_t seed,
-      std::string policy, bool split_oversized, std::string cost) {
+  static c10::intrusive_ptr<ScriptPlanner> of_sources(c10::List<at::Tensor> lengths,
+                                                      std::vector<double> weights,
+                                                      std::vector<std::string> names, int64_t t_max,
+                                                      int64_t blocks_per_batch, int64_t world_size,
+                                                      int64_t seed, std::string policy,
+                                                      bool split_oversized, std::string cost) {
     TORCH_CHECK(weights.size() == lengths.size() && names.size() == lengths.size(),
                 "sources: ", lengths.size(), " lengths, ", weights.size(), " weights and ",
                 names.size(), " names: expected a weight and a name for each source's lengths");
@@ -127,8 +128,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
       check_lengths(tensor, "sources[" + std::to_string(s) + "].lengths");
       const auto host = tensor.to(at::kCPU, at::kLong).contiguous();
       const auto* data = host.const_data_ptr<int64_t>();
-      sources.push_back(Source{names[s], std::vector<int64_t>(data, data + host.numel()),
-                               weights[s]});
+      sources.push_back(
+          Source{names[s], std::vector<int64_t>(data, data + host.numel()), weights[s]});
     }
     const auto options =
         options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost);
@@ -142,7 +143,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
   // share, repeats, left_out), the fields of bload::SourceStats in order.
   std::vector<std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
   source_stats(int64_t epoch) const {
-    std::vector<std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
+    std::vector<
+        std::tuple<std::string, double, int64_t, int64_t, int64_t, double, int64_t, int64_t>>
         rows;
     for (const auto& s : planner().source_stats(epoch)) {
       rows.emplace_back(s.name, s.weight_share, s.source_sequences, s.sequences, s.steps, s.share,
@@ -234,7 +236,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
     const bool fit_int32 = std::all_of(lengths.begin(), lengths.end(), [](uint32_t length) {
       return length <= static_cast<uint32_t>(std::numeric_limits<int32_t>::max());
     });
-    auto tensor = at::empty({static_cast<int64_t>(lengths.size())}, fit_int32 ? at::kInt : at::kLong);
+    auto tensor =
+        at::empty({static_cast<int64_t>(lengths.size())}, fit_int32 ? at::kInt : at::kLong);
     if (fit_int32) {
       std::copy(lengths.begin(), lengths.end(), tensor.mutable_data_ptr<int32_t>());
     } else {
@@ -341,9 +344,8 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
                        std::string>(),
            "Plans epochs of packed blocks for `lengths` (a 1-d integer tensor)",
            {torch::arg("lengths"), torch::arg("t_max"), torch::arg("blocks_per_batch") = 1,
-            torch::arg("world_size") = 1, torch::arg("seed") = 0,
-            torch::arg("policy") = "best_fit", torch::arg("split_oversized") = false,
-            torch::arg("cost") = "steps"})
+            torch::arg("world_size") = 1, torch::arg("seed") = 0, torch::arg("policy") = "best_fit",
+            torch::arg("split_oversized") = false, torch::arg("cost") = "steps"})
       .def_static("of_sources", &ScriptPlanner::of_sources)
       .def("mixture", &ScriptPlanner::mixture,
            "The mixture's sources (name, weight, sequences), or \"none\" for one lengths set")
@@ -392,9 +394,8 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "world size) for this planner's ranks: (the plan, the batches of it served). With "
            "the saved world size, the same plan; with another, the blocks not yet served, "
            "dealt to these ranks and padded with empty blocks, none of it served")
-      .def_pickle(
-          [](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
-          [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });
+      .def_pickle([](const c10::intrusive_ptr<ScriptPlanner>& self) { return self->state(); },
+                  [](PlannerState state) { return ScriptPlanner::from_state(std::move(state)); });
   m.def("shared_planner", shared_planner);
 }
 

@@ -20,10 +20,10 @@ namespace {
 
 at::ScalarType scalar_type(const std::string& dtype) {
   static const std::pair<const char*, at::ScalarType> kTypes[] = {
-      {"bool", at::kBool},      {"uint8", at::kByte},        {"uint16", at::kUInt16},
-      {"uint32", at::kUInt32},  {"uint64", at::kUInt64},     {"int8", at::kChar},
-      {"int16", at::kShort},    {"int32", at::kInt},         {"int64", at::kLong},
-      {"float16", at::kHalf},   {"bfloat16", at::kBFloat16}, {"float32", at::kFloat},
+      {"bool", at::kBool},     {"uint8", at::kByte},        {"uint16", at::kUInt16},
+      {"uint32", at::kUInt32}, {"uint64", at::kUInt64},     {"int8", at::kChar},
+      {"int16", at::kShort},   {"int32", at::kInt},         {"int64", at::kLong},
+      {"float16", at::kHalf},  {"bfloat16", at::kBFloat16}, {"float32", at::kFloat},
       {"float64", at::kDouble}};
   for (const auto& [name, type] : kTypes) {
     if (dtype == name) return type;
@@ -57,11 +57,12 @@ struct SequenceStore::Impl {
 
   // Throws unless the field's file still holds the bytes the header says.
   static void check_size(const Field& field) {
-    struct stat status {};
+    struct stat status{};
     const bool ok = fstat(field.fd, &status) == 0;
     TORCH_CHECK(ok && status.st_size == field.bytes, field.path, " = ",
                 ok ? "a file of " + std::to_string(status.st_size) + " bytes" : "unreadable",
-                ": expected ", field.bytes, " bytes, as the offsets say (the file changed while mapped)");
+                ": expected ", field.bytes,
+                " bytes, as the offsets say (the file changed while mapped)");
   }
 };
 
@@ -138,8 +139,7 @@ torch::data::Example<> SequenceStore::get_range(size_t index, int64_t offset, in
     auto* first = static_cast<char*>(field.base) + (start + offset) * field.step_bytes;
     // The tensor keeps the mapping alive, whatever happens to this store.
     auto keep = impl_;
-    return at::from_blob(
-        first, shape, [keep](void*) {}, at::TensorOptions().dtype(field.dtype));
+    return at::from_blob(first, shape, [keep](void*) {}, at::TensorOptions().dtype(field.dtype));
   };
   return {view(impl_->data), view(impl_->target)};
 }
@@ -154,10 +154,8 @@ void SequenceStore::prefetch_table(const at::Tensor& table) const {
   for (const Field* field : {&impl_->data, &impl_->target}) {
     if (field->bytes == 0) continue;
     auto ranges = rethrowing([&] {
-      return ffi::store_read_ranges(
-          rust::Slice<const int64_t>(offsets.data(), offsets.size()), field->step_bytes,
-          field->bytes,
-          elements<int64_t>(host), page);
+      return ffi::store_read_ranges(rust::Slice<const int64_t>(offsets.data(), offsets.size()),
+                                    field->step_bytes, field->bytes, elements<int64_t>(host), page);
     });
     for (size_t i = 0; i + 1 < ranges.size(); i += 2) {
       // Advice only: a kernel that declines it changes no read.

@@ -44,7 +44,8 @@ struct Model {
     for (const auto& parameter : script.parameters()) all.push_back(parameter);
     return all;
   }
-  std::pair<torch::Tensor, torch::Tensor> lanes(const bload::PackedBatch& batch, torch::Tensor state) {
+  std::pair<torch::Tensor, torch::Tensor> lanes(const bload::PackedBatch& batch,
+                                                torch::Tensor state) {
     if (module) return module->forward_lanes(batch.data, batch.table, batch.carry, state);
     auto out = script.get_method("forward_lanes")({batch.data, batch.table, batch.carry, state});
     return {out.toTuple()->elements()[0].toTensor(), out.toTuple()->elements()[1].toTensor()};
@@ -56,14 +57,20 @@ struct Model {
 };
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flags{{"--lengths", "examples/data/action_genome_like.lengths"},
-                                           {"--sequences", "2000"}, {"--model", "cpp"},
-                                           {"--policy", "best_fit"}, {"--t-max", "94"},
-                                           {"--blocks-per-batch", "8"}, {"--epochs", "1"},
-                                           {"--checkpoint", ""}};
+  std::map<std::string, std::string> flags{
+      {"--lengths", "examples/data/action_genome_like.lengths"},
+      {"--sequences", "2000"},
+      {"--model", "cpp"},
+      {"--policy", "best_fit"},
+      {"--t-max", "94"},
+      {"--blocks-per-batch", "8"},
+      {"--epochs", "1"},
+      {"--checkpoint", ""}};
   for (int i = 1; i + 1 < argc; i += 2) {
-    TORCH_CHECK(flags.count(argv[i]), argv[i], ": not an option; expected one of --lengths, "
-                "--sequences, --model, --policy, --t-max, --blocks-per-batch, --epochs, --checkpoint");
+    TORCH_CHECK(
+        flags.count(argv[i]), argv[i],
+        ": not an option; expected one of --lengths, "
+        "--sequences, --model, --policy, --t-max, --blocks-per-batch, --epochs, --checkpoint");
     flags[argv[i]] = argv[i + 1];
   }
   const int64_t t_max = std::stoll(flags["--t-max"]), epochs = std::stoll(flags["--epochs"]);
@@ -138,13 +145,14 @@ int main(int argc, char** argv) try {
   auto loader = torch::data::make_data_loader(bload::BlockDataset(RunningSums(lengths), options),
                                               sampler, torch::data::DataLoaderOptions().workers(1));
   std::function<torch::Tensor(const torch::Tensor&)> gather;  // every rank's rows, in rank order
-  if (group) gather = [&](const torch::Tensor& mine) {
-    std::vector<std::vector<torch::Tensor>> all(1);
-    for (int r = 0; r < world_size; ++r) all[0].push_back(torch::empty_like(mine));
-    std::vector<torch::Tensor> input{mine};
-    group->allgather(all, input)->wait();
-    return torch::cat(all[0]);
-  };
+  if (group)
+    gather = [&](const torch::Tensor& mine) {
+      std::vector<std::vector<torch::Tensor>> all(1);
+      for (int r = 0; r < world_size; ++r) all[0].push_back(torch::empty_like(mine));
+      std::vector<torch::Tensor> input{mine};
+      group->allgather(all, input)->wait();
+      return torch::cat(all[0]);
+    };
 
   auto loader_epochs = sampler.epoch_handle(), trained_epochs = trained.epoch_handle();
   for (int64_t epoch = resumed ? trained.epoch() : 0; epoch < epochs; ++epoch) {

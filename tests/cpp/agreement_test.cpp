@@ -16,7 +16,8 @@ bload::Options base() { return bload::Options(10).world_size(2).blocks_per_batch
 // Every rank's fingerprint of `epoch`, one planner per rank, as an all-gather would stack them.
 at::Tensor gathered(const std::vector<bload::Planner>& ranks, int64_t epoch) {
   std::vector<at::Tensor> rows;
-  for (const auto& planner : ranks) rows.push_back(bload::agreement_values(planner.plan(epoch), planner));
+  for (const auto& planner : ranks)
+    rows.push_back(bload::agreement_values(planner.plan(epoch), planner));
   return at::stack(rows);
 }
 
@@ -28,7 +29,8 @@ std::string disagreement(const std::vector<bload::Planner>& ranks, int64_t epoch
 TEST(Agreement, FieldsAreTheLengthsEveryOptionTheEpochAndThePlanHash) {
   bload::Planner planner(kLengths, base());
   std::vector<std::string> names;
-  for (const auto& field : bload::agreement_fields(planner.plan(3), planner)) names.push_back(field.name);
+  for (const auto& field : bload::agreement_fields(planner.plan(3), planner))
+    names.push_back(field.name);
   std::vector<std::string> expected{"sequences", "lengths_hash", "mixture_hash"};
   for (const auto& [name, value] : bload::plan_options_by_name(base())) expected.push_back(name);
   expected.insert(expected.end(), {"epoch", "plan_hash"});
@@ -66,11 +68,12 @@ TEST(Agreement, RanksHoldingTheSameValueAreGrouped) {
 TEST(Agreement, PoliciesByNameLengthsByCountAndHash) {
   auto shorter = kLengths;
   shorter.pop_back();
-  const auto message = disagreement({bload::Planner(kLengths, base()),
-                                     bload::Planner(shorter, base().policy("pad_to_max"))});
+  const auto message = disagreement(
+      {bload::Planner(kLengths, base()), bload::Planner(shorter, base().policy("pad_to_max"))});
   EXPECT_TRUE(contains(message, "ranks disagree on sequences: rank 0 has 8, rank 1 has 7"));
   EXPECT_TRUE(contains(message, "ranks disagree on lengths_hash: rank 0 has 0x"));
-  EXPECT_TRUE(contains(message, "ranks disagree on policy: rank 0 has best_fit, rank 1 has pad_to_max"));
+  EXPECT_TRUE(
+      contains(message, "ranks disagree on policy: rank 0 has best_fit, rank 1 has pad_to_max"));
 }
 
 TEST(Agreement, EpochsDiffer) {
@@ -111,12 +114,16 @@ TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(gathered({planner}, 0), planner.plan(0), planner); }),
       "gathered: 1 rows: expected one row per rank, world_size = 2"));
-  EXPECT_TRUE(contains(
-      error_of([&] { bload::check_agreement(gathered({other, other}, 0), planner.plan(0), planner); }),
-      "gathered: every row has seed = 7: expected 0 as this rank plans it"));
-  EXPECT_TRUE(contains(
-      error_of([&] { bload::check_agreement(gathered({planner, planner}, 1), planner.plan(0), planner); }),
-      "gathered: every row has epoch = 1: expected 0"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         bload::check_agreement(gathered({other, other}, 0), planner.plan(0),
+                                                planner);
+                       }),
+                       "gathered: every row has seed = 7: expected 0 as this rank plans it"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         bload::check_agreement(gathered({planner, planner}, 1), planner.plan(0),
+                                                planner);
+                       }),
+                       "gathered: every row has epoch = 1: expected 0"));
 }
 
 }  // namespace

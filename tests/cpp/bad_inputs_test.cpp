@@ -11,9 +11,7 @@ using bload_test::error_of;
 using bload_test::SyntheticSequences;
 
 // One sequence of 3 steps in a block of 4: one step of padding.
-const auto one_piece = [] {
-  return torch::tensor({0, 0, 3, 0, 0, 3}, torch::kLong).view({1, 6});
-};
+const auto one_piece = [] { return torch::tensor({0, 0, 3, 0, 0, 3}, torch::kLong).view({1, 6}); };
 
 TEST(Padding, AnIntegerDtypeRefusesAFraction) {
   const auto sequence = torch::arange(3, torch::kLong);
@@ -44,14 +42,12 @@ TEST(Padding, BoolAndNarrowDtypesRefuseWhatTheyCannotHold) {
   const auto flags = torch::ones({3}, torch::kBool);
   EXPECT_TRUE(contains(error_of([&] { bload::pack({flags}, one_piece(), 1, 4, 2); }),
                        "padding_value = 2: expected 0 or 1"));
-  EXPECT_TRUE(contains(error_of([&] {
-                         bload::pack({torch::zeros({3}, torch::kByte)}, one_piece(), 1, 4, -1);
-                       }),
-                       "padding_value = -1: expected an integer in [0, 255]"));
-  EXPECT_TRUE(contains(error_of([&] {
-                         bload::pack({torch::zeros({3}, torch::kHalf)}, one_piece(), 1, 4, 1e6);
-                       }),
-                       "padding_value = 1e+06: expected a value within"));
+  EXPECT_TRUE(contains(
+      error_of([&] { bload::pack({torch::zeros({3}, torch::kByte)}, one_piece(), 1, 4, -1); }),
+      "padding_value = -1: expected an integer in [0, 255]"));
+  EXPECT_TRUE(contains(
+      error_of([&] { bload::pack({torch::zeros({3}, torch::kHalf)}, one_piece(), 1, 4, 1e6); }),
+      "padding_value = 1e+06: expected a value within"));
   // Infinities are values a float holds.
   const auto packed = bload::pack({torch::zeros({3})}, one_piece(), 1, 4, -INFINITY);
   EXPECT_TRUE(std::isinf(packed[0][3].item<float>()));
@@ -60,12 +56,12 @@ TEST(Padding, BoolAndNarrowDtypesRefuseWhatTheyCannotHold) {
 TEST(Padding, TheDatasetNamesItsOption) {
   const std::vector<int64_t> lengths{3, 2};
   bload::BatchRequest request{one_piece(), 1, 4};
-  auto targets = bload::BlockDataset(SyntheticSequences(lengths),
-                                     bload::Options(4).target_padding(-100.7));
+  auto targets =
+      bload::BlockDataset(SyntheticSequences(lengths), bload::Options(4).target_padding(-100.7));
   EXPECT_TRUE(contains(error_of([&] { targets.get_batch(request); }),
                        "target_padding = -100.7: expected an integer in ["));
-  auto huge = bload::BlockDataset(SyntheticSequences(lengths),
-                                  bload::Options(4).target_padding(1e20));
+  auto huge =
+      bload::BlockDataset(SyntheticSequences(lengths), bload::Options(4).target_padding(1e20));
   EXPECT_TRUE(contains(error_of([&] { huge.get_batch(request); }), "target_padding = 1e+20"));
 }
 
@@ -73,18 +69,18 @@ TEST(UndefinedTensors, AreNamedAsUndefined) {
   const at::Tensor undefined;
   const auto sequence = torch::arange(3, torch::kLong);
   const std::string expected = "expected a tensor, got an undefined at::Tensor";
-  EXPECT_TRUE(contains(error_of([&] { bload::pack({sequence}, undefined, 1, 4); }),
-                       "table: " + expected));
+  EXPECT_TRUE(
+      contains(error_of([&] { bload::pack({sequence}, undefined, 1, 4); }), "table: " + expected));
   const auto two_pieces = torch::tensor({0, 0, 3, 0, 0, 3, 0, 3, 2, 1, 0, 2}).view({2, 6});
   EXPECT_TRUE(contains(error_of([&] { bload::pack({sequence, undefined}, two_pieces, 1, 5); }),
                        "sequences[1]: expected a tensor [steps, ...], got an undefined"));
   EXPECT_TRUE(contains(error_of([&] { bload::unpack(torch::zeros({1, 4}), undefined); }),
                        "table: " + expected));
-  EXPECT_TRUE(contains(error_of([&] { bload::valid_mask(undefined, 1, 4); }),
-                       "table: " + expected));
+  EXPECT_TRUE(
+      contains(error_of([&] { bload::valid_mask(undefined, 1, 4); }), "table: " + expected));
   EXPECT_TRUE(contains(error_of([&] { bload::cu_seqlens(undefined); }), "table: " + expected));
-  EXPECT_TRUE(contains(error_of([&] { bload::batch_tables(undefined, 1, 4); }),
-                       "table: " + expected));
+  EXPECT_TRUE(
+      contains(error_of([&] { bload::batch_tables(undefined, 1, 4); }), "table: " + expected));
 }
 
 TEST(MetaTensors, HaveNoValuesToRead) {
@@ -107,8 +103,8 @@ class ThrowsAnInt : public torch::data::datasets::Dataset<ThrowsAnInt> {
 };
 
 TEST(BlockDataset, NamesWhatIsNotAStdException) {
-  bload::BatchRequest request{torch::tensor({0, 0, 3, 0, 0, 3, 0, 3, 2, 1, 0, 2}).view({2, 6}),
-                              1, 5};
+  bload::BatchRequest request{torch::tensor({0, 0, 3, 0, 0, 3, 0, 3, 2, 1, 0, 2}).view({2, 6}), 1,
+                              5};
   auto dataset = bload::BlockDataset(ThrowsAnInt(), bload::Options(5));
   EXPECT_TRUE(contains(error_of([&] { dataset.get_batch(request); }),
                        "not a std::exception while reading sequence 1"));

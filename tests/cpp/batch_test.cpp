@@ -40,8 +40,8 @@ TEST(PackedBatch, HasTheCoresFields) {
   EXPECT_EQ(bload::PackedBatch::field_names(), tensors);
   EXPECT_EQ(bload::PackedBatch::host_int_names(), host_ints);
   bload::PackedBatch batch;
-  EXPECT_TRUE(contains(error_of([&] { batch.field("masks"); }),
-                       "bload::PackedBatch has no field 'masks'"));
+  EXPECT_TRUE(
+      contains(error_of([&] { batch.field("masks"); }), "bload::PackedBatch has no field 'masks'"));
 }
 
 TEST(BatchTables, EqualThePerTableOperators) {
@@ -53,8 +53,8 @@ TEST(BatchTables, EqualThePerTableOperators) {
     EXPECT_TRUE(torch::equal(tables[0], bload::reset_mask(table, 2, 4, carry)));
     EXPECT_TRUE(torch::equal(tables[1], bload::valid_mask(table, 2, 4)));
     EXPECT_TRUE(torch::equal(tables[2], bload::end_mask(table, 2, 4)));
-    EXPECT_TRUE(torch::equal(tables[3], carry ? bload::carry_mask(table, 2, 4)
-                                              : torch::zeros({2}, torch::kBool)));
+    EXPECT_TRUE(torch::equal(
+        tables[3], carry ? bload::carry_mask(table, 2, 4) : torch::zeros({2}, torch::kBool)));
     EXPECT_TRUE(torch::equal(tables[4], torch::tensor({2, 3}, torch::kLong)));
     EXPECT_TRUE(torch::equal(tables[5], bload::segment_ids(table, 2, 4)));
     EXPECT_TRUE(torch::equal(tables[6], bload::position_ids(table, 2, 4)));
@@ -87,9 +87,9 @@ TEST(Attention, MasksFollowTheDocuments) {
                        "block_size = 0: expected at least 1 step"));
   EXPECT_TRUE(contains(error_of([&] { bload::batch_tables(table, 2, 4, false, 0, "token"); }),
                        "positions = \"token\": expected"));
-  const auto batch = bload::BlockDataset(SyntheticSequences({5, 2, 9}),
-                                         bload::Options(4).positions("piece"))
-                         .get_batch(request);
+  const auto batch =
+      bload::BlockDataset(SyntheticSequences({5, 2, 9}), bload::Options(4).positions("piece"))
+          .get_batch(request);
   EXPECT_EQ(batch.max_seqlen, 4);
   EXPECT_EQ(bload::max_seqlen(table, 2, 4), 4);
   EXPECT_TRUE(torch::equal(batch.position_ids, tables[6]));

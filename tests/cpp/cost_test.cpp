@@ -25,7 +25,8 @@ TEST(Cost, DefaultsToStepsAndTakesTheCoresNames) {
   // Lanes keep their rows all epoch: refused by the planner, naming the cost.
   const auto lanes = bload::Options(94).policy("lanes").cost("attention:1");
   const auto message = error_of([&] { bload::Planner(action_genome_lengths(), lanes); });
-  EXPECT_TRUE(contains(message, "cost = \"attention:1\": expected \"steps\" with the lanes policy"));
+  EXPECT_TRUE(
+      contains(message, "cost = \"attention:1\": expected \"steps\" with the lanes policy"));
 }
 
 TEST(Cost, EveryRankGetsTheSameBatchesAndEveryStepOnce) {
@@ -52,13 +53,16 @@ TEST(Cost, StatsReportTheImbalanceAndDealingByCostLowersIt) {
 TEST(Cost, RanksDealingByAnotherCostDisagreeByName) {
   const std::vector<int64_t> lengths{5, 9, 3, 7, 2, 8, 6, 4};
   const auto options = bload::Options(10).world_size(2);
-  const std::vector<bload::Planner> ranks{bload::Planner(lengths, options),
-                                          bload::Planner(lengths, bload::Options(options).cost("attention:64"))};
+  const std::vector<bload::Planner> ranks{
+      bload::Planner(lengths, options),
+      bload::Planner(lengths, bload::Options(options).cost("attention:64"))};
   std::vector<at::Tensor> rows;
-  for (const auto& planner : ranks) rows.push_back(bload::agreement_values(planner.plan(0), planner));
-  const auto message = error_of(
-      [&] { bload::check_agreement(at::stack(rows), ranks[0].plan(0), ranks[0]); });
-  EXPECT_TRUE(contains(message, "ranks disagree on cost: rank 0 has steps, rank 1 has attention:64"));
+  for (const auto& planner : ranks)
+    rows.push_back(bload::agreement_values(planner.plan(0), planner));
+  const auto message =
+      error_of([&] { bload::check_agreement(at::stack(rows), ranks[0].plan(0), ranks[0]); });
+  EXPECT_TRUE(
+      contains(message, "ranks disagree on cost: rank 0 has steps, rank 1 has attention:64"));
 }
 
 TEST(Cost, AnArchiveOfAnotherCostIsRefusedNamingTheCost) {

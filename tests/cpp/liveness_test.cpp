@@ -27,11 +27,13 @@ struct Faults {
   }
 };
 
-std::unique_ptr<bload::Liveness> join(const c10d::TCPStore& store, int64_t rank, int64_t world_size, Faults& faults) {
-  auto options = bload::LivenessOptions().window(600ms).on_fault([&faults](const std::string& fault) {
-    std::lock_guard<std::mutex> lock(faults.mutex);
-    if (faults.first.empty()) faults.first = fault;
-  });
+std::unique_ptr<bload::Liveness> join(const c10d::TCPStore& store, int64_t rank, int64_t world_size,
+                                      Faults& faults) {
+  auto options =
+      bload::LivenessOptions().window(600ms).on_fault([&faults](const std::string& fault) {
+        std::lock_guard<std::mutex> lock(faults.mutex);
+        if (faults.first.empty()) faults.first = fault;
+      });
   return std::make_unique<bload::Liveness>("127.0.0.1", store.getPort(), rank, world_size, options);
 }
 
@@ -63,7 +65,8 @@ TEST(Liveness, ARankBehindTheOthersIsNamedStuckOnEveryRank) {
   rank0->advance();  // rank 0 reaches batch 2; rank 1 beats on at batch 1
   ASSERT_TRUE(both_report(zero, one)) << zero.get() << " / " << one.get();
   for (auto* faults : {&zero, &one}) {
-    EXPECT_EQ(faults->get().rfind("rank 1 stuck: alive, but still at batch 1 for ", 0), 0u) << faults->get();
+    EXPECT_EQ(faults->get().rfind("rank 1 stuck: alive, but still at batch 1 for ", 0), 0u)
+        << faults->get();
     EXPECT_NE(faults->get().find("while rank 0 is at batch 2"), std::string::npos) << faults->get();
   }
   EXPECT_EQ(rank0->fault(), zero.get());
@@ -76,7 +79,8 @@ TEST(Liveness, AnotherWorldSizeIsNamedOnEveryRank) {
   auto rank1 = join(*store, 1, 3, one);
   ASSERT_TRUE(both_report(zero, one)) << zero.get() << " / " << one.get();
   for (auto* faults : {&zero, &one})
-    EXPECT_EQ(faults->get().rfind("ranks disagree on the world size: rank 0 has 2, rank 1 has 3", 0), 0u)
+    EXPECT_EQ(
+        faults->get().rfind("ranks disagree on the world size: rank 0 has 2, rank 1 has 3", 0), 0u)
         << faults->get();
 }
 
@@ -87,8 +91,11 @@ TEST(Liveness, AStartUpFailureIsToldToTheOthersNotReportedByItsOwnWatchdog) {
   auto rank1 = join(*store, 1, 2, one);
   EXPECT_EQ(rank1->failed("lengths.txt: line 3: not a length"), "");
   const auto until = std::chrono::steady_clock::now() + 60s;
-  while (zero.get().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(zero.get(), "rank 1 failed at start-up, before the agreement check: lengths.txt: line 3: not a length");
+  while (zero.get().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(
+      zero.get(),
+      "rank 1 failed at start-up, before the agreement check: lengths.txt: line 3: not a length");
   EXPECT_EQ(one.get(), "");  // the failing rank reports its own error, not its watchdog
 }
 
@@ -98,7 +105,9 @@ TEST(Liveness, BadArgumentsAreNamed) {
     bload::Liveness("127.0.0.1", 1, 2, 2);
     FAIL() << "rank 2 of 2 accepted";
   } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what_without_backtrace()).find("rank = 2: expected a rank from 0 to 1"), std::string::npos);
+    EXPECT_NE(
+        std::string(error.what_without_backtrace()).find("rank = 2: expected a rank from 0 to 1"),
+        std::string::npos);
   }
 }
 

@@ -80,8 +80,8 @@ TEST(Mixture, BadSourcesAreNamed) {
   EXPECT_TRUE(contains(error_of([&] { bload::Planner(bad, options()); }),
                        "sources[1].weight = 0: expected a finite number above 0"));
   bad = sources(0.6, std::nan(""));
-  EXPECT_TRUE(contains(error_of([&] { bload::Planner(bad, options()); }),
-                       "sources[1].weight = NaN"));
+  EXPECT_TRUE(
+      contains(error_of([&] { bload::Planner(bad, options()); }), "sources[1].weight = NaN"));
   bad = sources(0.6, 0.4);
   bad[0].lengths.clear();
   EXPECT_TRUE(contains(error_of([&] { bload::Planner(bad, options()); }),
@@ -90,8 +90,8 @@ TEST(Mixture, BadSourcesAreNamed) {
                        "sources = an empty list"));
   bad = sources(0.6, 0.4);
   bad[1].lengths[3] = -4;
-  EXPECT_TRUE(contains(error_of([&] { bload::Planner(bad, options()); }),
-                       "sources[1].lengths[3] = -4"));
+  EXPECT_TRUE(
+      contains(error_of([&] { bload::Planner(bad, options()); }), "sources[1].lengths[3] = -4"));
 }
 
 }  // namespace

@@ -53,11 +53,10 @@ TEST(PackKernels, TheGatherKernelDispatchesAsManyOperatorsForAnyNumberOfPieces) 
   for (int64_t pieces : {1, 20, 200}) {
     auto batch = batch_of(pieces);
     auto gathered = torch::empty({batch.blocks, batch.t_max, 2});
-    per_size.push_back(operators_of([&] {
-      bload::ops::pack_by_gather(gathered, batch.sequences, batch.table, -1.0);
-    }));
-    EXPECT_TRUE(torch::equal(gathered,
-                             bload::pack(batch.sequences, batch.table, batch.blocks, batch.t_max, -1.0)));
+    per_size.push_back(operators_of(
+        [&] { bload::ops::pack_by_gather(gathered, batch.sequences, batch.table, -1.0); }));
+    EXPECT_TRUE(torch::equal(
+        gathered, bload::pack(batch.sequences, batch.table, batch.blocks, batch.t_max, -1.0)));
   }
   EXPECT_FALSE(per_size[0].empty());
   EXPECT_EQ(per_size[0], per_size[1]);
@@ -69,8 +68,8 @@ TEST(PackKernels, TheCpuKernelDispatchesNoOperatorPerPiece) {
   for (int64_t pieces : {1, 200}) {
     auto batch = batch_of(pieces);
     counts.push_back(operators_of([&] {
-      bload::pack(batch.sequences, batch.table, batch.blocks, batch.t_max, -1.0);
-    }).size());
+                       bload::pack(batch.sequences, batch.table, batch.blocks, batch.t_max, -1.0);
+                     }).size());
   }
   EXPECT_EQ(counts[0], counts[1]);
 }

@@ -24,30 +24,30 @@ TEST(BlockDataset, PacksAHandComputedBatch) {
                                      bload::Options(6).data_padding(-1).target_padding(-100));
   auto batch = dataset.get_batch(request);
 
-  auto data = torch::tensor({0, 1, 2, 1000, 1001, -1, 2002, 2003, 2004, 2005, -1, -1},
-                            torch::kFloat)
-                  .view({2, 6});
+  auto data =
+      torch::tensor({0, 1, 2, 1000, 1001, -1, 2002, 2003, 2004, 2005, -1, -1}, torch::kFloat)
+          .view({2, 6});
   auto padding = data == -1;
   EXPECT_TRUE(torch::equal(batch.data.select(2, 0), data));
   EXPECT_TRUE(torch::equal(batch.data.select(2, 1), torch::where(padding, data, -data)));
   EXPECT_TRUE(torch::equal(
       batch.target, torch::tensor({0, 0, 0, 1, 1, -100, 2, 2, 2, 2, -100, -100}).view({2, 6})));
-  EXPECT_TRUE(torch::equal(batch.reset, torch::tensor({1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0})
-                                            .to(torch::kBool)
-                                            .view({2, 6})));
+  EXPECT_TRUE(torch::equal(
+      batch.reset,
+      torch::tensor({1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}).to(torch::kBool).view({2, 6})));
   EXPECT_TRUE(torch::equal(batch.valid, ~padding));
   EXPECT_TRUE(torch::equal(
       batch.segment_ids,
       torch::tensor({0, 0, 0, 1, 1, -1, 0, 0, 0, 0, -1, -1}, torch::kInt).view({2, 6})));
-  EXPECT_TRUE(torch::equal(
-      batch.position_ids,
-      torch::tensor({0, 1, 2, 0, 1, 0, 2, 3, 4, 5, 0, 0}, torch::kLong).view({2, 6})));
+  EXPECT_TRUE(
+      torch::equal(batch.position_ids,
+                   torch::tensor({0, 1, 2, 0, 1, 0, 2, 3, 4, 5, 0, 0}, torch::kLong).view({2, 6})));
   EXPECT_TRUE(torch::equal(batch.cu_seqlens, torch::tensor({0, 3, 5, 9}, torch::kInt)));
   EXPECT_TRUE(torch::equal(batch.indices, torch::tensor({0, 1, 2}, torch::kLong)));
   // Sequences 0 and 1 end in block 0; sequence 2's piece ends it too (steps 2..5 of 6).
-  EXPECT_TRUE(torch::equal(batch.ends, torch::tensor({0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0})
-                                           .to(torch::kBool)
-                                           .view({2, 6})));
+  EXPECT_TRUE(torch::equal(
+      batch.ends,
+      torch::tensor({0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0}).to(torch::kBool).view({2, 6})));
   EXPECT_FALSE(batch.carry.any().item<bool>());
   // unpack gives the pieces back.
   auto pieces = bload::unpack(batch.data, request.table);
@@ -64,14 +64,15 @@ TEST(BlockDataset, PacksAHandComputedLanesBatch) {
       torch::tensor({0, 0, 2, 0, 3, 5, 0, 2, 2, 1, 0, 2, 1, 0, 4, 2, 0, 9}, torch::kLong)
           .view({3, 6}),
       2, 4, /*carry=*/true, /*first_lane=*/2};
-  auto batch = bload::BlockDataset(SyntheticSequences(lengths), bload::Options(4)).get_batch(request);
+  auto batch =
+      bload::BlockDataset(SyntheticSequences(lengths), bload::Options(4)).get_batch(request);
 
   auto bools = [](std::vector<int64_t> values) {
     return torch::tensor(values).to(torch::kBool).view({2, 4});
   };
-  EXPECT_TRUE(torch::equal(batch.data.select(2, 0),
-                           torch::tensor({3, 4, 1000, 1001, 2000, 2001, 2002, 2003}, torch::kFloat)
-                               .view({2, 4})));
+  EXPECT_TRUE(torch::equal(
+      batch.data.select(2, 0),
+      torch::tensor({3, 4, 1000, 1001, 2000, 2001, 2002, 2003}, torch::kFloat).view({2, 4})));
   // Resets only where a sequence starts: sequence 0 goes on from the state lane 2 carried.
   EXPECT_TRUE(torch::equal(batch.reset, bools({0, 0, 1, 0, 1, 0, 0, 0})));
   EXPECT_TRUE(torch::equal(batch.ends, bools({0, 1, 0, 1, 0, 0, 0, 0})));

@@ -126,9 +126,10 @@ TEST(ReadAhead, AnotherPassStartsItsBatchesAgain) {
 
 TEST(ReadAhead, ABadReadAheadIsRefusedByName) {
   for (int64_t bad : {int64_t{-1}, bload::max_read_ahead() + 1}) {
-    auto message = bload_test::error_of([&] { bload::BlockSampler sampler(kLengths, options(bad)); });
-    EXPECT_TRUE(bload_test::contains(message, "read_ahead = " + std::to_string(bad) +
-                                                  ": expected an int from 0"));
+    auto message =
+        bload_test::error_of([&] { bload::BlockSampler sampler(kLengths, options(bad)); });
+    EXPECT_TRUE(bload_test::contains(
+        message, "read_ahead = " + std::to_string(bad) + ": expected an int from 0"));
   }
   EXPECT_EQ(bload::Options(16).read_ahead(), bload::default_read_ahead());
 }

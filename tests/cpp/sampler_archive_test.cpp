@@ -21,10 +21,21 @@ using bload_test::saved;
 using bload_test::SyntheticSequences;
 
 // Every entry a sampler's archive holds.
-const std::vector<std::string> kEntries{
-    "version", "sequences", "lengths_hash", "t_max", "blocks_per_batch", "world_size", "seed",
-    "policy", "split_oversized", "epoch", "position", "next_epoch", "planned_world_size",
-    "first_block", "checksum"};
+const std::vector<std::string> kEntries{"version",
+                                        "sequences",
+                                        "lengths_hash",
+                                        "t_max",
+                                        "blocks_per_batch",
+                                        "world_size",
+                                        "seed",
+                                        "policy",
+                                        "split_oversized",
+                                        "epoch",
+                                        "position",
+                                        "next_epoch",
+                                        "planned_world_size",
+                                        "first_block",
+                                        "checksum"};
 
 // The archive `bytes` written again with entry `name` set to `value` (or left out if `value` is
 // none), the others as they were: an archive tampered with, rather than one saved.
@@ -93,9 +104,9 @@ TEST(BlockSamplerArchive, ResumesThroughADataLoader) {
   bload::BlockSampler resumed(lengths, options);
   load(resumed, saved(original));
 
-  auto loader = torch::data::make_data_loader(
-      bload::BlockDataset(SyntheticSequences(lengths), options), std::move(resumed),
-      torch::data::DataLoaderOptions());
+  auto loader =
+      torch::data::make_data_loader(bload::BlockDataset(SyntheticSequences(lengths), options),
+                                    std::move(resumed), torch::data::DataLoaderOptions());
   std::vector<at::Tensor> rest_of_epoch;
   for (auto& batch : *loader) rest_of_epoch.push_back(batch.table);
   std::vector<at::Tensor> expected;
@@ -203,9 +214,9 @@ TEST(BlockSamplerArchive, TamperedArchivesAreRefused) {
                        "'bload_sampler.version' = 1: expected 2, this bload's format"));
   EXPECT_TRUE(contains(error_of([&] { load(fresh, rewritten(bytes, "checksum", std::nullopt)); }),
                        "the archive has no 'bload_sampler.checksum'"));
-  EXPECT_TRUE(contains(
-      error_of([&] { load(fresh, rewritten(bytes, "position", c10::IValue("six"))); }),
-      "'bload_sampler.position' = a string: expected an int (a corrupted state)"));
+  EXPECT_TRUE(
+      contains(error_of([&] { load(fresh, rewritten(bytes, "position", c10::IValue("six"))); }),
+               "'bload_sampler.position' = a string: expected an int (a corrupted state)"));
   // Every failed load leaves the sampler as it was.
   EXPECT_EQ(fresh.epoch(), -1);
   EXPECT_EQ(fresh.position(), 0);
@@ -221,11 +232,13 @@ TEST(BlockSamplerArchive, LoadRejectsOtherLengthsOptionsAndForeignArchives) {
   auto changed = lengths;
   changed[10] += 1;
   bload::BlockSampler other_lengths(changed, options);
-  EXPECT_TRUE(contains(error_of([&] { load(other_lengths, bytes); }), "'bload_sampler.lengths_hash' = "));
+  EXPECT_TRUE(
+      contains(error_of([&] { load(other_lengths, bytes); }), "'bload_sampler.lengths_hash' = "));
   bload::BlockSampler other_seed(lengths, bload::Options(options).seed(5));
-  EXPECT_TRUE(contains(error_of([&] { load(other_seed, bytes); }),
-                       "'bload_sampler.seed' = 0: expected 5 as this sampler has; the state was saved with "
-                       "other lengths or options"));
+  EXPECT_TRUE(
+      contains(error_of([&] { load(other_seed, bytes); }),
+               "'bload_sampler.seed' = 0: expected 5 as this sampler has; the state was saved with "
+               "other lengths or options"));
   bload::BlockSampler other_blocks(lengths, bload::Options(options).blocks_per_batch(3));
   EXPECT_TRUE(contains(error_of([&] { load(other_blocks, bytes); }),
                        "blocks_per_batch = 3: expected 1, the blocks per batch the epoch "

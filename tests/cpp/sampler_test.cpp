@@ -43,8 +43,9 @@ TEST(BlockSampler, RequestsCarryTheirGlobalBatch) {
     SCOPED_TRACE("world_size = " + std::to_string(world_size));
     std::vector<std::vector<bload::BatchRequest>> per_rank(world_size);
     for (int64_t rank = 0; rank < world_size; ++rank) {
-      bload::BlockSampler sampler(lengths, bload::Options(94).world_size(world_size).rank(rank)
-                                               .blocks_per_batch(8 / world_size));
+      bload::BlockSampler sampler(
+          lengths,
+          bload::Options(94).world_size(world_size).rank(rank).blocks_per_batch(8 / world_size));
       sampler.reset();
       while (auto request = sampler.next()) per_rank[rank].push_back(*request);
     }
@@ -111,9 +112,9 @@ TEST(BlockSampler, EpochHandleReachesTheLoaderCopy) {
   const auto options = bload::Options(94).blocks_per_batch(8);
   bload::BlockSampler sampler(lengths, options);
   auto handle = sampler.epoch_handle();
-  auto loader = torch::data::make_data_loader(
-      bload::BlockDataset(SyntheticSequences(lengths), options), sampler,
-      torch::data::DataLoaderOptions());
+  auto loader =
+      torch::data::make_data_loader(bload::BlockDataset(SyntheticSequences(lengths), options),
+                                    sampler, torch::data::DataLoaderOptions());
   auto tables_of_next_epoch = [&] {
     std::vector<at::Tensor> tables;
     for (auto& batch : *loader) tables.push_back(batch.table);

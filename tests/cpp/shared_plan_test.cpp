@@ -38,8 +38,12 @@ std::string fresh_dir(const std::string& name) {
 
 // A reader waits for its writer at most 20 s: a test that fails does not hang.
 bload::Options options(int64_t rank) {
-  return bload::Options(94).world_size(3).blocks_per_batch(2).seed(5).rank(rank).shared_plan_timeout(
-      20.0);
+  return bload::Options(94)
+      .world_size(3)
+      .blocks_per_batch(2)
+      .seed(5)
+      .rank(rank)
+      .shared_plan_timeout(20.0);
 }
 
 TEST(SharedPlan, EveryRankServesThePrivatePlansBatches) {

@@ -60,9 +60,11 @@ TEST(BatchTables, FollowTheCoresDeclaration) {
   const auto shapes = stack[2].toListRef(), from_table = stack[3].toListRef();
   const std::map<std::string, at::ScalarType> dtype_of{
       {"bool", at::kBool}, {"int32", at::kInt}, {"int64", at::kLong}};
-  const std::map<std::string, std::vector<int64_t>> dims_of{
-      {"[blocks, t_max]", {4, 4}}, {"[blocks]", {4}}, {"[pieces]", {5}}, {"[pieces + 1]", {6}},
-      {"[2 * pieces + blocks + 1]", {15}}};
+  const std::map<std::string, std::vector<int64_t>> dims_of{{"[blocks, t_max]", {4, 4}},
+                                                            {"[blocks]", {4}},
+                                                            {"[pieces]", {5}},
+                                                            {"[pieces + 1]", {6}},
+                                                            {"[2 * pieces + blocks + 1]", {15}}};
   const auto table = lanes_table();
   for (const auto& device : {at::Device(at::kCPU), at::Device(at::kMeta)}) {
     const auto tables = bload::batch_tables(table.to(device), 4, 4, true, 0);
@@ -86,13 +88,14 @@ TEST(LaneState, GathersByStateInAndScattersByStateOut) {
   const auto batch = lanes_batch(true);
   auto kept = torch::arange(1, 9, torch::kDouble).view({4, 2});
   lanes.load(kept);
-  EXPECT_TRUE(torch::equal(lanes.initial_pieces(batch),
-                           torch::tensor({1, 2, 3, 4, 0, 0, 0, 0, 0, 0}, torch::kDouble).view({5, 2})));
+  EXPECT_TRUE(
+      torch::equal(lanes.initial_pieces(batch),
+                   torch::tensor({1, 2, 3, 4, 0, 0, 0, 0, 0, 0}, torch::kDouble).view({5, 2})));
   const auto final_states = -torch::arange(10, torch::kDouble).view({5, 2});
   lanes.update_pieces(batch, final_states.clone().requires_grad_());
   // Row 0 takes piece 0's final state, row 3 piece 4's; rows 1 and 2 keep theirs.
-  EXPECT_TRUE(torch::equal(lanes.rows(),
-                           torch::tensor({0, -1, 3, 4, 5, 6, -8, -9}, torch::kDouble).view({4, 2})));
+  EXPECT_TRUE(torch::equal(
+      lanes.rows(), torch::tensor({0, -1, 3, 4, 5, 6, -8, -9}, torch::kDouble).view({4, 2})));
   EXPECT_FALSE(lanes.rows().requires_grad());
   EXPECT_TRUE(contains(error_of([&] { lanes.update_pieces(batch, final_states.narrow(0, 0, 4)); }),
                        "final_states has shape [4, 2]: expected [5, 2], a state per piece"));

@@ -18,7 +18,8 @@
 
 int main(int argc, char** argv) {
   if (argc != 8) {
-    std::cerr << "usage: bload_state_interop LENGTHS T_MAX WORLD_SIZE RANK BLOCKS_PER_BATCH IN OUT\n";
+    std::cerr
+        << "usage: bload_state_interop LENGTHS T_MAX WORLD_SIZE RANK BLOCKS_PER_BATCH IN OUT\n";
     return 2;
   }
   try {
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
     const auto next = sampler.next();
     if (!next) throw std::runtime_error("the loaded epoch has no batch left");
     const auto cells = next->table.flatten();
-    for (int64_t i = 0; i < cells.numel(); ++i) std::cout << (i ? " " : "") << cells[i].item<int64_t>();
+    for (int64_t i = 0; i < cells.numel(); ++i)
+      std::cout << (i ? " " : "") << cells[i].item<int64_t>();
     std::cout << "\n";
     const auto saved = torch::pickle_save(sampler.state_dict());
     std::ofstream out(argv[7], std::ios::binary);

@@ -37,7 +37,8 @@ std::string bytes_of(const std::vector<T>& values) {
 }
 
 void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A store of `lengths`: data float32 [T, 2] with step s of sequence i = (i, s), target int64 [T]
@@ -50,7 +51,8 @@ struct RemovedAtExit {
     fs::remove_all(root, ignored);
   }
 };
-const RemovedAtExit stores{fs::temp_directory_path() / ("bload_store_test_" + std::to_string(getpid()))};
+const RemovedAtExit stores{fs::temp_directory_path() /
+                           ("bload_store_test_" + std::to_string(getpid()))};
 
 fs::path write_store(const std::string& name, const std::vector<int64_t>& lengths) {
   const auto dir = stores.root / name;
@@ -68,11 +70,12 @@ fs::path write_store(const std::string& name, const std::vector<int64_t>& length
   write_file(dir / "offsets.bin", bytes_of(offsets));
   write_file(dir / "data.bin", bytes_of(data));
   write_file(dir / "target.bin", bytes_of(target));
-  write_file(dir / "header.json",
-             R"({"format": "bload-sequence-store", "version": 1, "count": )" +
-                 std::to_string(lengths.size()) + R"(, "steps": )" + std::to_string(offsets.back()) +
-                 R"(, "offsets_crc32": )" + std::to_string(crc32(bytes_of(offsets))) +
-                 R"(, "fields": [{"name": "data", "dtype": "float32", "shape": [2], "file": "data.bin"},
+  write_file(
+      dir / "header.json",
+      R"({"format": "bload-sequence-store", "version": 1, "count": )" +
+          std::to_string(lengths.size()) + R"(, "steps": )" + std::to_string(offsets.back()) +
+          R"(, "offsets_crc32": )" + std::to_string(crc32(bytes_of(offsets))) +
+          R"(, "fields": [{"name": "data", "dtype": "float32", "shape": [2], "file": "data.bin"},
                     {"name": "target", "dtype": "int64", "shape": [], "file": "target.bin"}]})");
   return dir;
 }
@@ -143,11 +146,13 @@ TEST(SequenceStore, ABadStoreNamesItsFile) {
   offsets.put(4);  // offsets 0, 4, 7: another CRC-32
   offsets.close();
   const auto message = error_of([&] { bload::SequenceStore store(dir.string()); });
-  EXPECT_NE(message.find((dir / "offsets.bin").string() + " = offsets of CRC-32"), std::string::npos)
+  EXPECT_NE(message.find((dir / "offsets.bin").string() + " = offsets of CRC-32"),
+            std::string::npos)
       << message;
   const auto other = write_store("fields", {3});
-  EXPECT_NE(error_of([&] { bload::SequenceStore(other.string(), "features"); })
-                .find("store field = features: expected one of the store's (data, target)"),
+  EXPECT_NE(error_of([&] {
+              bload::SequenceStore(other.string(), "features");
+            }).find("store field = features: expected one of the store's (data, target)"),
             std::string::npos);
 }
 
@@ -158,7 +163,8 @@ TEST(SequenceStore, AFileTruncatedWhileMappedIsAnErrorNotASigbus) {
   EXPECT_EQ(store.get_range(3, 49990, 10).target[9].item<int64_t>(), 300 + 49999);
   fs::resize_file(dir / "data.bin", 4096);
   const auto message = error_of([&] { store.get_range(3, 49990, 10); });
-  EXPECT_NE(message.find((dir / "data.bin").string() + " = a file of 4096 bytes"), std::string::npos)
+  EXPECT_NE(message.find((dir / "data.bin").string() + " = a file of 4096 bytes"),
+            std::string::npos)
       << message;
 }
 

@@ -57,7 +57,7 @@ mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(realpath "$BUILD_DIR")
 LOGS=$BUILD_DIR/test-gpu-logs
 rm -rf "$LOGS" && mkdir -p "$LOGS"
-export BLOAD_LIBRARY=$BUILD_DIR/libbload.so PYTHONPATH=$ROOT/python OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export BLOAD_LIBRARY=$BUILD_DIR/libbload.so PYTHONPATH=$ROOT/python:$ROOT/tests/support OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 declare -a REPORT=()
 FAILED=0

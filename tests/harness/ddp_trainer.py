@@ -4,15 +4,17 @@ torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the P
 tests/harness/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the
 bload package into .venv):
 
-    .venv/bin/python tests/harness/ddp_trainer.py --world-size 2
-    .venv/bin/python tests/harness/ddp_trainer.py --world-size 2 --model transformer
+    PYTHONPATH=tests/support .venv/bin/python tests/harness/ddp_trainer.py --world-size 2
+    PYTHONPATH=tests/support .venv/bin/python tests/harness/ddp_trainer.py --world-size 2 \
+        --model transformer
 
 It starts one process per rank itself; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set; LOCAL_RANK picks the GPU) it runs the rank it is given instead, on one machine or
 several:
 
-    torchrun --nnodes N --node-rank I --nproc-per-node P --rdzv-endpoint HOST:PORT
-        --rdzv-backend c10d tests/harness/ddp_trainer.py    (one command line, on each machine I)
+    PYTHONPATH=tests/support torchrun --nnodes N --node-rank I --nproc-per-node P
+        --rdzv-endpoint HOST:PORT --rdzv-backend c10d tests/harness/ddp_trainer.py
+        (one command line, on each machine I)
 """
 
 import dataclasses
@@ -28,22 +30,24 @@ import zlib
 import bload
 import torch
 import torch.distributed as dist
+from ddp_recovery import StepLog, check_resume_points, load_checkpoint, save_checkpoint
 from torch.nn.parallel import DistributedDataParallel
+from trainer_args import parse
+from trainer_report import EpochFigures, Progress, ends_of, report
 
-sys.path.insert(
-    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
-)
-import models  # noqa: E402  (tests/support: the test models and data set)
-from ddp_recovery import (  # noqa: E402
-    StepLog,
-    check_resume_points,
-    load_checkpoint,
-    save_checkpoint,
-)
-from packed_transformer import with_block_mask, with_mask  # noqa: E402
-from running_sum import RunningSum  # noqa: E402
-from trainer_args import parse  # noqa: E402
-from trainer_report import EpochFigures, Progress, ends_of, report  # noqa: E402
+# tests/support (the test models and data set) comes on PYTHONPATH: the tests set it, and so
+# does the command line above.
+try:
+    import models
+    from packed_transformer import with_block_mask, with_mask
+    from running_sum import RunningSum
+except ModuleNotFoundError as error:
+    if error.name not in ("models", "packed_transformer", "running_sum"):
+        raise
+    sys.exit(
+        f"{sys.argv[0]}: no module {error.name!r}: tests/support must be on PYTHONPATH "
+        "(PYTHONPATH=tests/support from the repository root)"
+    )
 
 
 def lengths_of(args):

@@ -1,6 +1,5 @@
 import os
 import pathlib
-import sys
 
 import bload
 import pytest
@@ -10,8 +9,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Every process the tests start (trainer ranks forked, spawned or under torchrun, DataLoader
 # workers) prints its Python stack if it dies of a signal: a rank that aborts says where it was.
 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
-# tests/support: the test data set and test models, shared with the harness (tests/harness).
-sys.path.insert(0, str(ROOT / "tests" / "support"))
+# tests/support (the test data set and test models, shared with the harness) is on this
+# process's path by pytest's configuration (pyproject.toml, `pythonpath`), and on the path of every
+# process the tests start (torchrun's ranks of tests/harness/ddp_trainer.py) by PYTHONPATH.
+SUPPORT = ROOT / "tests" / "support"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(SUPPORT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+)
 # The library under test: the installed package's, or the build named by BLOAD_LIBRARY.
 LIBRARY = pathlib.Path(bload.library_path())
 DATA = ROOT / "examples" / "data"

@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md"] + sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "BENCHMARKS.md"] + sorted(
+    (ROOT / "docs").rglob("*.md")
+)
+# Keep a Changelog's kinds of change (https://keepachangelog.com/en/1.1.0/).
+CHANGE_KINDS = ["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"]
 RUNS_MARK = re.compile(r"<!-- runs: (\w+) -->\n```(\w+)\n(.*?)\n```", re.S)
 # Folders whose paths the docs name; build/, target/ and .venv are made by the build.
 SOURCE_FOLDERS = (
@@ -145,3 +149,15 @@ def test_marked_code_runs(page, mark, language, code, tmp_path):
     )
     assert result.returncode == 0, f"the block in {page_id(page)} failed:\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), "the block printed nothing"
+
+
+def test_each_release_in_the_changelog_has_one_heading_per_kind():
+    releases = re.split(r"^## ", (ROOT / "CHANGELOG.md").read_text(), flags=re.M)[1:]
+    assert releases, "CHANGELOG.md has no release"
+    for release in releases:
+        name = release.splitlines()[0]
+        kinds = re.findall(r"^### (.+)$", release, re.M)
+        unknown = [kind for kind in kinds if kind not in CHANGE_KINDS]
+        assert not unknown, f"{name}: {unknown}: expected kinds among {CHANGE_KINDS}"
+        repeated = sorted({kind for kind in kinds if kinds.count(kind) > 1})
+        assert not repeated, f"{name}: {repeated} headed more than once"

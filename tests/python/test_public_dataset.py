@@ -2,14 +2,11 @@
 package ships it (requirements-dev.txt; nothing is downloaded), through
 examples/store_japanese_vowels.py: every frame packed exactly once, as the store holds it."""
 
-import sys
-
 import pytest
-from conftest import ROOT
+from ddp_support import example_module
 
 pytest.importorskip("sktime")
-sys.path.insert(0, str(ROOT / "examples"))
-import store_japanese_vowels  # noqa: E402
+store_japanese_vowels = example_module("store_japanese_vowels")
 
 
 def test_japanese_vowels_packed_from_a_store(tmp_path):

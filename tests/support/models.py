@@ -7,15 +7,14 @@ and "transformer" (packed_transformer.py). Saves one scripted, for the C++ train
 """
 
 import argparse
-import os
-import sys
 
 import bload
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script
-from packed_transformer import PackedTransformer  # noqa: E402
-from running_sum import FEATURES  # noqa: E402
+# Beside this file: on the path as a script's directory, or by pytest's `pythonpath` and the
+# harness's PYTHONPATH when imported.
+from packed_transformer import PackedTransformer
+from running_sum import FEATURES
 
 HIDDEN, OUTPUTS = 64, 1  # the C++ trainer's own GRU has the same (--model cpp)
 

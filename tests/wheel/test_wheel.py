@@ -13,6 +13,7 @@ requirement the built-against torch does not meet fails the install here.
     make test-wheel      # builds dist/bload-*.whl, then runs this file
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -35,8 +36,19 @@ BUILD_TOOLS = ["cargo", "rustc", "cmake", "ninja", "c++", "g++", "gcc", "cc", "c
 # Left out of the view of this environment: the package under test and the build tools.
 HIDDEN = re.compile(r"^(bload|cmake|ninja|scikit_build_core)([-_.].*)?$|^__editable__|^_bload")
 
-sys.path.insert(0, str(ROOT / "python" / "bload"))
-from _torch_series import requirement  # noqa: E402  (the rule alone, without importing bload)
+
+def _torch_series():
+    """python/bload/_torch_series.py loaded from its file: the series rule alone, without
+    importing bload (as python/build_hooks/torch_requirement.py loads it)."""
+    spec = importlib.util.spec_from_file_location(
+        "_bload_torch_series", ROOT / "python" / "bload" / "_torch_series.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+requirement = _torch_series().requirement
 
 
 def wheel_requirements(wheel):

@@ -53,10 +53,13 @@ namespace bload {
 //                  order (every piece and every run of padding an id of its own)
 //   cu_seqlens_padded  int32 [2 * pieces + blocks + 1]: the documents' offsets over the
 //                  flattened [blocks * t_max] layout, then blocks * t_max repeated
+// An X-macro list, which clang-format does not reflow the same way twice: left as written.
+// clang-format off
 #define BLOAD_PACKED_BATCH_FIELDS(X) \
   X(data) X(target) X(table) X(reset) X(valid) X(ends) X(carry) X(lanes) X(segment_ids) \
       X(position_ids) X(cu_seqlens) X(indices) X(state_in) X(state_out) \
       X(document_ids) X(cu_seqlens_padded)
+// clang-format on
 // The batch's host integers (the core's fields of shape "int"), in its order:
 //   max_seqlen     the longest piece's steps (0 for no piece), computed from the table when the
 //                  batch is packed: varlen kernels' max_seqlen with no device tensor read
@@ -146,9 +149,8 @@ concept PrefetchesPieces = requires(Inner& inner, size_t index, int64_t offset, 
 // The same for a whole block table at once, preferred where both are defined:
 // bload::SequenceStore advises the kernel of exactly the byte ranges the table reads.
 template <typename Inner>
-concept PrefetchesTables = requires(Inner& inner, const at::Tensor& table) {
-  inner.prefetch_table(table);
-};
+concept PrefetchesTables =
+    requires(Inner& inner, const at::Tensor& table) { inner.prefetch_table(table); };
 
 // The batches of a sampler's pass whose reads a BlockDataset and its copies (one per DataLoader
 // worker thread, which take requests in no set order) have started, so each is started once.
@@ -228,8 +230,10 @@ class BlockDataset
     } catch (const std::exception&) {
       throw;
     } catch (...) {
-      TORCH_CHECK(false, "the dataset threw something that is not a std::exception while "
-                  "reading sequence ", index, " (throw a std::exception to give a message)");
+      TORCH_CHECK(false,
+                  "the dataset threw something that is not a std::exception while "
+                  "reading sequence ",
+                  index, " (throw a std::exception to give a message)");
     }
   }
 

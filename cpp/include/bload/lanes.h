@@ -49,8 +49,7 @@ class BLOAD_API LaneState {
   // Keeps, for each row, the final state of the piece `batch.state_out` names, from
   // `final_states` [pieces, *shape]; the other rows' lanes keep theirs (detached unless `detach`
   // is false).
-  void update_pieces(const PackedBatch& batch, const at::Tensor& final_states,
-                     bool detach = true);
+  void update_pieces(const PackedBatch& batch, const at::Tensor& final_states, bool detach = true);
 
   // Every lane's state [lanes, *shape] on the CPU. With more than one rank, `all_gather` takes
   // this rank's rows and returns every rank's, in rank order (a collective, e.g. through c10d);

@@ -52,7 +52,6 @@ BLOAD_API std::vector<at::Tensor> unpack(const at::Tensor& packed, const at::Ten
 BLOAD_API void pack_into(at::Tensor& out, const std::vector<at::Tensor>& sequences,
                          const at::Tensor& table, const at::Scalar& padding_value);
 
-
 // Every table of a packed batch that its block table determines, from one check of the table:
 // reset, valid, ends, carry, lanes, segment_ids, position_ids, cu_seqlens, indices, state_in,
 // state_out, document_ids, cu_seqlens_padded, in that order (the core's batch declaration; see
@@ -80,9 +79,8 @@ BLOAD_API at::Tensor attention_mask(const at::Tensor& table, int64_t blocks, int
 // BlockMask.from_kv_blocks takes them: kv_num_blocks int32 [blocks, 1, tiles], kv_indices int32
 // [blocks, 1, tiles, tiles], then full_kv_num_blocks and full_kv_indices (tiles wholly allowed),
 // tiles = ceil(t_max / block_size). Made from the table: no [t_max, t_max] mask is made.
-BLOAD_API std::vector<at::Tensor> kv_blocks(const at::Tensor& table, int64_t blocks,
-                                            int64_t t_max, int64_t block_size = 128,
-                                            bool causal = true);
+BLOAD_API std::vector<at::Tensor> kv_blocks(const at::Tensor& table, int64_t blocks, int64_t t_max,
+                                            int64_t block_size = 128, bool causal = true);
 
 // The names of the policies a plan can have, in the core's order (Options::policy takes them).
 BLOAD_API std::vector<std::string> policy_names();

@@ -6,8 +6,8 @@
 //       bload::BlockDataset(dataset, options), sampler, torch::data::DataLoaderOptions());
 //   for (auto& batch : *loader) { ... }   // every rank gets the same number of batches
 
-#include <torch/data/samplers/base.h>
 #include <ATen/core/Dict.h>
+#include <torch/data/samplers/base.h>
 #include <torch/serialize/archive.h>
 
 #include <cstdint>

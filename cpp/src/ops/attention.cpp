@@ -57,10 +57,9 @@ std::vector<Tensor> kv_blocks_kernel(const Tensor& table, int64_t blocks, int64_
   const auto host = ops::host_table(table);
   ops::check_batch_shape(blocks, t_max);
   const auto tiles = tiles_of(t_max, block_size);
-  std::vector<Tensor> out{at::empty({blocks, 1, tiles}, at::kInt),
-                          at::empty({blocks, 1, tiles, tiles}, at::kInt),
-                          at::empty({blocks, 1, tiles}, at::kInt),
-                          at::empty({blocks, 1, tiles, tiles}, at::kInt)};
+  std::vector<Tensor> out{
+      at::empty({blocks, 1, tiles}, at::kInt), at::empty({blocks, 1, tiles, tiles}, at::kInt),
+      at::empty({blocks, 1, tiles}, at::kInt), at::empty({blocks, 1, tiles, tiles}, at::kInt)};
   rethrowing([&] {
     ffi::write_kv_blocks(elements<int64_t>(host), blocks, t_max, block_size, causal,
                          mutable_elements<int32_t>(out[0]), mutable_elements<int32_t>(out[1]),
@@ -99,8 +98,8 @@ Tensor attention_mask(const Tensor& table, int64_t blocks, int64_t t_max, bool c
 std::vector<Tensor> kv_blocks(const Tensor& table, int64_t blocks, int64_t t_max,
                               int64_t block_size, bool causal) {
   using Tiles = std::tuple<Tensor, Tensor, Tensor, Tensor>;
-  static auto op = typed_op<Tiles(const Tensor&, int64_t, int64_t, int64_t, bool)>(
-      "bload::kv_blocks");
+  static auto op =
+      typed_op<Tiles(const Tensor&, int64_t, int64_t, int64_t, bool)>("bload::kv_blocks");
   ops::check_defined(table, "table");
   auto [counts, indices, full_counts, full_indices] =
       op.call(table, blocks, t_max, block_size, causal);
@@ -111,25 +110,26 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
   // A host integer from the table: one kernel for every device (the table is read where it is).
   m.def("max_seqlen(Tensor table, int blocks, int t_max) -> int", &max_seqlen_kernel);
   m.def("attention_mask(Tensor table, int blocks, int t_max, bool causal=True) -> Tensor");
-  m.def("kv_blocks(Tensor table, int blocks, int t_max, int block_size=128, bool causal=True) "
-        "-> (Tensor kv_num_blocks, Tensor kv_indices, Tensor full_kv_num_blocks, "
-        "Tensor full_kv_indices)");
+  m.def(
+      "kv_blocks(Tensor table, int blocks, int t_max, int block_size=128, bool causal=True) "
+      "-> (Tensor kv_num_blocks, Tensor kv_indices, Tensor full_kv_num_blocks, "
+      "Tensor full_kv_indices)");
 }
 
 TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {
   m.impl("attention_mask", &attention_mask_kernel);
-  m.impl("kv_blocks", [](const Tensor& table, int64_t blocks, int64_t t_max, int64_t block_size,
-                         bool causal) {
-    return as_tuple(kv_blocks_kernel(table, blocks, t_max, block_size, causal));
-  });
+  m.impl("kv_blocks",
+         [](const Tensor& table, int64_t blocks, int64_t t_max, int64_t block_size, bool causal) {
+           return as_tuple(kv_blocks_kernel(table, blocks, t_max, block_size, causal));
+         });
 }
 
 TORCH_LIBRARY_IMPL(bload, Meta, m) {
   m.impl("attention_mask", &attention_mask_meta);
-  m.impl("kv_blocks", [](const Tensor& table, int64_t blocks, int64_t t_max, int64_t block_size,
-                         bool causal) {
-    return as_tuple(kv_blocks_meta(table, blocks, t_max, block_size, causal));
-  });
+  m.impl("kv_blocks",
+         [](const Tensor& table, int64_t blocks, int64_t t_max, int64_t block_size, bool causal) {
+           return as_tuple(kv_blocks_meta(table, blocks, t_max, block_size, causal));
+         });
 }
 
 // Masks are not differentiable: autograd passes the call on.

@@ -68,9 +68,10 @@ Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64
             const at::Scalar& padding_value) {
   // A loader's pack records nothing: straight to the kernel (the autograd node's saved steps
   // cost as much as copying a small batch).
-  const bool recording = at::GradMode::is_enabled() &&
-                         std::any_of(sequences.begin(), sequences.end(),
-                                     [](const Tensor& sequence) { return sequence.requires_grad(); });
+  const bool recording =
+      at::GradMode::is_enabled() &&
+      std::any_of(sequences.begin(), sequences.end(),
+                  [](const Tensor& sequence) { return sequence.requires_grad(); });
   if (!recording) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return bload::pack(sequences.vec(), table, blocks, t_max, padding_value);

@@ -32,38 +32,43 @@ struct Output {
   Shape shape;
 };
 constexpr std::array<Output, 13> kOutputs{{
-    {at::kBool, Shape::Steps},           // reset
-    {at::kBool, Shape::Steps},           // valid
-    {at::kBool, Shape::Steps},           // ends
-    {at::kBool, Shape::Blocks},          // carry
-    {at::kLong, Shape::Blocks},          // lanes
-    {at::kInt, Shape::Steps},            // segment_ids
-    {at::kLong, Shape::Steps},           // position_ids
-    {at::kInt, Shape::PiecesPlusOne},    // cu_seqlens
-    {at::kLong, Shape::Pieces},          // indices
-    {at::kLong, Shape::Pieces},          // state_in
-    {at::kLong, Shape::Blocks},          // state_out
-    {at::kInt, Shape::Steps},            // document_ids
-    {at::kInt, Shape::Segments},         // cu_seqlens_padded
+    {at::kBool, Shape::Steps},         // reset
+    {at::kBool, Shape::Steps},         // valid
+    {at::kBool, Shape::Steps},         // ends
+    {at::kBool, Shape::Blocks},        // carry
+    {at::kLong, Shape::Blocks},        // lanes
+    {at::kInt, Shape::Steps},          // segment_ids
+    {at::kLong, Shape::Steps},         // position_ids
+    {at::kInt, Shape::PiecesPlusOne},  // cu_seqlens
+    {at::kLong, Shape::Pieces},        // indices
+    {at::kLong, Shape::Pieces},        // state_in
+    {at::kLong, Shape::Blocks},        // state_out
+    {at::kInt, Shape::Steps},          // document_ids
+    {at::kInt, Shape::Segments},       // cu_seqlens_padded
 }};
 
 template <typename Int>
 std::vector<Int> dims(Shape shape, Int blocks, Int t_max, Int pieces) {
   switch (shape) {
-    case Shape::Steps: return {blocks, t_max};
-    case Shape::Blocks: return {blocks};
-    case Shape::Pieces: return {pieces};
-    case Shape::PiecesPlusOne: return {pieces + 1};
+    case Shape::Steps:
+      return {blocks, t_max};
+    case Shape::Blocks:
+      return {blocks};
+    case Shape::Pieces:
+      return {pieces};
+    case Shape::PiecesPlusOne:
+      return {pieces + 1};
     // The most documents a table of `pieces` rows can have (padding around every piece), + 1.
-    case Shape::Segments: return {2 * pieces + blocks + 1};
+    case Shape::Segments:
+      return {2 * pieces + blocks + 1};
   }
   return {};
 }
 
 // Writes every table into `out` (host tensors of kOutputs' dtypes and shapes) from one check of
 // the host table.
-void write_tables(const Tensor& host, int64_t blocks, int64_t t_max, bool carry,
-                  int64_t first_lane, const std::string& positions, std::vector<Tensor>& out) {
+void write_tables(const Tensor& host, int64_t blocks, int64_t t_max, bool carry, int64_t first_lane,
+                  const std::string& positions, std::vector<Tensor>& out) {
   rethrowing([&] {
     ffi::write_batch_tables(elements<int64_t>(host), blocks, t_max, carry, first_lane, positions,
                             mutable_elements<bool>(out[0]), mutable_elements<bool>(out[1]),
@@ -121,16 +126,16 @@ std::vector<Tensor> ops::batch_tables_on_host(const Tensor& host, int64_t blocks
 
 std::vector<Tensor> batch_tables(const Tensor& table, int64_t blocks, int64_t t_max, bool carry,
                                  int64_t first_lane, const std::string& positions) {
-  static auto op = ops::typed_op<std::vector<Tensor>(const Tensor&, int64_t, int64_t, bool,
-                                                      int64_t, c10::string_view)>(
-      "bload::batch_tables");
+  static auto op = ops::typed_op<std::vector<Tensor>(const Tensor&, int64_t, int64_t, bool, int64_t,
+                                                     c10::string_view)>("bload::batch_tables");
   ops::check_defined(table, "table");
   return op.call(table, blocks, t_max, carry, first_lane, positions);
 }
 
 TORCH_LIBRARY_FRAGMENT(bload, m) {
-  m.def("batch_tables(Tensor table, int blocks, int t_max, bool carry=False, int first_lane=0, "
-        "str positions=\"sequence\") -> Tensor[]");
+  m.def(
+      "batch_tables(Tensor table, int blocks, int t_max, bool carry=False, int first_lane=0, "
+      "str positions=\"sequence\") -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(bload, CompositeExplicitAutograd, m) {

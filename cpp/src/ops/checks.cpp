@@ -88,8 +88,7 @@ void check_padding(const at::Scalar& padding, at::ScalarType dtype, const char* 
       // is exclusive; the value must also be a whole number, which a cast would round away.
       const auto value = padding.toDouble();
       holds = std::isfinite(value) && value == std::trunc(value) &&
-              static_cast<double>(lowest) <= value &&
-              value < static_cast<double>(highest) + 1.0;
+              static_cast<double>(lowest) <= value && value < static_cast<double>(highest) + 1.0;
     }
     TORCH_CHECK(holds, name, " = ", padding, ": expected an integer in [", lowest, ", ", highest,
                 "], what ", dtype, " data holds exactly");
@@ -103,14 +102,13 @@ void check_padding(const at::Scalar& padding, at::ScalarType dtype, const char* 
   }
 }
 
-
 void check_table_layout(const at::Tensor& table) {
   check_defined(table, "table");
   TORCH_CHECK(table.scalar_type() == at::kLong, "table: expected an int64 tensor, got ",
               table.scalar_type());
-  TORCH_CHECK(table.dim() == 2 && table.size(1) == kTableColumns,
-              "table: expected shape [pieces, ", kTableColumns, "] (",
-              c10::Join(", ", ffi::table_column_names()), "), got ", table.sizes());
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == kTableColumns, "table: expected shape [pieces, ",
+              kTableColumns, "] (", c10::Join(", ", ffi::table_column_names()), "), got ",
+              table.sizes());
 }
 
 void check_batch_shape(int64_t blocks, int64_t t_max) {
@@ -146,9 +144,8 @@ void check_sequences(at::TensorList sequences, const c10::SymInt& rows) {
                 "]: expected a tensor [steps, ...], got an undefined at::Tensor");
     TORCH_CHECK(sequence.dim() >= 1, "sequences[", i, "]: expected a tensor [steps, ...], got a ",
                 sequence.dim(), "-d tensor");
-    TORCH_CHECK(same_trailing_shape(sequence, first), "sequences[", i,
-                "]: expected shape [steps, ", first.sym_sizes().slice(1),
-                "] like sequences[0], got ", sequence.sym_sizes());
+    TORCH_CHECK(same_trailing_shape(sequence, first), "sequences[", i, "]: expected shape [steps, ",
+                first.sym_sizes().slice(1), "] like sequences[0], got ", sequence.sym_sizes());
     TORCH_CHECK(sequence.scalar_type() == first.scalar_type(), "sequences[", i,
                 "]: expected dtype ", first.scalar_type(), " like sequences[0], got ",
                 sequence.scalar_type());

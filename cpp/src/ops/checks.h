@@ -73,7 +73,7 @@ at::Tensor steps_in_block(const at::Tensor& packed, const Row& piece) {
 // gathers every step with one index_select, so its work on the device does not grow with the
 // pieces (device_kernels.cpp; exported so that a test can run it on CPU tensors).
 BLOAD_API void pack_by_gather(at::Tensor& out, at::TensorList sequences, const at::Tensor& host,
-                    const at::Scalar& padding_value);
+                              const at::Scalar& padding_value);
 // pack_into's checks of `out` against the sequences: [blocks, t_max, ...] of their trailing shape,
 // dtype and device.
 void check_pack_into(const at::Tensor& out, const at::Tensor& first);
@@ -93,8 +93,8 @@ at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequen
 
 // batch_tables' kernel on a host table (layout checked), without the dispatcher: what bload's own
 // dataset calls for every batch (its tables are CPU tensors, made where it packs).
-std::vector<at::Tensor> batch_tables_on_host(const at::Tensor& host, int64_t blocks,
-                                             int64_t t_max, bool carry, int64_t first_lane,
+std::vector<at::Tensor> batch_tables_on_host(const at::Tensor& host, int64_t blocks, int64_t t_max,
+                                             bool carry, int64_t first_lane,
                                              const std::string& positions = "sequence");
 
 // pack's backward through the dispatcher (an operator of its own, so AOT autograd traces it).

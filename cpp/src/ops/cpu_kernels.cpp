@@ -28,12 +28,15 @@ class PaddingSteps {
   PaddingSteps(const Tensor& out, const at::Scalar& value) {
     std::vector<std::byte> element(out.element_size());
     AT_DISPATCH_V2(out.scalar_type(), "bload::pack padding", AT_WRAP([&] {
-      const auto converted = value.to<scalar_t>();
-      std::memcpy(element.data(), &converted, sizeof converted);
-    }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
-    zero_ = std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; });
+                     const auto converted = value.to<scalar_t>();
+                     std::memcpy(element.data(), &converted, sizeof converted);
+                   }),
+                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
+    zero_ =
+        std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; });
     const int64_t elements = out.numel() / (out.size(0) * out.size(1));
-    for (int64_t i = 0; i < elements; ++i) step_.insert(step_.end(), element.begin(), element.end());
+    for (int64_t i = 0; i < elements; ++i)
+      step_.insert(step_.end(), element.begin(), element.end());
   }
 
   void write(std::byte* destination, int64_t steps) const {
@@ -63,7 +66,8 @@ class PaddingSteps {
 // copies it first) can see it reused. At most kKept blocks wait here.
 class OutputCache {
  public:
-  static constexpr size_t kSmallest = size_t{128} << 10;  // malloc serves smaller ones from its heap
+  static constexpr size_t kSmallest = size_t{128}
+                                      << 10;  // malloc serves smaller ones from its heap
   static constexpr size_t kKept = 8;
 
   static OutputCache& instance() {
@@ -84,8 +88,8 @@ class OutputCache {
       }
     }
     if (!block) block = c10::alloc_cpu(bytes);
-    return at::from_blob(block, shape, [bytes](void* data) { instance().give_back(data, bytes); },
-                         options);
+    return at::from_blob(
+        block, shape, [bytes](void* data) { instance().give_back(data, bytes); }, options);
   }
 
  private:
@@ -142,7 +146,9 @@ class BytePacker {
   }
 
  private:
-  int64_t end_of(int64_t row) const { return first_step(cells_[row], t_max_) + cells_[row][kLength]; }
+  int64_t end_of(int64_t row) const {
+    return first_step(cells_[row], t_max_) + cells_[row][kLength];
+  }
 
   PaddingSteps padding_;
   at::TensorList sequences_;

@@ -14,8 +14,10 @@ using at::Tensor;
 // The Meta key is chosen when any argument is on meta: a table on meta with real sequences (or
 // the reverse for pack_backward's grad) would get an output of uninitialised real memory.
 void check_on_meta(const Tensor& tensor, const char* name) {
-  TORCH_CHECK(tensor.is_meta(), name, ": expected a meta tensor, like the other meta arguments, "
-              "got one on ", tensor.device(), " (move every tensor argument to one device)");
+  TORCH_CHECK(tensor.is_meta(), name,
+              ": expected a meta tensor, like the other meta arguments, "
+              "got one on ",
+              tensor.device(), " (move every tensor argument to one device)");
 }
 
 Tensor pack(at::TensorList sequences, const Tensor& table, int64_t blocks, int64_t t_max,

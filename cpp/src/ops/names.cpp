@@ -53,9 +53,10 @@ std::vector<std::string> policy_names() {
 }
 
 TORCH_LIBRARY_FRAGMENT(bload, m) {
-  m.def("batch_fields() -> (str[] names, str[] dtypes, str[] shapes, bool[] from_table, "
-        "str[] docs)",
-        &batch_fields_op);
+  m.def(
+      "batch_fields() -> (str[] names, str[] dtypes, str[] shapes, bool[] from_table, "
+      "str[] docs)",
+      &batch_fields_op);
   m.def("policy_names() -> str[]", &policy_names);
   m.def("option_bounds() -> (str[] names, int[] lows, int[] highs)", &option_bounds_op);
 }

@@ -79,7 +79,8 @@ TORCH_LIBRARY(bload, m) {
       "-> Tensor");
   // pack into a caller's buffer, whose shape gives blocks and t_max. It returns nothing, as
   // functionalization wants of a custom operator that mutates (torch.compile can trace it).
-  m.def("pack_into(Tensor(a!) out, Tensor[] sequences, Tensor table, Scalar padding_value=0) -> ()");
+  m.def(
+      "pack_into(Tensor(a!) out, Tensor[] sequences, Tensor table, Scalar padding_value=0) -> ()");
   m.def("unpack(Tensor packed, Tensor table) -> Tensor[]");
   m.def("pack_backward(Tensor grad, Tensor table, SymInt[] steps) -> Tensor[]");
   m.def("read_lengths(str path, str? format=None) -> Tensor", &read_lengths_op);
@@ -95,8 +96,9 @@ TORCH_LIBRARY(bload, m) {
 
 Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
             int64_t t_max, const at::Scalar& padding_value) {
-  static auto op = typed_op<Tensor(at::TensorList, const Tensor&, int64_t, int64_t,
-                                   const at::Scalar&)>("bload::pack");
+  static auto op =
+      typed_op<Tensor(at::TensorList, const Tensor&, int64_t, int64_t, const at::Scalar&)>(
+          "bload::pack");
   ops::check_defined(table, "table");
   return op.call(sequences, table, blocks, t_max, padding_value);
 }
@@ -109,7 +111,7 @@ std::vector<Tensor> unpack(const Tensor& packed, const Tensor& table) {
 }
 
 std::vector<Tensor> ops::call_pack_backward(const Tensor& grad, const Tensor& table,
-                                       c10::SymIntArrayRef steps) {
+                                            c10::SymIntArrayRef steps) {
   static auto op = typed_op<std::vector<Tensor>(const Tensor&, const Tensor&, c10::SymIntArrayRef)>(
       "bload::pack_backward");
   return op.call(grad, table, steps);
@@ -117,8 +119,8 @@ std::vector<Tensor> ops::call_pack_backward(const Tensor& grad, const Tensor& ta
 
 void ops::call_pack_into(Tensor& out, at::TensorList sequences, const Tensor& table,
                          const at::Scalar& padding_value) {
-  static auto op = typed_op<void(Tensor&, at::TensorList, const Tensor&, const at::Scalar&)>(
-      "bload::pack_into");
+  static auto op =
+      typed_op<void(Tensor&, at::TensorList, const Tensor&, const at::Scalar&)>("bload::pack_into");
   op.call(out, sequences, table, padding_value);
 }
 

@@ -22,10 +22,10 @@ using ops::typed_op;
 // The tables [blocks, t_max] that take no argument but the table and the batch's shape: each
 // line is the operator's name, its dtype, that dtype's C++ type, and the core's writer (through
 // the bridge). Schema, C++ entry point, kernels and fallthrough are all made from this list.
-#define BLOAD_STEP_TABLES(X)                                      \
-  X(end_mask, at::kBool, bool, ffi::write_end_mask)              \
-  X(valid_mask, at::kBool, bool, ffi::write_valid_mask)          \
-  X(segment_ids, at::kInt, int32_t, ffi::write_segment_ids)      \
+#define BLOAD_STEP_TABLES(X)                                \
+  X(end_mask, at::kBool, bool, ffi::write_end_mask)         \
+  X(valid_mask, at::kBool, bool, ffi::write_valid_mask)     \
+  X(segment_ids, at::kInt, int32_t, ffi::write_segment_ids) \
   X(position_ids, at::kLong, int64_t, ffi::write_position_ids)
 
 // A [blocks, t_max] table written by the core from the host table, on the table's device.
@@ -81,7 +81,8 @@ Tensor carry_mask_meta(const Tensor& table, int64_t blocks, int64_t t_max) {
 Tensor cu_seqlens_kernel(const Tensor& table) {
   auto host = ops::host_table(table);
   auto out = at::empty({host.size(0) + 1}, at::kInt);
-  rethrowing([&] { ffi::write_cu_seqlens(elements<int64_t>(host), mutable_elements<int32_t>(out)); });
+  rethrowing(
+      [&] { ffi::write_cu_seqlens(elements<int64_t>(host), mutable_elements<int32_t>(out)); });
   return out.to(table.device());
 }
 

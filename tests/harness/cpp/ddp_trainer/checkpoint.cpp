@@ -17,7 +17,9 @@
 namespace trainer {
 namespace {
 
-std::string file_of(const std::string& dir) { return (std::filesystem::path(dir) / "checkpoint.pt").string(); }
+std::string file_of(const std::string& dir) {
+  return (std::filesystem::path(dir) / "checkpoint.pt").string();
+}
 
 [[noreturn]] void failed(const std::string& what, const std::string& path) {
   throw std::runtime_error(what + " " + path + ": " + std::strerror(errno));
@@ -41,7 +43,8 @@ void save_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
                      const at::Tensor& lane_states) {
   std::filesystem::create_directories(dir);
   torch::serialize::OutputArchive archive, model, optimizer_state, sampler;
-  for (size_t i = 0; i < parameters.size(); ++i) model.write(parameter_key(i), parameters[i].detach().cpu());
+  for (size_t i = 0; i < parameters.size(); ++i)
+    model.write(parameter_key(i), parameters[i].detach().cpu());
   model.write("count", static_cast<int64_t>(parameters.size()));
   optimizer.save(optimizer_state);
   trained.save(sampler);
@@ -76,7 +79,8 @@ bool load_checkpoint(const std::string& dir, const std::vector<at::Tensor>& para
     at::Tensor saved;
     model.read(parameter_key(i), saved);
     TORCH_CHECK(saved.sizes() == parameters[i].sizes(), path, ": parameter ", i, " is ",
-                saved.sizes(), ": expected ", parameters[i].sizes(), " (a checkpoint of another model?)");
+                saved.sizes(), ": expected ", parameters[i].sizes(),
+                " (a checkpoint of another model?)");
     parameters[i].copy_(saved);
   }
   optimizer.load(optimizer_state);

@@ -79,8 +79,7 @@ Number parse_number(const std::string& flag, const std::string& value, Number mi
     std::ostringstream expected;
     if constexpr (std::is_integral_v<Number>)
       expected << "an integer from " << minimum << " to " << std::numeric_limits<Number>::max();
-    else
-      expected << "a number of at least " << minimum;
+    else expected << "a number of at least " << minimum;
     bad_argument(flag, value, expected.str());
   }
   return number;
@@ -90,7 +89,8 @@ Number parse_number(const std::string& flag, const std::string& value, Number mi
 std::string required(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr)
-    bad_argument(name, "", "set where RANK is (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+    bad_argument(name, "",
+                 "set where RANK is (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
   return value;
 }
 
@@ -102,8 +102,9 @@ void from_torchrun(Config& config, bool world_size_given) {
   config.rank = parse_number<int64_t>("RANK", required("RANK"), 0);
   const auto world_size = parse_number<int64_t>("WORLD_SIZE", required("WORLD_SIZE"), 1);
   if (world_size_given && world_size != config.world_size)
-    bad_argument("--world-size", std::to_string(config.world_size),
-                 "WORLD_SIZE = " + std::to_string(world_size) + " under torchrun (or no --world-size)");
+    bad_argument(
+        "--world-size", std::to_string(config.world_size),
+        "WORLD_SIZE = " + std::to_string(world_size) + " under torchrun (or no --world-size)");
   config.world_size = world_size;
   config.master_addr = required("MASTER_ADDR");
   config.port = parse_number<int64_t>("MASTER_PORT", required("MASTER_PORT"), 1);
@@ -137,8 +138,7 @@ Config parse(int argc, char** argv) {
     if (flag == "--world-size") {
       config.world_size = parse_number<int64_t>(flag, value, 1);
       world_size_given = true;
-    }
-    else if (flag == "--rank") config.rank = parse_number<int64_t>(flag, value, 0);
+    } else if (flag == "--rank") config.rank = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--port") config.port = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--lengths") config.lengths = value;
     else if (flag == "--sequences") config.sequences = parse_number<int64_t>(flag, value, 1);
@@ -147,7 +147,8 @@ Config parse(int argc, char** argv) {
     else if (flag == "--loop") config.loop = value;
     else if (flag == "--policy") config.policy = value;
     else if (flag == "--t-max") config.t_max = parse_number<int64_t>(flag, value, 1);
-    else if (flag == "--blocks-per-batch") config.blocks_per_batch = parse_number<int64_t>(flag, value, 1);
+    else if (flag == "--blocks-per-batch")
+      config.blocks_per_batch = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--epochs") config.epochs = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--seed") config.seed = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--lr") config.lr = parse_number(flag, value, 0.0);
@@ -156,7 +157,8 @@ Config parse(int argc, char** argv) {
     else if (flag == "--timeout") config.timeout = parse_number<int64_t>(flag, value, 1);
     else if (flag == "--heartbeat-window") config.heartbeat_window = parse_number(flag, value, 0.1);
     else if (flag == "--checkpoint") config.checkpoint = value;
-    else if (flag == "--checkpoint-every") config.checkpoint_every = parse_number<int64_t>(flag, value, 0);
+    else if (flag == "--checkpoint-every")
+      config.checkpoint_every = parse_number<int64_t>(flag, value, 0);
     else if (flag == "--step-log") config.step_log = value;
     else bad_argument("option", flag, "one of those --help lists");
   }

@@ -17,9 +17,9 @@ struct Config {
   std::string master_addr = "127.0.0.1";
   int64_t port = 0;
   bool store_server = false;
-  bool torchrun = false;   // the rank, world size and store came from torchrun's environment
-  int64_t local_rank = 0;  // this rank's index on its machine: its GPU
-  int64_t restart = 0;     // torchrun's TORCHELASTIC_RESTART_COUNT: keys of a restart are its own
+  bool torchrun = false;    // the rank, world size and store came from torchrun's environment
+  int64_t local_rank = 0;   // this rank's index on its machine: its GPU
+  int64_t restart = 0;      // torchrun's TORCHELASTIC_RESTART_COUNT: keys of a restart are its own
   int64_t store_rank = -1;  // the rank hosting the store; -1: the launcher or torchrun's agent
   std::string lengths = BLOAD_DEFAULT_LENGTHS;
   int64_t sequences = 0;

@@ -30,7 +30,7 @@ class Group {
   ~Group();
 
   const std::string& name() const { return name_; }  // "gloo" or "nccl"
-  int64_t collectives() const;                      // run so far
+  int64_t collectives() const;                       // run so far
 
   // One all-reduce of every gradient, flattened into one buffer (gloo reduces on the host).
   void average_gradients(const std::vector<at::Tensor>& parameters);

@@ -63,7 +63,8 @@ int run_rank(const Config& config) {
   c10::Device device(config.device == "cuda" ? c10::kCUDA : c10::kCPU);
 #ifdef BLOAD_WITH_NCCL
   if (device.is_cuda()) {
-    const auto index = static_cast<c10::DeviceIndex>(config.local_rank % torch::cuda::device_count());
+    const auto index =
+        static_cast<c10::DeviceIndex>(config.local_rank % torch::cuda::device_count());
     c10::cuda::set_device(index);
     device = c10::Device(c10::kCUDA, index);
   }

@@ -24,8 +24,8 @@ namespace trainer {
 class PaddedSampler : public torch::data::samplers::Sampler<bload::BatchRequest> {
  public:
   // The batches of `rank` of epoch `epoch` (its own shuffle, from seed and epoch).
-  PaddedSampler(std::vector<int64_t> lengths, int64_t batch_size, int64_t world_size,
-                int64_t rank, int64_t seed, int64_t epoch)
+  PaddedSampler(std::vector<int64_t> lengths, int64_t batch_size, int64_t world_size, int64_t rank,
+                int64_t seed, int64_t epoch)
       : lengths_(std::move(lengths)), batch_size_(batch_size) {
     const auto count = static_cast<int64_t>(lengths_.size());
     auto generator = at::make_generator<at::CPUGeneratorImpl>(

@@ -73,9 +73,9 @@ constexpr int64_t kFields = [] {
 // Every epoch's figures combined over the ranks.
 struct EpochSummary {
   int64_t epoch = 0, first_batch = 0;  // rank 0's
-  double seconds = 0;     // the slowest rank's
-  double first_wait = 0;  // the longest
-  double wait_share = 0;  // the largest
+  double seconds = 0;                  // the slowest rank's
+  double first_wait = 0;               // the longest
+  double wait_share = 0;               // the largest
   std::vector<int64_t> batches_per_rank;
   int64_t frames = 0, padding = 0;       // all ranks'
   int64_t sequential_steps = 0;          // the most of any rank (equal where batches are)
@@ -116,7 +116,8 @@ std::string json_number(double value) {
 at::Tensor pack(const std::vector<EpochFigures>& epochs) {
   std::vector<double> values;
   for (const auto& figures : epochs)
-    for_each_field(figures, [&](const auto& field) { values.push_back(static_cast<double>(field)); });
+    for_each_field(figures,
+                   [&](const auto& field) { values.push_back(static_cast<double>(field)); });
   return at::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::kDouble).clone();
 }
 
@@ -161,10 +162,10 @@ bool report(const Config& config, const std::string& backend, const std::string&
         "steps, first batch after %.2f s, then loader wait %.2f%% of the steps, loss %.4f -> "
         "%.4f\n",
         static_cast<long long>(summary.epoch), from.c_str(), summary.seconds,
-        static_cast<long long>(config.world_size),
-        backend.c_str(), config.policy.c_str(), per_rank.str().c_str(),
-        equal ? " (equal)" : " (NOT EQUAL)", 100 * padding / std::max(frames + padding, 1.0),
-        summary.first_wait, 100 * summary.wait_share, summary.first_loss, summary.last_loss);
+        static_cast<long long>(config.world_size), backend.c_str(), config.policy.c_str(),
+        per_rank.str().c_str(), equal ? " (equal)" : " (NOT EQUAL)",
+        100 * padding / std::max(frames + padding, 1.0), summary.first_wait,
+        100 * summary.wait_share, summary.first_loss, summary.last_loss);
     json << (epoch ? ", " : "") << "{\"epoch\": " << summary.epoch
          << ", \"first_batch\": " << summary.first_batch
          << ", \"seconds\": " << json_number(summary.seconds)

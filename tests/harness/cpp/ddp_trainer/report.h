@@ -37,9 +37,9 @@ class Progress {
 struct EpochFigures {
   int64_t epoch = 0;
   int64_t first_batch = 0;  // where this run started in the epoch: 0, or a checkpoint's position
-  double seconds = 0;     // the epoch
-  double first_wait = 0;  // the wait for its first batch (which also starts the loader's workers)
-  double wait_share = 0;  // the share of the rest of the epoch spent waiting for the loader
+  double seconds = 0;       // the epoch
+  double first_wait = 0;    // the wait for its first batch (which also starts the loader's workers)
+  double wait_share = 0;    // the share of the rest of the epoch spent waiting for the loader
   int64_t batches = 0;
   int64_t frames = 0;   // the steps of sequences
   int64_t padding = 0;  // the steps of padding

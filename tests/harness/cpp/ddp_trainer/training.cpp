@@ -52,9 +52,7 @@ class Model {
   bool recurrent() const { return native || script.find_method("forward_lanes").has_value(); }
 
   // The size of the recurrent state of one row.
-  int64_t hidden() const {
-    return native ? native->hidden() : script.attr("hidden").toInt();
-  }
+  int64_t hidden() const { return native ? native->hidden() : script.attr("hidden").toInt(); }
 
   std::vector<torch::Tensor> parameters() {
     if (native) return native->parameters();
@@ -95,8 +93,8 @@ torch::Tensor mean_over_valid(const torch::Tensor& outputs, const torch::Tensor&
 }
 
 // Counts a trained batch, of loss `loss`, into `figure` and `losses`.
-void count_batch(EpochFigures& figure, std::vector<double>& losses,
-                 const bload::PackedBatch& batch, const torch::Tensor& loss) {
+void count_batch(EpochFigures& figure, std::vector<double>& losses, const bload::PackedBatch& batch,
+                 const torch::Tensor& loss) {
   const int64_t frames = batch.valid.sum().item<int64_t>();
   figure.frames += frames;
   figure.padding += batch.valid.numel() - frames;
@@ -117,8 +115,10 @@ std::shared_ptr<Model> load_model(const Config& config, const c10::Device& devic
     try {
       model->script = torch::jit::load(config.model, device);
     } catch (const c10::Error& error) {
-      TORCH_CHECK(false, "--model = \"", config.model, "\": expected cpp or a TorchScript file "
-                  "(torch.jit.save), and it would not load: ", error.what_without_backtrace());
+      TORCH_CHECK(false, "--model = \"", config.model,
+                  "\": expected cpp or a TorchScript file "
+                  "(torch.jit.save), and it would not load: ",
+                  error.what_without_backtrace());
     }
     model->script.train();
   }
@@ -150,9 +150,9 @@ bload::Options plan_options(const Config& config, bool pin_memory) {
 
 // The packed loop over `dataset`: RunningSum's generated sequences, or a SequenceStore's.
 template <typename Dataset>
-std::vector<EpochFigures> train_packed_from(const Config& config, const std::vector<int64_t>& lengths,
-                                            Dataset dataset, Model& model, Group& group,
-                                            const c10::Device& device) {
+std::vector<EpochFigures> train_packed_from(const Config& config,
+                                            const std::vector<int64_t>& lengths, Dataset dataset,
+                                            Model& model, Group& group, const c10::Device& device) {
   const auto options = plan_options(config, device.is_cuda());
   bload::BlockSampler sampler(lengths, options);
   // The batches trained, one next() per trained batch: the loader's copy of `sampler` runs ahead
@@ -263,7 +263,8 @@ std::vector<EpochFigures> train_packed(const Config& config, const std::vector<i
                                        Model& model, Group& group, const c10::Device& device) {
   // --store: the sequences of a sequence store (docs/data.md), read by ranges of its mapping.
   if (!config.store.empty())
-    return train_packed_from(config, lengths, bload::SequenceStore(config.store), model, group, device);
+    return train_packed_from(config, lengths, bload::SequenceStore(config.store), model, group,
+                             device);
   return train_packed_from(config, lengths, RunningSum(lengths, config.seed), model, group, device);
 }
 
@@ -317,8 +318,8 @@ std::vector<EpochFigures> train_naive(const Config& config, const std::vector<in
   auto parameters = model.parameters();
   torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(config.lr));
   auto& gru = *model.native;
-  const int64_t per_rank = (static_cast<int64_t>(lengths.size()) + config.world_size - 1) /
-                           config.world_size;
+  const int64_t per_rank =
+      (static_cast<int64_t>(lengths.size()) + config.world_size - 1) / config.world_size;
   std::vector<EpochFigures> figures;
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
     EpochFigures figure;

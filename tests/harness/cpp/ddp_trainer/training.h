@@ -1,5 +1,5 @@
-// The training loops: bload's packed loop, the padded loop and the naive per-sequence loop, on the RunningSum data
-// set, and the model they train (bload::nn::PackedGRU or a TorchScript one).
+// The training loops: bload's packed loop, the padded loop and the naive per-sequence loop, on the
+// RunningSum data set, and the model they train (bload::nn::PackedGRU or a TorchScript one).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -31,8 +31,8 @@ bload::Options plan_options(const Config& config, bool pin_memory);
 std::vector<EpochFigures> train_packed(const Config& config, const std::vector<int64_t>& lengths,
                                        Model& model, Group& group, const c10::Device& device);
 
-// The loop bload is measured against (padded_sampler.h): shuffled sequences, config.blocks_per_batch
-// to a batch, each batch padded to its longest sequence.
+// The loop bload is measured against (padded_sampler.h): shuffled sequences,
+// config.blocks_per_batch to a batch, each batch padded to its longest sequence.
 std::vector<EpochFigures> train_padded(const Config& config, const std::vector<int64_t>& lengths,
                                        Model& model, Group& group, const c10::Device& device);
 
