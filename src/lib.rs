@@ -57,6 +57,6 @@ pub use store::{
 };
 pub use table::{
     check_batch_shape, padded_segments_bound, same_names, write_cu_seqlens, BatchField,
-    BatchTablesMut, BlockTable, Column, FieldDtype, FieldShape, KvBlocksMut, Positions, StepTables,
-    TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,
+    BatchTablesMut, BlockTable, Column, DimRule, FieldBuffer, FieldDtype, FieldShape, KvBlocksMut,
+    Positions, StepTables, TableRow, BATCH_FIELD_NAMES, MAX_BATCH_STEPS,
 };

@@ -256,15 +256,58 @@ impl FieldShape {
     /// The dimensions of a field of a batch of `blocks` blocks of `t_max` steps whose table has
     /// `pieces` rows (for the loaded fields, without the sequences' trailing shape).
     pub fn dims(self, blocks: usize, t_max: usize, pieces: usize) -> Vec<usize> {
+        self.dim_rules()
+            .iter()
+            .map(|rule| rule.of(blocks, t_max, pieces))
+            .collect()
+    }
+
+    /// Each dimension as a sum of the batch's sizes: what a front end that allocates a field
+    /// (C++'s operator, for real and symbolic sizes alike) reads instead of writing the rule
+    /// down again.
+    pub const fn dim_rules(self) -> &'static [DimRule] {
+        const BLOCKS: DimRule = DimRule::new(1, 0, 0, 0);
+        const T_MAX: DimRule = DimRule::new(0, 1, 0, 0);
+        const PIECES: DimRule = DimRule::new(0, 0, 1, 0);
+        const PIECES_PLUS_ONE: DimRule = DimRule::new(0, 0, 1, 1);
+        const COLUMNS: DimRule = DimRule::new(0, 0, 0, super::Column::COUNT);
+        const SEGMENTS: DimRule = DimRule::new(1, 0, 2, 1);
         match self {
-            FieldShape::Steps | FieldShape::StepTable => vec![blocks, t_max],
-            FieldShape::Blocks => vec![blocks],
-            FieldShape::Pieces => vec![pieces],
-            FieldShape::PiecesPlusOne => vec![pieces + 1],
-            FieldShape::TableRows => vec![pieces, super::Column::COUNT],
-            FieldShape::Segments => vec![super::padded_segments_bound(blocks, pieces)],
-            FieldShape::HostInt => vec![],
+            FieldShape::Steps | FieldShape::StepTable => &[BLOCKS, T_MAX],
+            FieldShape::Blocks => &[BLOCKS],
+            FieldShape::Pieces => &[PIECES],
+            FieldShape::PiecesPlusOne => &[PIECES_PLUS_ONE],
+            FieldShape::TableRows => &[PIECES, COLUMNS],
+            // super::padded_segments_bound(blocks, pieces); a test checks the two agree.
+            FieldShape::Segments => &[SEGMENTS],
+            FieldShape::HostInt => &[],
         }
+    }
+}
+
+/// One dimension of a field: `blocks * blocks + t_max * t_max + pieces * pieces + constant`,
+/// in the batch's number of blocks, steps per block and table rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DimRule {
+    pub blocks: usize,
+    pub t_max: usize,
+    pub pieces: usize,
+    pub constant: usize,
+}
+
+impl DimRule {
+    pub const fn new(blocks: usize, t_max: usize, pieces: usize, constant: usize) -> Self {
+        DimRule {
+            blocks,
+            t_max,
+            pieces,
+            constant,
+        }
+    }
+
+    /// The dimension of a batch of these sizes.
+    pub const fn of(self, blocks: usize, t_max: usize, pieces: usize) -> usize {
+        self.blocks * blocks + self.t_max * t_max + self.pieces * pieces + self.constant
     }
 }
 

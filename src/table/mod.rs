@@ -225,12 +225,14 @@ fn rows_of(cells: &[i64]) -> impl ExactSizeIterator<Item = &TableRow> + '_ {
 
 mod attention;
 mod batch;
+mod buffers;
 mod fields;
 mod steps;
 
 pub use attention::{padded_segments_bound, KvBlocksMut, Positions};
-pub use fields::{same_names, BatchField, FieldDtype, FieldShape, BATCH_FIELD_NAMES};
-pub use steps::{write_cu_seqlens, BatchTablesMut, StepTables};
+pub use buffers::{BatchTablesMut, FieldBuffer};
+pub use fields::{same_names, BatchField, DimRule, FieldDtype, FieldShape, BATCH_FIELD_NAMES};
+pub use steps::{write_cu_seqlens, StepTables};
 
 #[cfg(test)]
 mod state_tests;

@@ -3,7 +3,8 @@
 //! [`StepTables`] for the core's own batches.
 
 use super::{
-    check_whole_rows, rows_of, BatchField, BlockTable, Column, Positions, TableRow, MAX_BATCH_STEPS,
+    check_whole_rows, rows_of, BatchField, BatchTablesMut, BlockTable, Column, Positions, TableRow,
+    MAX_BATCH_STEPS,
 };
 use crate::error::{Error, Result};
 
@@ -368,22 +369,4 @@ impl StepTables {
             cu_seqlens_padded: &mut self.cu_seqlens_padded,
         }
     }
-}
-
-/// The buffers [`BlockTable::write_batch`] writes, one per field of
-/// [`BatchField::FROM_TABLE`], each of the size its [`FieldShape`](super::FieldShape) gives.
-pub struct BatchTablesMut<'o> {
-    pub reset: &'o mut [bool],
-    pub valid: &'o mut [bool],
-    pub ends: &'o mut [bool],
-    pub carry: &'o mut [bool],
-    pub lanes: &'o mut [i64],
-    pub segment_ids: &'o mut [i32],
-    pub position_ids: &'o mut [i64],
-    pub cu_seqlens: &'o mut [i32],
-    pub indices: &'o mut [i64],
-    pub state_in: &'o mut [i64],
-    pub state_out: &'o mut [i64],
-    pub document_ids: &'o mut [i32],
-    pub cu_seqlens_padded: &'o mut [i32],
 }

@@ -265,3 +265,50 @@ fn the_batch_is_declared_once_with_every_table_field_after_the_loaded_ones() {
     ));
     assert!(!same_names(&["data"], &["date"]));
 }
+
+#[test]
+fn the_field_indexed_buffers_are_checked_against_the_declaration() {
+    let table = BlockTable::new(&TABLE, 2, 6).unwrap();
+    let mut expected = table.step_tables(0);
+    let mut tables = table.step_tables(9);
+    let buffers = tables.as_mut().into_buffers();
+    table
+        .write_batch(0, BatchTablesMut::from_buffers(buffers).unwrap())
+        .unwrap();
+    assert_eq!(tables, expected);
+    let mut buffers = expected.as_mut().into_buffers();
+    let mut wrong = [0i32; 3];
+    buffers[8] = FieldBuffer::Int32(&mut wrong); // indices are int64
+    assert_eq!(
+        message(BatchTablesMut::from_buffers(buffers).map(drop)),
+        "indices = a buffer of int32: expected a buffer of int64 (the core's declaration)"
+    );
+    let mut buffers = expected.as_mut().into_buffers();
+    buffers.pop();
+    assert_eq!(
+        message(BatchTablesMut::from_buffers(buffers).map(drop)),
+        "buffers = 12 buffers: expected 13 buffers, one per field written from the table"
+    );
+}
+
+#[test]
+fn every_shape_rule_gives_the_dimensions_the_writers_use() {
+    for (blocks, t_max, pieces) in [(1, 1, 0), (2, 6, 3), (7, 5, 11)] {
+        assert_eq!(
+            FieldShape::Segments.dims(blocks, t_max, pieces),
+            [padded_segments_bound(blocks, pieces)]
+        );
+        assert_eq!(
+            FieldShape::TableRows.dims(blocks, t_max, pieces),
+            [pieces, Column::COUNT]
+        );
+        assert_eq!(
+            FieldShape::StepTable.dims(blocks, t_max, pieces),
+            [blocks, t_max]
+        );
+        assert_eq!(
+            FieldShape::PiecesPlusOne.dims(blocks, t_max, pieces),
+            [pieces + 1]
+        );
+    }
+}

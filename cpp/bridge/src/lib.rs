@@ -73,6 +73,24 @@ mod ffi {
         /// Written from the block table (by `write_batch_tables`), else read or planned.
         from_table: bool,
         doc: String,
+        /// The shape rule as numbers: one entry per dimension (`FieldShape::dim_rules`).
+        dims: Vec<DimRule>,
+    }
+
+    /// One dimension of a field: `blocks * blocks + t_max * t_max + pieces * pieces + constant`
+    /// in the batch's sizes (the core's `bload::DimRule`).
+    struct DimRule {
+        blocks: i64,
+        t_max: i64,
+        pieces: i64,
+        constant: i64,
+    }
+
+    /// A caller's buffer for one field of `write_batch_tables`: a tensor's memory, its address
+    /// and its size in bytes.
+    struct TableBuffer {
+        address: usize,
+        bytes: usize,
     }
 
     /// What one source of a mixture gives an epoch (the core's `bload::SourceStats`).
@@ -140,29 +158,22 @@ mod ffi {
         fn policy_names() -> Vec<String>;
         /// The bounds of the options C++ and Python pass as int64, as the checks quote them.
         fn option_bounds() -> Vec<OptionBound>;
-        /// Every table of a batch written from its block table, in `BatchField::FROM_TABLE`
-        /// order, from one check of the table; row j is lane `first_lane + j`.
-        #[allow(clippy::too_many_arguments)]
-        fn write_batch_tables(
+        /// Every table of a batch written from its block table, one buffer per field of
+        /// `BatchField::FROM_TABLE` in that order (the fields `batch_fields()` says are
+        /// `from_table`, allocated as its dtypes and dims say), from one check of the table;
+        /// row j is lane `first_lane + j`.
+        ///
+        /// # Safety
+        /// Each buffer is writable memory of its `bytes`, aligned for its field's dtype, and no
+        /// two overlap.
+        unsafe fn write_batch_tables(
             table: &[i64],
             blocks: i64,
             t_max: i64,
             carry: bool,
             first_lane: i64,
             positions: &str,
-            reset: &mut [bool],
-            valid: &mut [bool],
-            ends: &mut [bool],
-            carried: &mut [bool],
-            lanes: &mut [i64],
-            segment_ids: &mut [i32],
-            position_ids: &mut [i64],
-            cu_seqlens: &mut [i32],
-            indices: &mut [i64],
-            state_in: &mut [i64],
-            state_out: &mut [i64],
-            document_ids: &mut [i32],
-            cu_seqlens_padded: &mut [i32],
+            out: &[TableBuffer],
         ) -> Result<()>;
         /// The longest piece of a batch's table (checked as a batch `[blocks, t_max]`'s).
         fn max_seqlen(table: &[i64], blocks: i64, t_max: i64) -> Result<i64>;

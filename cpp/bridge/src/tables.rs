@@ -4,9 +4,12 @@
 //! Each writer checks the table as a batch `[blocks, t_max]`'s, then writes into the caller's
 //! buffer (a tensor's memory).
 
-use super::ffi::BatchFieldInfo;
+use super::ffi::{BatchFieldInfo, DimRule, TableBuffer};
 use super::guard::{guarded, BridgeError};
-use bload::{BatchField, BatchTablesMut, BlockTable, Column, KvBlocksMut, Policy, Positions};
+use bload::{
+    BatchField, BatchTablesMut, BlockTable, Column, FieldBuffer, FieldDtype, KvBlocksMut, Policy,
+    Positions,
+};
 
 pub(crate) fn batch_fields() -> Vec<BatchFieldInfo> {
     BatchField::ALL
@@ -17,6 +20,18 @@ pub(crate) fn batch_fields() -> Vec<BatchFieldInfo> {
             shape: field.shape().rule().into(),
             from_table: field.from_table(),
             doc: field.doc().into(),
+            dims: field
+                .shape()
+                .dim_rules()
+                .iter()
+                .map(|rule| DimRule {
+                    // Small constants of the declaration (at most 6).
+                    blocks: rule.blocks as i64,
+                    t_max: rule.t_max as i64,
+                    pieces: rule.pieces as i64,
+                    constant: rule.constant as i64,
+                })
+                .collect(),
         })
         .collect()
 }
@@ -28,51 +43,96 @@ pub(crate) fn policy_names() -> Vec<String> {
         .collect()
 }
 
-/// Every table of a batch ([`BatchField::FROM_TABLE`], one buffer each), from one check of the
-/// table.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn write_batch_tables(
+/// Every table of a batch ([`BatchField::FROM_TABLE`], one buffer each, in that order), from one
+/// check of the table.
+///
+/// # Safety
+/// As the bridge's declaration says: each buffer is writable memory of its `bytes`, aligned for
+/// its field's dtype, and no two overlap (the operator's own tensors).
+pub(crate) unsafe fn write_batch_tables(
     table: &[i64],
     blocks: i64,
     t_max: i64,
     carry: bool,
     first_lane: i64,
     positions: &str,
-    reset: &mut [bool],
-    valid: &mut [bool],
-    ends: &mut [bool],
-    carried: &mut [bool],
-    lanes: &mut [i64],
-    segment_ids: &mut [i32],
-    position_ids: &mut [i64],
-    cu_seqlens: &mut [i32],
-    indices: &mut [i64],
-    state_in: &mut [i64],
-    state_out: &mut [i64],
-    document_ids: &mut [i32],
-    cu_seqlens_padded: &mut [i32],
+    out: &[TableBuffer],
 ) -> Result<(), BridgeError> {
     guarded("write_batch_tables", || {
         let positions = Positions::from_name(positions)?;
-        let out = BatchTablesMut {
-            reset,
-            valid,
-            ends,
-            carry: carried,
-            lanes,
-            segment_ids,
-            position_ids,
-            cu_seqlens,
-            indices,
-            state_in,
-            state_out,
-            document_ids,
-            cu_seqlens_padded,
-        };
+        if out.len() != BatchField::FROM_TABLE.len() {
+            let expected = format!(
+                "{} buffers, one per field written from the table",
+                BatchField::FROM_TABLE.len()
+            );
+            return Err(bload::Error::invalid(
+                "buffers",
+                format!("{} buffers", out.len()),
+                expected,
+            ));
+        }
+        let fields = BatchField::FROM_TABLE.iter().zip(out);
+        // SAFETY: the caller's promise, above; each buffer's size and alignment are checked.
+        let buffers = fields
+            .map(|(field, buffer)| unsafe { field_buffer(*field, buffer) })
+            .collect::<Result<Vec<_>, _>>()?;
         BlockTable::with_carry(table, blocks, t_max, carry)?
             .with_positions(positions)
-            .write_batch(first_lane, out)
+            .write_batch(first_lane, BatchTablesMut::from_buffers(buffers)?)
     })
+}
+
+/// `buffer` as a slice of `field`'s declared element type, once its size is a whole number of
+/// elements and its address fits the type (the writer then checks the number of elements).
+///
+/// # Safety
+/// `buffer` is writable memory of its `bytes` that nothing else reads or writes meanwhile.
+unsafe fn field_buffer(field: BatchField, buffer: &TableBuffer) -> bload::Result<FieldBuffer<'_>> {
+    Ok(match field.dtype() {
+        FieldDtype::Bool => FieldBuffer::Bool(unsafe { slice_of(field, buffer)? }),
+        FieldDtype::Int32 => FieldBuffer::Int32(unsafe { slice_of(field, buffer)? }),
+        FieldDtype::Int64 => FieldBuffer::Int64(unsafe { slice_of(field, buffer)? }),
+        FieldDtype::Loaded => {
+            return Err(bload::Error::invalid(
+                field.name(),
+                "a buffer",
+                "no buffer: it is loaded",
+            ))
+        }
+    })
+}
+
+/// # Safety
+/// As [`field_buffer`]'s.
+unsafe fn slice_of<T>(field: BatchField, buffer: &TableBuffer) -> bload::Result<&mut [T]> {
+    let size = std::mem::size_of::<T>();
+    if buffer.bytes % size != 0 {
+        let expected = format!(
+            "a whole number of {} values of {size} bytes",
+            field.dtype().name()
+        );
+        return Err(bload::Error::invalid(
+            field.name(),
+            format!("{} bytes", buffer.bytes),
+            expected,
+        ));
+    }
+    if buffer.bytes == 0 {
+        return Ok(&mut []);
+    }
+    if buffer.address == 0 || buffer.address % std::mem::align_of::<T>() != 0 {
+        let expected = format!(
+            "a non-null address aligned to {}",
+            std::mem::align_of::<T>()
+        );
+        return Err(bload::Error::invalid(
+            field.name(),
+            format!("address {:#x}", buffer.address),
+            expected,
+        ));
+    }
+    // SAFETY: non-null, aligned, of `bytes / size` elements that the caller lends us alone.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buffer.address as *mut T, buffer.bytes / size) })
 }
 
 pub(crate) fn max_seqlen(table: &[i64], blocks: i64, t_max: i64) -> Result<i64, BridgeError> {

@@ -1,7 +1,6 @@
 // torch.ops.bload.batch_tables: every table of a packed batch that its block table determines
-// (the core's BatchField::FROM_TABLE: reset, valid, ends, carry, lanes, segment_ids,
-// position_ids, cu_seqlens, indices, state_in, state_out, document_ids, cu_seqlens_padded), from
-// one check of the table and one pass over its rows.
+// (the core's BatchField::FROM_TABLE, as torch.ops.bload.batch_fields() lists them), from one
+// check of the table and one pass over its rows; allocated by looping over that declaration.
 // A loader makes a batch's tables with this one call; the per-table operators stay for
 // TorchScript models that want one table.
 //
@@ -10,7 +9,6 @@
 
 #include <torch/library.h>
 
-#include <array>
 #include <string>
 #include <vector>
 
@@ -24,62 +22,60 @@ namespace {
 
 using at::Tensor;
 
-// The outputs in the core's order, with their dtypes and shapes (BatchField::FROM_TABLE; the
-// ctest BatchTables.FollowTheCoresDeclaration checks this list against it).
-enum class Shape { Steps, Blocks, Pieces, PiecesPlusOne, Segments };
+// An output as the core declares it: its dtype, and each dimension as a sum of the batch's sizes
+// (ffi::DimRule). Read once from the core's list of fields, so a new field written from the table
+// needs nothing here.
 struct Output {
   at::ScalarType dtype;
-  Shape shape;
+  std::vector<ffi::DimRule> dims;
 };
-constexpr std::array<Output, 13> kOutputs{{
-    {at::kBool, Shape::Steps},         // reset
-    {at::kBool, Shape::Steps},         // valid
-    {at::kBool, Shape::Steps},         // ends
-    {at::kBool, Shape::Blocks},        // carry
-    {at::kLong, Shape::Blocks},        // lanes
-    {at::kInt, Shape::Steps},          // segment_ids
-    {at::kLong, Shape::Steps},         // position_ids
-    {at::kInt, Shape::PiecesPlusOne},  // cu_seqlens
-    {at::kLong, Shape::Pieces},        // indices
-    {at::kLong, Shape::Pieces},        // state_in
-    {at::kLong, Shape::Blocks},        // state_out
-    {at::kInt, Shape::Steps},          // document_ids
-    {at::kInt, Shape::Segments},       // cu_seqlens_padded
-}};
 
-template <typename Int>
-std::vector<Int> dims(Shape shape, Int blocks, Int t_max, Int pieces) {
-  switch (shape) {
-    case Shape::Steps:
-      return {blocks, t_max};
-    case Shape::Blocks:
-      return {blocks};
-    case Shape::Pieces:
-      return {pieces};
-    case Shape::PiecesPlusOne:
-      return {pieces + 1};
-    // The most documents a table of `pieces` rows can have (padding around every piece), + 1.
-    case Shape::Segments:
-      return {2 * pieces + blocks + 1};
-  }
-  return {};
+at::ScalarType dtype_named(const std::string& name, const std::string& field) {
+  if (name == "bool") return at::kBool;
+  if (name == "int32") return at::kInt;
+  if (name == "int64") return at::kLong;
+  TORCH_CHECK(false, "bload: the core declares field ", field, " of dtype ", name,
+              ": this library knows bool, int32 and int64");
 }
 
-// Writes every table into `out` (host tensors of kOutputs' dtypes and shapes) from one check of
-// the host table.
+// The fields batch_tables writes (the core's BatchField::FROM_TABLE), in its order.
+const std::vector<Output>& table_outputs() {
+  static const std::vector<Output> list = [] {
+    std::vector<Output> fields;
+    for (const auto& field : ffi::batch_fields()) {
+      if (!field.from_table) continue;
+      fields.push_back({dtype_named(std::string(field.dtype), std::string(field.name)),
+                        {field.dims.begin(), field.dims.end()}});
+    }
+    return fields;
+  }();
+  return list;
+}
+
+// The output's dimensions for a batch of these sizes (int64_t, or c10::SymInt for Meta).
+template <typename Int>
+std::vector<Int> dims(const Output& output, const Int& blocks, const Int& t_max,
+                      const Int& pieces) {
+  std::vector<Int> sizes;
+  for (const auto& rule : output.dims) {
+    sizes.push_back(blocks * rule.blocks + t_max * rule.t_max + pieces * rule.pieces +
+                    rule.constant);
+  }
+  return sizes;
+}
+
+// Writes every table into `out` (host tensors of table_outputs()' dtypes and shapes) from one check
+// of the host table.
 void write_tables(const Tensor& host, int64_t blocks, int64_t t_max, bool carry, int64_t first_lane,
                   const std::string& positions, std::vector<Tensor>& out) {
+  std::vector<ffi::TableBuffer> buffers;
+  for (auto& tensor : out) {
+    buffers.push_back({reinterpret_cast<size_t>(tensor.data_ptr()), tensor.nbytes()});
+  }
   rethrowing([&] {
+    // Each buffer is a contiguous tensor of its own, of the field's dtype (table_outputs()).
     ffi::write_batch_tables(elements<int64_t>(host), blocks, t_max, carry, first_lane, positions,
-                            mutable_elements<bool>(out[0]), mutable_elements<bool>(out[1]),
-                            mutable_elements<bool>(out[2]), mutable_elements<bool>(out[3]),
-                            mutable_elements<int64_t>(out[4]), mutable_elements<int32_t>(out[5]),
-                            mutable_elements<int64_t>(out[6]), mutable_elements<int32_t>(out[7]),
-                            mutable_elements<int64_t>(out[8]),
-                            mutable_elements<int64_t>(out[9]),    // state_in
-                            mutable_elements<int64_t>(out[10]),   // state_out
-                            mutable_elements<int32_t>(out[11]),   // document_ids
-                            mutable_elements<int32_t>(out[12]));  // cu_seqlens_padded
+                            rust::Slice<const ffi::TableBuffer>(buffers.data(), buffers.size()));
   });
 }
 
@@ -103,8 +99,8 @@ std::vector<Tensor> batch_tables_meta(const Tensor& table, int64_t blocks, int64
   ops::check_table_layout(table);
   ops::check_batch_shape(blocks, t_max);
   std::vector<Tensor> outputs;
-  for (const auto& output : kOutputs) {
-    const auto shape = dims<c10::SymInt>(output.shape, blocks, t_max, table.sym_size(0));
+  for (const auto& output : table_outputs()) {
+    const auto shape = dims<c10::SymInt>(output, blocks, t_max, table.sym_size(0));
     outputs.push_back(at::empty_symint(shape, table.options().dtype(output.dtype)));
   }
   return outputs;
@@ -117,8 +113,8 @@ std::vector<Tensor> ops::batch_tables_on_host(const Tensor& host, int64_t blocks
                                               const std::string& positions) {
   check_batch_shape(blocks, t_max);
   std::vector<Tensor> out;
-  for (const auto& output : kOutputs) {
-    out.push_back(at::empty(dims(output.shape, blocks, t_max, host.size(0)), output.dtype));
+  for (const auto& output : table_outputs()) {
+    out.push_back(at::empty(dims<int64_t>(output, blocks, t_max, host.size(0)), output.dtype));
   }
   write_tables(host, blocks, t_max, carry, first_lane, positions, out);
   return out;

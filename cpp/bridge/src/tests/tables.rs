@@ -2,6 +2,7 @@
 //! table: their order, their values and the names of what the core does not know.
 
 use super::*;
+use crate::ffi::TableBuffer;
 
 #[test]
 fn the_batch_tables_come_in_the_cores_order_from_one_call() {
@@ -10,31 +11,26 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
     let (mut reset, mut valid, mut ends, mut carry) =
         ([false; 6], [false; 6], [false; 6], [false; 2]);
     let (mut lanes, mut segments, mut positions, mut cu, mut indices) =
-        ([0; 2], [0; 6], [0; 6], [0; 2], [0; 1]);
-    let (mut state_in, mut state_out) = ([0; 1], [0; 2]);
-    let (mut documents, mut padded) = ([0; 6], [0; 5]);
-    write_batch_tables(
-        &table,
-        2,
-        3,
-        false,
-        6,
-        "sequence",
-        &mut reset,
-        &mut valid,
-        &mut ends,
-        &mut carry,
-        &mut lanes,
-        &mut segments,
-        &mut positions,
-        &mut cu,
-        &mut indices,
-        &mut state_in,
-        &mut state_out,
-        &mut documents,
-        &mut padded,
-    )
-    .unwrap();
+        ([0i64; 2], [0i32; 6], [0i64; 6], [0i32; 2], [0i64; 1]);
+    let (mut state_in, mut state_out) = ([0i64; 1], [0i64; 2]);
+    let (mut documents, mut padded) = ([0i32; 6], [0i32; 5]);
+    let mut out = vec![
+        buffer(&mut reset),
+        buffer(&mut valid),
+        buffer(&mut ends),
+        buffer(&mut carry),
+        buffer(&mut lanes),
+        buffer(&mut segments),
+        buffer(&mut positions),
+        buffer(&mut cu),
+        buffer(&mut indices),
+        buffer(&mut state_in),
+        buffer(&mut state_out),
+        buffer(&mut documents),
+        buffer(&mut padded),
+    ];
+    // SAFETY: each buffer is an array of this test's, of its field's dtype.
+    unsafe { write_batch_tables(&table, 2, 3, false, 6, "sequence", &out) }.unwrap();
     assert_eq!(valid, [true, true, false, false, false, false]);
     assert_eq!(lanes, [6, 7]);
     assert_eq!(cu, [0, 2]);
@@ -63,29 +59,12 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
             "cu_seqlens_padded"
         ]
     );
-    let message = write_batch_tables(
-        &table,
-        2,
-        3,
-        false,
-        6,
-        "sequence",
-        &mut reset,
-        &mut valid,
-        &mut ends,
-        &mut carry,
-        &mut lanes,
-        &mut segments,
-        &mut positions,
-        &mut [0; 3],
-        &mut indices,
-        &mut state_in,
-        &mut state_out,
-        &mut documents,
-        &mut padded,
-    )
-    .unwrap_err()
-    .to_string();
+    let mut long = [0i32; 3];
+    out[7] = buffer(&mut long);
+    // SAFETY: as above.
+    let message = unsafe { write_batch_tables(&table, 2, 3, false, 6, "sequence", &out) }
+        .unwrap_err()
+        .to_string();
     assert!(
         message.starts_with("cu_seqlens = 3 values: expected 2 values"),
         "{message}"
@@ -117,33 +96,45 @@ fn attention_views_of_a_table_and_a_positions_name_the_core_does_not_know() {
     )
     .unwrap();
     assert_eq!(full_num, [2, 2, 1, 3, 3, 3]);
-    let (mut reset, mut valid, mut ends, mut carry) =
-        ([false; 6], [false; 6], [false; 6], [false; 2]);
-    let message = write_batch_tables(
-        &table,
-        2,
-        3,
-        false,
-        0,
-        "token",
-        &mut reset,
-        &mut valid,
-        &mut ends,
-        &mut carry,
-        &mut [0; 2],
-        &mut [0; 6],
-        &mut [0; 6],
-        &mut [0; 2],
-        &mut [0; 1],
-        &mut [0; 1],
-        &mut [0; 2],
-        &mut [0; 6],
-        &mut [0; 5],
-    )
-    .unwrap_err()
-    .to_string();
+    // The positions' name is checked before any buffer.
+    // SAFETY: no buffer.
+    let message = unsafe { write_batch_tables(&table, 2, 3, false, 0, "token", &[]) }
+        .unwrap_err()
+        .to_string();
     assert!(
         message.starts_with("positions = \"token\": expected"),
         "{message}"
     );
+}
+
+#[test]
+fn buffers_that_do_not_fit_their_fields_are_refused_by_name() {
+    let table = [0i64, 0, 2, 3, 0, 2];
+    // SAFETY: no buffer is written: the count is checked first.
+    let message = unsafe { write_batch_tables(&table, 2, 3, false, 0, "sequence", &[]) }
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "buffers = 0 buffers: expected 13 buffers, one per field written from the table"
+    );
+    let mut odd = [0u8; 3];
+    let mut out: Vec<_> = (0..13).map(|_| buffer(&mut [0u8; 0])).collect();
+    out[4] = buffer(&mut odd); // lanes are int64: 3 bytes are no whole number of them
+                               // SAFETY: no buffer is written: lanes' size is checked before the table.
+    let message = unsafe { write_batch_tables(&table, 2, 3, false, 0, "sequence", &out) }
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "lanes = 3 bytes: expected a whole number of int64 values of 8 bytes"
+    );
+}
+
+/// A test array's memory as the operator hands a tensor's in.
+fn buffer<T>(values: &mut [T]) -> TableBuffer {
+    TableBuffer {
+        address: values.as_mut_ptr() as usize,
+        bytes: std::mem::size_of_val(values),
+    }
 }
