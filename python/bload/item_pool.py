@@ -117,7 +117,10 @@ class _Run:
 
     def __init__(self, pool, read, dataset):
         self.pool, self.read, self.pid = pool, read, os.getpid()
-        self.lock = threading.Condition()
+        self.lock = threading.Lock()
+        # Workers wait for reads to start; the caller for its read to be done (one each: a
+        # read done wakes the caller alone, not every idle worker).
+        self.work, self.done = threading.Condition(self.lock), threading.Condition(self.lock)
         self.threads = []
         self.executor = None
         if pool.processes:
@@ -183,7 +186,7 @@ class _Run:
                     break
                 heapq.heappush(self.queue, self.waiting.pop(0))
                 self.started += 1
-                self.lock.notify()
+                self.work.notify()
             while len(self.threads) < min(pool.workers, self.started):
                 thread = threading.Thread(target=self._work, name="bload-item-pool", daemon=True)
                 thread.start()
@@ -197,9 +200,9 @@ class _Run:
                 self.waiting.remove(task)
                 heapq.heappush(self.queue, task)
                 self.started += 1
-                self.lock.notify()
+                self.work.notify()
             while not task.done:
-                self.lock.wait()
+                self.done.wait()
             self.started -= 1
             self.ready_bytes -= task.bytes
         if task.error is not None:
@@ -219,7 +222,7 @@ class _Run:
         with self.lock:
             self.stopping = True
             self.queue.clear()
-            self.lock.notify_all()
+            self.work.notify_all()
         for thread in self.threads:
             thread.join()
         if processes and self.executor is not None:
@@ -233,7 +236,7 @@ class _Run:
         while True:
             with self.lock:
                 while not self.queue and not self.stopping:
-                    self.lock.wait()
+                    self.work.wait()
                 if self.stopping:
                     return
                 task = heapq.heappop(self.queue)
@@ -250,7 +253,7 @@ class _Run:
                 task.value, task.error, task.done = value, error, True
                 task.bytes = _tensor_bytes(value)
                 self.ready_bytes += task.bytes
-                self.lock.notify_all()
+                self.done.notify()
 
 
 def _tensor_bytes(value):
