@@ -17,7 +17,9 @@ turn for --rounds rounds; the figures are medians:
 - bload today: DataLoader(BlockDataset, batch_sampler=BlockSampler(read_ahead=4)),
   num_workers worker processes, the items of a batch read one after another in its worker;
 - bload item pool (when this bload has it): BlockDataset(item_pool=bload.ItemPool(workers)),
-  no DataLoader workers: that many threads prepare the items of the batches ahead in plan order.
+  no DataLoader workers: that many threads prepare the items of the batches ahead in plan order;
+  again with each item's cost as the pool's cost hint (the slowest started first), and with
+  processes=True (that many processes).
 
 Loader wait is the time the loop spends in next() (the first batch's, worker start included),
 as a share of the epoch's wall time; "first s" is the first batch's part of it (starting the
@@ -39,19 +41,22 @@ T_MAX, BLOCKS, FEATURES = 256, 4, 8
 
 
 class SlowItems(torch.utils.data.Dataset):
-    """Item i: (data float32 [T_i, FEATURES], target int64 [T_i]), after a wait of its cost."""
+    """Item i: (data float32 [T_i, FEATURES], target int64 [T_i]), after a wait of its cost. The
+    tensors are made once, here: an item's time is its wait alone, the same in every loader."""
 
     def __init__(self, lengths, cost):
-        self.lengths, self.cost = lengths, cost
+        self.cost = cost
+        self.items = []
+        for index, length in enumerate(lengths.tolist()):
+            steps = torch.arange(length, dtype=torch.int64) + index
+            self.items.append((steps.float()[:, None].expand(length, FEATURES).contiguous(), steps))
 
     def __len__(self):
-        return len(self.lengths)
+        return len(self.items)
 
     def __getitem__(self, index):
         time.sleep(self.cost[index])
-        length = int(self.lengths[index])
-        steps = torch.arange(length, dtype=torch.int64) + index
-        return steps.float()[:, None].expand(length, FEATURES).contiguous(), steps
+        return self.items[index]
 
 
 def pad_collate(items):
@@ -144,6 +149,9 @@ def main():
     }
     if hasattr(bload, "ItemPool"):
         configs[f"bload ItemPool({workers}), threads"] = bload_pool
+        configs[f"bload ItemPool({workers}, cost=each item's), threads"] = lambda: bload_pool(
+            cost=lambda index, offset, length: cost[index]
+        )
         configs[f"bload ItemPool({workers}, processes=True)"] = lambda: bload_pool(processes=True)
     figures = {name: [] for name in configs}
     for _ in range(args.rounds):
