@@ -115,14 +115,19 @@ class BlockDataset(torch.utils.data.Dataset):
         self._read_ahead.start(batch)
         pool = getattr(self, "item_pool", None)  # pickles from before the option have none
         values = None if pool is None else pool.items(batch, self._reads, self._read, self.dataset)
-        return self.pack(
-            batch.table,
-            batch.blocks,
-            carry=batch.carry,
-            first_lane=batch.first_lane,
-            global_batch=batch.global_batch,
-            _values=values,
-        )
+        try:
+            return self.pack(
+                batch.table,
+                batch.blocks,
+                carry=batch.carry,
+                first_lane=batch.first_lane,
+                global_batch=batch.global_batch,
+                _values=values,
+            )
+        except Exception:
+            if pool is not None:  # a wrong item ends the epoch: no worker is left running
+                pool.close()
+            raise
 
     @staticmethod
     def _checked(item, where, length=None, meaning=""):

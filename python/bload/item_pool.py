@@ -52,7 +52,8 @@ class ItemPool:
     The dataset must allow reads from several threads at once (with processes=True, from its
     pickled copies). An item that raises ends the epoch: its batch raises the same exception
     with a note naming the item and the batch, after every worker has stopped. The pool's
-    threads end with each epoch; a process pool is kept for the next epoch until close().
+    threads end with each epoch (a loop left part-way leaves them idle until the next iteration
+    or close()); a process pool is kept for the next epoch until close().
     """
 
     def __init__(self, workers, *, processes=False, max_items=None, max_bytes=None, cost=None):

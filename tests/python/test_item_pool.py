@@ -229,3 +229,15 @@ def test_bad_options_are_refused_by_name():
         bload.ItemPool(2, cost=3)
     with pytest.raises(TypeError, match="item_pool = 4: expected None or a bload.ItemPool"):
         bload.BlockDataset(Items(), T_MAX, item_pool=4)
+
+
+def test_an_item_of_the_wrong_length_is_named_and_stops_the_pool():
+    class Short(Ranges):
+        def get_range(self, index, offset, length):
+            data, target = super().get_range(index, offset, length)
+            return (data[:-1], target[:-1]) if index == 3 else (data, target)
+
+    with pytest.raises(ValueError, match=r"dataset.get_range\(3, 0, 16\) data has 15 steps"):
+        for _ in loader(Short(), sampler(), bload.ItemPool(3)):
+            pass
+    assert not pool_threads()
