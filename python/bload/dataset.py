@@ -150,10 +150,10 @@ class BlockDataset(torch.utils.data.Dataset):
         return item
 
     def _reads(self, table):
-        """The item reads of a table, in order: each (arguments of _read, the piece as
-        (sequence, offset, length), what names the read in errors). Where the dataset reads ranges
-        (get_range), one a row, the piece's steps alone; else one a sequence, read whole once
-        per batch."""
+        """The item reads of a table, in the order _rows makes them (for the item pool): each
+        (arguments of _read, the piece as (sequence, offset, length), what names the read in
+        errors). Where the dataset reads ranges (get_range), one a row, the piece's steps alone;
+        else one a sequence, read whole once per batch."""
         column = ops.COLUMN
         pieces = (
             (row[column["sequence"]], row[column["offset"]], row[column["length"]])
@@ -180,24 +180,42 @@ class BlockDataset(torch.utils.data.Dataset):
         return self.dataset.get_range(sequence, *piece)
 
     def _rows(self, table, values=None):
-        """One item per table row, checked: the values of the table's reads (_reads), read here
-        one after another unless given (read ahead by the item pool)."""
-        reads = self._reads(table)
-        if values is None:
-            values = (self._read(*arguments) for arguments, _, _ in reads)
-        meaning = (
-            "the length of the range asked for"
-            if self._reads_ranges
-            else "the sequence's length in the lengths the sampler plans with"
-        )
-        checked = [
-            self._checked(value, name, piece[2], meaning)
-            for (_, piece, name), value in zip(reads, values)
-        ]
+        """One item per table row: the piece's steps alone where the dataset reads ranges
+        (get_range), else its sequence's whole item, read once per batch; `values`: the values
+        of the table's reads (_reads), read ahead by the item pool, instead of reading here."""
+        column = ops.COLUMN
+        rows = table.tolist()
+        given = None if values is None else iter(values)
         if self._reads_ranges:
-            return checked
-        items = {piece[0]: item for (_, piece, _), item in zip(reads, checked)}
-        return [items[sequence] for sequence in table[:, ops.COLUMN["sequence"]].tolist()]
+            if given is not None:
+                read = lambda *piece: next(given)  # noqa: E731 -- in the reads' order
+            elif getattr(self, "_store_views", False):
+                read = self.dataset._views
+            else:
+                read = self.dataset.get_range
+            return [
+                self._checked(
+                    read(sequence, offset, length),
+                    f"dataset.get_range({sequence}, {offset}, {length})",
+                    length,
+                    "the length of the range asked for",
+                )
+                for sequence, offset, length in (
+                    (row[column["sequence"]], row[column["offset"]], row[column["length"]])
+                    for row in rows
+                )
+            ]
+        items = {}
+        for row in rows:
+            sequence = row[column["sequence"]]
+            if sequence not in items:
+                items[sequence] = self._checked(
+                    self.dataset[sequence] if given is None else next(given),
+                    f"dataset[{sequence}]",
+                    row[column["sequence_length"]],
+                    "the sequence's length in the lengths the sampler plans with",
+                )
+        return [items[row[column["sequence"]]] for row in rows]
 
     def pack(self, table, blocks, *, carry=False, first_lane=0, global_batch=None, _values=None):
         """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks; with
