@@ -90,6 +90,9 @@ class ItemPool:
         dataset's get_range(*arguments), or dataset[index] for one argument). The reads of the
         batches ahead (batch.ahead) that this process serves are started too."""
         run = self._run
+        if run is not None and run.pid == os.getpid() and run.read != read:
+            run.stop(processes=True)  # a pool passed to another dataset: that one's reads now
+            run = None
         if run is None or run.pid != os.getpid():
             if self.processes and torch.utils.data.get_worker_info() is not None:
                 raise RuntimeError(

@@ -243,3 +243,12 @@ def test_an_item_of_the_wrong_length_is_named_and_stops_the_pool():
         for _ in loader(Short(), sampler(), bload.ItemPool(3)):
             pass
     assert not pool_threads()
+
+
+def test_one_pool_passed_to_two_datasets_reads_each_ones_items():
+    pool, one, two = bload.ItemPool(2), Ranges(), Ranges()
+    expected = contents(loader(Ranges(), sampler()))
+    assert_same(contents(loader(one, sampler(), pool)), expected)
+    read_by_one = len(one.reads)
+    assert_same(contents(loader(two, sampler(), pool)), expected)
+    assert len(one.reads) == len(two.reads) == read_by_one
