@@ -235,6 +235,8 @@ bench: plugin python
 	$(VPY) benches/store_epoch.py
 	$(VPY) benches/store_verify.py
 	$(VPY) benches/block_mask.py
+	$(VPY) benches/slow_items.py
+	$(VPY) benches/slow_items.py --uniform
 
 # Epoch time of DDP training for pad_to_max, random_fill and best_fit (BENCHMARKS.md).
 bench-ddp: plugin python $(MODEL)

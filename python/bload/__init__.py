@@ -21,6 +21,7 @@ from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
 from bload.hf import HFSequences
 from bload.isolation import IsolationReport, assert_isolated, check_isolation
+from bload.item_pool import ItemPool
 from bload.labels import causal_labels
 from bload.lanes import LaneState
 from bload.lengths import read_lengths, write_lengths_cache
@@ -34,6 +35,7 @@ __all__ = [
     "BlockSampler",
     "HFSequences",
     "IsolationReport",
+    "ItemPool",
     "LaneState",
     "PackedBatch",
     "POLICIES",

@@ -14,6 +14,7 @@ import torch
 from bload import _library, ops
 from bload.batch import PackedBatch
 from bload.block_batch import BlockBatch
+from bload.item_pool import ItemPool
 from bload.read_ahead import ReadAhead
 from bload.sequence_store import SequenceStore
 
@@ -44,16 +45,32 @@ class BlockDataset(torch.utils.data.Dataset):
     whole sequence split across batches. Other datasets are read whole, once per sequence per
     batch. A dataset that defines `prefetch(index, offset, length)` has it called for the pieces
     of the sampler's next read_ahead batches before they are read, to start fetching them
-    (docs/read_ahead.md).
+    (docs/read_ahead.md). With `item_pool=bload.ItemPool(workers)`, the items of the batch and
+    of those next read_ahead batches are read by the pool's threads (or processes), in plan
+    order, ahead of their batches; the batches are the same (docs/read_ahead.md, "Slow items").
 
         loader = DataLoader(BlockDataset(dataset, t_max), batch_sampler=sampler,
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
     """
 
     def __init__(
-        self, dataset, t_max, *, data_padding=0.0, target_padding=-100, positions="sequence"
+        self,
+        dataset,
+        t_max,
+        *,
+        data_padding=0.0,
+        target_padding=-100,
+        positions="sequence",
+        item_pool=None,
     ):
         self.dataset = dataset
+        if item_pool is not None and not isinstance(item_pool, ItemPool):
+            raise TypeError(
+                f"item_pool = {item_pool!r:.60}: expected None or a bload.ItemPool, e.g. "
+                "item_pool=bload.ItemPool(8) (8 threads)"
+            )
+        # Reads the items of the batches ahead in its workers, in plan order (docs/read_ahead.md).
+        self.item_pool = item_pool
         self._reads_ranges = callable(getattr(dataset, "get_range", None))
         # bload's store hands out copies, the caller's own; the packing only copies the steps
         # into its batch, so it reads views of the mapping instead (one copy, not two).
@@ -96,13 +113,21 @@ class BlockDataset(torch.utils.data.Dataset):
                 "the sampler plans with"
             )
         self._read_ahead.start(batch)
-        return self.pack(
-            batch.table,
-            batch.blocks,
-            carry=batch.carry,
-            first_lane=batch.first_lane,
-            global_batch=batch.global_batch,
-        )
+        pool = getattr(self, "item_pool", None)  # pickles from before the option have none
+        values = None if pool is None else pool.items(batch, self._reads, self._read, self.dataset)
+        try:
+            return self.pack(
+                batch.table,
+                batch.blocks,
+                carry=batch.carry,
+                first_lane=batch.first_lane,
+                global_batch=batch.global_batch,
+                _values=values,
+            )
+        except Exception:
+            if pool is not None:  # a wrong item ends the epoch: no worker is left running
+                pool.close()
+            raise
 
     @staticmethod
     def _checked(item, where, length=None, meaning=""):
@@ -124,17 +149,50 @@ class BlockDataset(torch.utils.data.Dataset):
                     )
         return item
 
-    def _rows(self, table):
+    def _reads(self, table):
+        """The item reads of a table, in the order _rows makes them (for the item pool): each
+        (arguments of _read, the piece as (sequence, offset, length), what names the read in
+        errors). Where the dataset reads ranges (get_range), one a row, the piece's steps alone;
+        else one a sequence, read whole once per batch."""
+        column = ops.COLUMN
+        pieces = (
+            (row[column["sequence"]], row[column["offset"]], row[column["length"]])
+            if self._reads_ranges
+            else (row[column["sequence"]], 0, row[column["sequence_length"]])
+            for row in table.tolist()
+        )
+        if self._reads_ranges:
+            return [
+                (piece, piece, "dataset.get_range({}, {}, {})".format(*piece)) for piece in pieces
+            ]
+        reads = {}
+        for piece in pieces:
+            if piece[0] not in reads:
+                reads[piece[0]] = ((piece[0],), piece, f"dataset[{piece[0]}]")
+        return list(reads.values())
+
+    def _read(self, sequence, *piece):
+        """Sequence `sequence` whole, or steps [offset, offset + length) of it (piece)."""
+        if not piece:
+            return self.dataset[sequence]
+        if getattr(self, "_store_views", False):
+            return self.dataset._views(sequence, *piece)
+        return self.dataset.get_range(sequence, *piece)
+
+    def _rows(self, table, values=None):
         """One item per table row: the piece's steps alone where the dataset reads ranges
-        (get_range), else its sequence's whole item, read once per batch."""
+        (get_range), else its sequence's whole item, read once per batch; `values`: the values
+        of the table's reads (_reads), read ahead by the item pool, instead of reading here."""
         column = ops.COLUMN
         rows = table.tolist()
+        given = None if values is None else iter(values)
         if self._reads_ranges:
-            read = (
-                self.dataset._views
-                if getattr(self, "_store_views", False)
-                else self.dataset.get_range
-            )
+            if given is not None:
+                read = lambda *piece: next(given)  # noqa: E731 -- in the reads' order
+            elif getattr(self, "_store_views", False):
+                read = self.dataset._views
+            else:
+                read = self.dataset.get_range
             return [
                 self._checked(
                     read(sequence, offset, length),
@@ -152,19 +210,19 @@ class BlockDataset(torch.utils.data.Dataset):
             sequence = row[column["sequence"]]
             if sequence not in items:
                 items[sequence] = self._checked(
-                    self.dataset[sequence],
+                    self.dataset[sequence] if given is None else next(given),
                     f"dataset[{sequence}]",
                     row[column["sequence_length"]],
                     "the sequence's length in the lengths the sampler plans with",
                 )
         return [items[row[column["sequence"]]] for row in rows]
 
-    def pack(self, table, blocks, *, carry=False, first_lane=0, global_batch=None):
+    def pack(self, table, blocks, *, carry=False, first_lane=0, global_batch=None, _values=None):
         """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks; with
         `carry`, a batch whose rows carry their state from the previous batch (lanes
         first_lane, first_lane + 1, ...); `global_batch` as BlockBatch has it."""
         # A batch of empty blocks: one item gives the padding its shape and dtype.
-        per_row = self._rows(table) or [self._checked(self.dataset[0], "dataset[0]")]
+        per_row = self._rows(table, _values) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
         return PackedBatch(
             _packed(
