@@ -14,7 +14,7 @@ turn for --rounds rounds; the figures are medians:
   on average), num_workers worker processes, in order (the default);
 - plain in_order=False: the same, handing out whichever batch is ready first (the batches then
   depend on timing);
-- bload today: DataLoader(BlockDataset, batch_sampler=BlockSampler(read_ahead=4)),
+- bload, no pool: DataLoader(BlockDataset, batch_sampler=BlockSampler(read_ahead=4)),
   num_workers worker processes, the items of a batch read one after another in its worker;
 - bload item pool (when this bload has it): BlockDataset(item_pool=bload.ItemPool(workers)),
   no DataLoader workers: that many threads prepare the items of the batches ahead in plan order;
@@ -145,7 +145,7 @@ def main():
     configs = {
         f"plain DataLoader, {workers} worker processes": lambda: plain(True),
         f"plain DataLoader in_order=False, {workers} processes": lambda: plain(False),
-        f"bload today (read_ahead=4), {workers} worker processes": bload_today,
+        f"bload, no pool (read_ahead=4), {workers} workers": bload_today,
     }
     if hasattr(bload, "ItemPool"):
         configs[f"bload ItemPool({workers}), threads"] = bload_pool
