@@ -20,7 +20,7 @@
 //! number of batches of `blocks_per_batch` blocks, and all choices are drawn from the plan's
 //! ChaCha stream for (seed, epoch), so every rank computes the same deal.
 
-use super::shard::Span;
+use super::layout::Span;
 use super::EpochPlan;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;

@@ -5,7 +5,7 @@
 //! are read. That keeps plans of millions of sequences small, and every rank only expands the
 //! blocks of its own shard.
 
-use super::split::SplitPiece;
+use super::layout::SplitPiece;
 use super::EpochPlan;
 use serde::Serialize;
 

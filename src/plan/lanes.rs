@@ -16,8 +16,8 @@
 //! lanes into windows, writing the blocks in their order.
 
 use super::deal::{length_of, prefetch, sequence_of};
-use super::shard::Span;
-use super::split::SplitPiece;
+use super::layout::Span;
+use super::layout::SplitPiece;
 use super::{EpochPlan, Planner};
 use crate::alloc::{try_reserve, try_with_capacity};
 use crate::error::{Error, Result};

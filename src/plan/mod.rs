@@ -12,6 +12,29 @@
 //! [`Piece`]s as they are read (`block.rs`). Plans and lengths have stable hashes (`hash.rs`).
 //! [`Planner::resume`] goes on with an epoch part-way, on the same or another world size
 //! (`resume.rs`).
+//!
+//! # What a `Planner` and an `EpochPlan` can do, and where
+//!
+//! Each file adds the methods of its concern (`impl Planner` / `impl EpochPlan` blocks); this is
+//! their one list.
+//!
+//! | concern | `Planner` | `EpochPlan` | file |
+//! |---|---|---|---|
+//! | make one, plan an epoch | `new`, `lengths`, `options`, `steps`, `pieces`, `lower_bound`, `plan` | `epoch`, `options`, `stats`, `lengths`, `num_blocks` | `mod.rs` |
+//! | lengths of another integer type | `from_lengths` | | `ingest.rs` |
+//! | mixtures of sources | `with_sources`, `with_sources_json`, `is_mixture`, `source_names`, `source_starts`, `source_of`, `sources_json`, `mixture_text`, `mixture_hash`, `source_stats`, `epoch_lengths` | | `mixture.rs` |
+//! | the layout in memory (types only) | | | `layout.rs` |
+//! | split sequences' pieces | | | `split.rs` |
+//! | blocks as pieces | | `block`, `blocks` | `block.rs` |
+//! | ranks and batches | | `batches_per_rank`, `batch`, `global_batch`, `rank_batches` | `shard.rs` |
+//! | cost across ranks | | `rank_cost_imbalance` | `balance.rs` |
+//! | lanes (carried state) | | | `lanes.rs` |
+//! | hashes | `lengths_hash` | `hash` | `hash.rs` |
+//! | resume part-way | `resume` | `position` | `resume.rs` |
+//! | a sampler's checkpoint | `sampler_state`, `resume_sampler_state`, `resume_sampler_state_on_node` | | `state.rs` |
+//! | plans shared on a node | `private_memory`, `shared_plan_path`, `write_shared_plan`, `map_shared_plan`, `from_shared_plan`, `from_shared_plan_of`, `with_lengths_of`, `shared_resume_path`, `resume_on_node` | `private_memory`, `is_shared` | `shared/` |
+//!
+//! A test (`every_public_method_is_listed` below) checks this table against the files.
 
 mod balance;
 mod block;
@@ -20,6 +43,7 @@ mod hash;
 mod identities;
 mod ingest;
 mod lanes;
+mod layout;
 mod mixture;
 mod resume;
 mod shard;
@@ -45,10 +69,11 @@ use crate::options::{Options, Policy};
 use crate::pack;
 use crate::rng::{PlanRng, Stream};
 use crate::stats::{self, LowerBound, PlanStats};
+use layout::Span;
+use layout::SplitPiece;
 use resume::Origin;
-use shard::{split_blocks_to_reach, Span};
+use shard::split_blocks_to_reach;
 use shared::Column;
-use split::SplitPiece;
 use std::sync::{Arc, OnceLock};
 
 /// Plans epochs for fixed lengths and options. Construction checks everything, so planning an
@@ -283,6 +308,64 @@ impl EpochPlan {
 mod tests {
     use super::*;
     use crate::options::Oversize;
+
+    /// The `pub fn`s of the `impl Planner` and `impl EpochPlan` blocks of one file's text.
+    fn public_methods(text: &str) -> Vec<String> {
+        let mut inside = false;
+        let mut names = Vec::new();
+        for line in text.lines() {
+            if line.starts_with("impl Planner") || line.starts_with("impl EpochPlan") {
+                inside = true;
+            } else if line.starts_with('}') {
+                inside = false;
+            } else if let Some(rest) = line.strip_prefix("    pub fn ").filter(|_| inside) {
+                names.extend(rest.split(['(', '<']).next().map(str::to_string));
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn every_public_method_is_listed() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plan");
+        let table = std::fs::read_to_string(root.join("mod.rs")).unwrap();
+        let mut folders = vec![root.clone()];
+        let mut checked = 0;
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                    continue;
+                }
+                let relative = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                // A file's row names it, or its folder (`shared/`).
+                let row_name = match relative.split_once('/') {
+                    Some((folder, _)) => format!("`{folder}/`"),
+                    None => format!("`{relative}`"),
+                };
+                let row = table.lines().find(|line| {
+                    line.starts_with("//! |") && line.ends_with(&format!("{row_name} |"))
+                });
+                for method in public_methods(&std::fs::read_to_string(&path).unwrap()) {
+                    let row = row.unwrap_or_else(|| panic!("no row for {relative} ({method})"));
+                    assert!(
+                        row.contains(&format!("`{method}`")),
+                        "{method} of {relative}: {row}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(
+            checked >= 40,
+            "{checked} methods found: the parse missed the impl blocks"
+        );
+    }
 
     fn options(t_max: u32, world_size: u32, blocks_per_batch: u32) -> Options {
         let mut options = Options::new(t_max);

@@ -12,7 +12,7 @@
 //! restarts: the epoch's plan for `planned_world_size` ranks, the block of it that the plan being
 //! served starts at, and the batches each of that plan's `world_size` ranks has served.
 
-use super::shard::Span;
+use super::layout::Span;
 use super::{EpochPlan, Planner};
 use crate::alloc::{try_copy, try_reserve};
 use crate::error::{Error, Result};

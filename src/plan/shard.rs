@@ -8,16 +8,9 @@
 //! arithmetic on block positions, so a rank reads its batches without touching anyone else's.
 
 use super::block::Batch;
+use super::layout::Span;
 use super::EpochPlan;
 use crate::error::{Error, Result};
-
-/// Where a block's pieces lie in the plan's piece arrays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C)] // stored as it lies in memory in shared plan files
-pub(super) struct Span {
-    pub(super) start: u32,
-    pub(super) end: u32,
-}
 
 /// Brings the block count up to `target` at no cost in padding: padding is `blocks * t_max -
 /// steps` whatever the blocks hold, so instead of adding empty blocks, blocks of several pieces

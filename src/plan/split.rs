@@ -5,20 +5,10 @@
 //! sequences are the exception, so they are listed apart, by their position among the plan's
 //! pieces, as [`SplitPiece`]s that a block looks up when it is read.
 
-use super::shard::Span;
+use super::layout::{Span, SplitPiece};
 use super::{EpochPlan, Planner};
 use crate::alloc::{try_reserve, try_vec, try_with_capacity};
 use crate::error::Result;
-
-/// Where a piece of a split sequence lies in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C)] // stored as it lies in memory in shared plan files
-pub(super) struct SplitPiece {
-    /// The piece's position in the plan's pieces.
-    pub(super) position: u32,
-    pub(super) offset: u32,
-    pub(super) length: u32,
-}
 
 impl Planner {
     /// Split mode: records where each oversized sequence's packed tail starts and how long it

@@ -104,6 +104,8 @@ unsafe fn field_buffer(field: BatchField, buffer: &TableBuffer) -> bload::Result
 
 /// # Safety
 /// As [`field_buffer`]'s.
+// The slice is the caller's memory that `buffer` only addresses, not part of `buffer`.
+#[allow(clippy::mut_from_ref)]
 unsafe fn slice_of<T>(field: BatchField, buffer: &TableBuffer) -> bload::Result<&mut [T]> {
     let size = std::mem::size_of::<T>();
     if buffer.bytes % size != 0 {

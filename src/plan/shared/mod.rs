@@ -19,8 +19,7 @@ mod retire;
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
 
-use super::shard::Span;
-use super::split::SplitPiece;
+use super::layout::{Span, SplitPiece};
 use super::{EpochPlan, EpochPosition, Planner};
 use crate::error::{Error, Result};
 use crate::options::Options;
