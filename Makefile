@@ -23,7 +23,7 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin python wheel demo test lint format test-rust test-cpp test-python \
+.PHONY: all build plugin python wheel demo demo-rust demo-ready test lint format test-rust test-cpp test-python \
 	test-downstream test-prebuilt test-wheel test-gpu test-tch bench bench-ddp clean
 
 all: build plugin python
@@ -107,10 +107,18 @@ $(MODEL): examples/packed_gru.py python
 $(DEMO_BUILD)/build.ninja: $(VENV)/demo-installed $(GLOO_INCLUDE)/gloo/context.h
 	$(CMAKE) --preset demo -DBLOAD_GLOO_INCLUDE_DIR=$(GLOO_INCLUDE)
 
-demo: $(DEMO_BUILD)/build.ninja build
+# The Rust side as CMake's build asks cargo for it (cmake/BloadRust.cmake: the bridge and the
+# command, in target/), started beside the venv's download so that CMake finds it built.
+demo-rust:
+	$(CARGO) build --release --locked -p bload-cxx -p bload --lib --bin bload
+
+demo-ready: $(DEMO_BUILD)/build.ninja demo-rust
+
+demo:
+	$(MAKE) -j2 demo-ready
 	$(CMAKE) --build $(DEMO_BUILD)
 	$(DEMO_PYTHON) $(VPY) examples/packed_gru.py $(DEMO_MODEL)
-	$(BLOAD) stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
+	$(DEMO_BUILD)/rust/bin/bload stats --lengths $(AG) --t-max 94 --truncate-to 10 --mix-to 22 --world-size 2
 	@echo
 	$(TORCHRUN) --no-python $(DEMO_BUILD)/examples/cpp/train --epochs 2
 	@echo

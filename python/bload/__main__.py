@@ -21,7 +21,11 @@ def main(argv=None):
     lengths = commands.add_parser("lengths", help="write a lengths file's binary cache (.npy)")
     lengths.add_argument("input", metavar="IN", help="text, .npy, .idx, Arrow or Parquet file")
     lengths.add_argument("--column", help="the list column of an Arrow or Parquet file")
-    lengths.add_argument("--lengths-format", choices=["text", "npy", "idx", "arrow", "parquet"])
+    lengths.add_argument(
+        "--lengths-format",
+        metavar="NAME",
+        help="the file's format, one the core lists (bload.lengths.FORMATS); default: its bytes say",
+    )
     lengths.add_argument("--dtype", choices=["int64", "int32"], default="int64")
     lengths.add_argument("--out", required=True, metavar="F.npy")
     store = commands.add_parser("store", help="write a sequence store")

@@ -24,8 +24,10 @@ _library.load()
 __all__ = ["FORMATS", "read_lengths", "write_lengths_cache"]
 
 #: The formats `format=` (and `--lengths-format`) take.
-FORMATS = ("text", "npy", "idx", "arrow", "parquet")
-_CORE = ("text", "npy", "idx")
+# The formats as the core declares them (torch.ops.bload.lengths_formats(), its LengthsFormat).
+_names, _read_by_core = torch.ops.bload.lengths_formats()
+FORMATS = tuple(_names)
+_CORE = tuple(name for name, by_core in zip(_names, _read_by_core) if by_core)
 _MAX_LENGTH = 2**32 - 1
 
 

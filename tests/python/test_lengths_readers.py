@@ -259,3 +259,20 @@ def test_lengths_from_a_fifo_are_read_once_from_their_first_byte(tmp_path):
     reader.join(timeout=60)  # a second open of the FIFO would wait for a writer forever
     assert not reader.is_alive(), "read_lengths still waits on the FIFO"
     assert read[0].tolist() == list(range(1, 41))
+
+
+def test_the_formats_are_the_cores_and_an_unknown_one_is_named(tmp_path):
+    names, read_by_core = torch.ops.bload.lengths_formats()
+    assert bload.lengths.FORMATS == tuple(names)
+    assert {"text", "npy", "idx"} <= {n for n, core in zip(names, read_by_core) if core}
+    (tmp_path / "l.txt").write_text("3\n4\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "bload", "lengths", str(tmp_path / "l.txt")]
+        + ["--lengths-format", "csv", "--out", str(tmp_path / "l.npy")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        timeout=120,
+    )
+    assert run.returncode == 1
+    assert f"format = 'csv': expected one of {', '.join(names)}" in run.stderr

@@ -22,3 +22,15 @@ pub(crate) fn detect_lengths_format(path: &str) -> Result<String, BridgeError> {
         Ok(bload::detect_format(std::path::Path::new(path))?.to_string())
     })
 }
+
+/// The lengths formats, in the core's order (`LengthsFormat::ALL`): each name, and whether the
+/// core reads it (Python reads the others, with pyarrow).
+pub(crate) fn lengths_formats() -> Vec<super::ffi::LengthsFormatInfo> {
+    bload::LengthsFormat::ALL
+        .iter()
+        .map(|format| super::ffi::LengthsFormatInfo {
+            name: format.name().into(),
+            read_by_core: format.read_by_core(),
+        })
+        .collect()
+}

@@ -20,7 +20,7 @@ mod tables;
 pub mod types;
 
 use cost::{cost_code, cost_of_code};
-use lengths::{detect_lengths_format, read_lengths_file};
+use lengths::{detect_lengths_format, lengths_formats, read_lengths_file};
 use mixture::{new_mixture_planner, new_planner_from_sources_json};
 use planner::{
     default_plan_options, new_planner, new_planner_from_i32, parse_policy, plan_options_from_json,
@@ -84,6 +84,12 @@ mod ffi {
         t_max: i64,
         pieces: i64,
         constant: i64,
+    }
+
+    /// A lengths format: its name, and whether the core reads it (the core's `LengthsFormat`).
+    struct LengthsFormatInfo {
+        name: String,
+        read_by_core: bool,
     }
 
     /// A caller's buffer for one field of `write_batch_tables`: a tensor's memory, its address
@@ -236,6 +242,8 @@ mod ffi {
         fn read_lengths_file(path: &str, format: &str) -> Result<Vec<i64>>;
         /// The format of a lengths file, by its first bytes, then its extension, else "text".
         fn detect_lengths_format(path: &str) -> Result<String>;
+        /// The lengths formats, in the core's order.
+        fn lengths_formats() -> Vec<LengthsFormatInfo>;
         /// The sequence store at `path`, its header, offsets and file sizes checked.
         fn open_sequence_store(path: &str) -> Result<StoreInfo>;
         /// The page-aligned byte ranges of a field file that a block table's pieces read, as

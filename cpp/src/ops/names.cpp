@@ -44,6 +44,18 @@ std::tuple<Strings, std::vector<int64_t>, std::vector<int64_t>> option_bounds_op
   return bounds;
 }
 
+// The lengths formats in the core's order, and whether the core reads each (Python reads the
+// others, with pyarrow).
+std::tuple<Strings, c10::List<bool>> lengths_formats_op() {
+  std::tuple<Strings, c10::List<bool>> formats;
+  auto& [names, read_by_core] = formats;
+  for (const auto& format : ffi::lengths_formats()) {
+    names.emplace_back(format.name);
+    read_by_core.push_back(format.read_by_core);
+  }
+  return formats;
+}
+
 }  // namespace
 
 std::vector<std::string> policy_names() {
@@ -59,6 +71,7 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
       &batch_fields_op);
   m.def("policy_names() -> str[]", &policy_names);
   m.def("option_bounds() -> (str[] names, int[] lows, int[] highs)", &option_bounds_op);
+  m.def("lengths_formats() -> (str[] names, bool[] read_by_core)", &lengths_formats_op);
 }
 
 }  // namespace bload
