@@ -111,6 +111,10 @@ pub struct Options {
     pub max_pieces: Option<u32>,
 }
 
+/// What the `max_pieces` option is, in the words every interface's help uses.
+pub const MAX_PIECES_HELP: &str =
+    "the most pieces a block holds, at least 1 (default no cap; not with lanes)";
+
 /// Largest `t_max` accepted: the planner keeps per-length tables of `t_max` entries.
 pub const MAX_T_MAX: u32 = 1 << 24;
 
