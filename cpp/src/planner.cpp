@@ -35,7 +35,7 @@ std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(const Opti
       {"t_max", o.t_max()},   {"blocks_per_batch", o.blocks_per_batch()},
       {"world_size", o.world_size()}, {"seed", o.seed()},
       {"policy", o.policy()}, {"split_oversized", o.split_oversized()},
-      {"cost", o.cost()},
+      {"cost", o.cost()},     {"max_pieces", o.max_pieces()},
   };
 }
 
