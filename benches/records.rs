@@ -49,7 +49,10 @@ fn lengths_of(counts: &[u64]) -> Vec<u32> {
         sorted.extend(std::iter::repeat_n(length, count as usize));
     }
     let n = sorted.len();
-    let stride = (1..).map(|k| n / 2 + k).find(|&s| gcd(s, n) == 1).unwrap_or(1);
+    let stride = (1..)
+        .map(|k| n / 2 + k)
+        .find(|&s| gcd(s, n) == 1)
+        .unwrap_or(1);
     (0..n).map(|i| sorted[i * stride % n]).collect()
 }
 
@@ -116,7 +119,11 @@ fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize)
         let strategies = spfhp::spfhp(counts, t_max, cap);
         TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
         let blocks = strategies.iter().map(|s| s.count).sum();
-        let deepest = strategies.iter().map(|s| s.lengths.len()).max().unwrap_or(0);
+        let deepest = strategies
+            .iter()
+            .map(|s| s.lengths.len())
+            .max()
+            .unwrap_or(0);
         (blocks, deepest)
     };
     let assigned = move || {
@@ -125,7 +132,11 @@ fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize)
         let assignment = spfhp::assign(&strategies, lengths, t_max);
         TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
         assert_eq!(assignment.sequences.len(), lengths.len());
-        let deepest = strategies.iter().map(|s| s.lengths.len()).max().unwrap_or(0);
+        let deepest = strategies
+            .iter()
+            .map(|s| s.lengths.len())
+            .max()
+            .unwrap_or(0);
         (assignment.ends.len() as u64, deepest)
     };
     [
@@ -142,7 +153,12 @@ fn seqpacker_run<'a>(lengths: &'a [u32], t_max: u32) -> Run<'a> {
         let start = Instant::now();
         let result = packer.pack_lengths(&input).expect("packs");
         TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
-        let deepest = result.packs.iter().map(|pack| pack.len()).max().unwrap_or(0);
+        let deepest = result
+            .packs
+            .iter()
+            .map(|pack| pack.len())
+            .max()
+            .unwrap_or(0);
         (result.packs.len() as u64, deepest)
     };
     ("seqpacker OBFD".to_string(), Box::new(run))
@@ -167,7 +183,10 @@ fn row(title: &str, lengths: &[u32], t_max: u32, mut runs: Vec<Run>, published: 
             outcome.seconds.push(TIMED.with(|timed| timed.get()));
         }
     }
-    println!("\n{title}: {} sequences, {steps} steps, t_max {t_max}", lengths.len());
+    println!(
+        "\n{title}: {} sequences, {steps} steps, t_max {t_max}",
+        lengths.len()
+    );
     println!(
         "| packer | blocks | efficiency | most a block | median s | fastest s |\n|---|---|---|---|---|---|"
     );
@@ -205,7 +224,12 @@ fn main() {
             (Some(3), vec![("NNLSHP, at most 3", 99.75)]),
         ] {
             let mut runs = vec![bload_run(&lengths, 512, cap)];
-            runs.extend(spfhp_runs(&lengths, &counts, 512, cap.map_or(512, |c| c as usize)));
+            runs.extend(spfhp_runs(
+                &lengths,
+                &counts,
+                512,
+                cap.map_or(512, |c| c as usize),
+            ));
             if cap.is_none() {
                 runs.push(seqpacker_run(&lengths, 512));
             }

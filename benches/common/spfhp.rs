@@ -107,19 +107,3 @@ pub fn assign(strategies: &[Strategy], lengths: &[u32], t_max: u32) -> Assignmen
     }
     assignment
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn best_fit_on_counts() {
-        // Blocks of 10: two 6s open two packs; three 4s: two join them, one opens a third.
-        let mut counts = vec![0u64; 11];
-        counts[6] = 2;
-        counts[4] = 3;
-        let packs = spfhp(&counts, 10, 12);
-        let total: u64 = packs.iter().map(|s| s.count).sum();
-        assert_eq!(total, 3);
-    }
-}

@@ -138,7 +138,8 @@ fn shift_into(
 ) {
     let (word_shift, bit_shift) = (shift / 64, shift % 64);
     let last = highest / 64;
-    for word in word_shift..=last {
+    let words = target.iter_mut().enumerate().take(last + 1);
+    for (word, slot) in words.skip(word_shift) {
         let from = word - word_shift;
         let mut moved = source[from] << bit_shift;
         if bit_shift > 0 && from > 0 {
@@ -147,8 +148,8 @@ fn shift_into(
         if word == last {
             moved &= u64::MAX >> (63 - highest % 64);
         }
-        let mut fresh = moved & !target[word];
-        target[word] |= moved;
+        let mut fresh = moved & !*slot;
+        *slot |= moved;
         while fresh != 0 {
             first_reached(word * 64 + fresh.trailing_zeros() as usize);
             fresh &= fresh - 1;
