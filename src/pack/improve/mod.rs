@@ -41,6 +41,9 @@ const MAX_POOL_FOR_PAIRS: usize = 64;
 const MAX_SPLIT_SUMS: usize = 1 << 16;
 /// Trades during which a length pushed out of a block by force may not return to it.
 const TABU_TENURE: u64 = 8;
+/// Blocks of up to this many steps keep a table of the pool's sets by steps (see `sets_upto`);
+/// larger ones search the sorted sets instead.
+const MAX_TABLE: u32 = 1 << 14;
 /// Random bins tried for one forced placement.
 const KICK_TRIES: u32 = 8;
 
@@ -132,6 +135,10 @@ struct Search {
     pool_steps: u64,
     /// Every pool item and (while the pool is small) pair: (steps, first, second or NONE), by steps.
     pool_sets: Vec<(u32, u32, u32)>,
+    /// `sets_upto[s]`: how many of `pool_sets` have at most `s` steps (empty for blocks of
+    /// more than MAX_TABLE steps): one look-up where a binary search over the sets was the
+    /// largest cost of the search. It finds the same place, so plans are the same.
+    sets_upto: Vec<u32>,
     pool_changed: bool,
     /// Bins the pool may fill (one fewer than were dissolved into it).
     spare: u32,
@@ -177,6 +184,11 @@ impl Search {
             pool: try_with_capacity("the pool of lengths", items)?,
             pool_steps: 0,
             pool_sets: try_with_capacity("the pool's lengths and pairs", items + pairs)?,
+            sets_upto: if t_max <= MAX_TABLE {
+                try_vec("the pool's sets up to each sum", t_max as usize + 1, 0)?
+            } else {
+                Vec::new()
+            },
             pool_changed: true,
             spare: 1,
             sums: try_with_capacity("the sums of the pool's parts", sums)?,

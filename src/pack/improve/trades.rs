@@ -21,7 +21,10 @@ impl Search {
                 let out = [self.out_item(first), self.out_item(second)];
                 let out_steps = self.steps_of(out);
                 let limit = out_steps + room;
-                let mut at = self.pool_sets.partition_point(|set| set.0 <= limit);
+                let mut at = match self.sets_upto.get(limit as usize) {
+                    Some(&sets) => sets as usize,
+                    None => self.pool_sets.partition_point(|set| set.0 <= limit),
+                };
                 self.work += 1 + u64::from(usize::BITS - at.leading_zeros());
                 // Items the bin may take in: what the cap leaves once `out` has gone.
                 let room_for = (self.cap - self.items[bin as usize]).saturating_add(count_of(out));
@@ -135,6 +138,13 @@ impl Search {
         }
         sets.sort_unstable();
         self.work += sets.len() as u64;
+        let mut below = 0;
+        for (steps, upto) in (0u32..).zip(self.sets_upto.iter_mut()) {
+            while below < sets.len() && sets[below].0 <= steps {
+                below += 1;
+            }
+            *upto = below as u32;
+        }
         self.pool_changed = false;
     }
 
