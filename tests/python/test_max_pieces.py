@@ -55,8 +55,9 @@ def test_a_pickled_sampler_and_planner_keep_the_cap(action_genome_lengths):
     capped = sampler(action_genome_lengths, max_pieces=3)
     copy = pickle.loads(pickle.dumps(capped))
     assert [b.table.tolist() for b in copy] == [b.table.tolist() for b in capped]
-    planner = torch.classes.bload.Planner(torch.tensor(action_genome_lengths), T_MAX, max_pieces=3)
-    free = torch.classes.bload.Planner(torch.tensor(action_genome_lengths), T_MAX)
+    lengths = torch.tensor(action_genome_lengths)
+    planner = torch.classes.bload.Planner(lengths, 94, max_pieces=3)
+    free = torch.classes.bload.Planner(lengths, 94)
     assert planner.plan_hash(0) != free.plan_hash(0)
     assert pickle.loads(pickle.dumps(planner)).plan_hash(0) == planner.plan_hash(0)
 
