@@ -11,7 +11,7 @@
 //! say speech at `t_max` 4096), best-fit decreasing, which weighs every length against all open
 //! blocks, may waste less: both run, and the one with fewer blocks is kept.
 
-use super::capped::CappedSum;
+use super::capped::{capped_fill, CappedSum};
 use super::{
     best_fit_decreasing, improve, item_count, most_blocks_closed_when_full, LengthPool, Packing,
 };
@@ -21,7 +21,7 @@ use crate::error::Result;
 /// Searches cost about (lengths below the room) x (room / 64) word operations; beyond this
 /// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
 /// get the fullest fill the remaining lengths allow.
-const MAX_SEARCH_ROOM: u32 = 4096;
+pub(super) const MAX_SEARCH_ROOM: u32 = 4096;
 
 /// Searches of one packing may cost, in all, this many word operations per length packed (plus
 /// a fixed allowance), so planning time stays linear in the number of sequences whatever their
@@ -31,7 +31,7 @@ const SEARCH_WORK_PER_LENGTH: u64 = 64;
 const SEARCH_WORK_ALLOWANCE: u64 = 1 << 20;
 
 /// What the scratch of a block's lengths is called when there is no memory for it.
-const FILL: &str = "the lengths of a block";
+pub(super) const FILL: &str = "the lengths of a block";
 
 /// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have with
 /// at most `cap` items a block (`u32::MAX`: no cap).
@@ -153,56 +153,6 @@ fn fill_blocks(counts: &[u32], t_max: u32, cap: u32) -> Result<Packing> {
     }
     debug_assert!(pool.is_empty());
     Ok(packing)
-}
-
-/// The greedy `fill` of a block's `room` with at most `slots` lengths, `left` short of it, made
-/// as full as a search with the lengths counted finds: the greedy picks are given back latest
-/// first (all of them while the room stays within MAX_SEARCH_ROOM) and what they leave open is
-/// searched with the slots they leave.
-#[allow(clippy::too_many_arguments)]
-fn capped_fill(
-    capped: &mut CappedSum,
-    pool: &mut LengthPool,
-    room: u32,
-    left: u32,
-    slots: usize,
-    work_left: &mut u64,
-    fill: &mut Vec<u32>,
-    tail: &mut Vec<u32>,
-) -> Result<()> {
-    let whole = room <= MAX_SEARCH_ROOM;
-    if whole && room - left >= capped.ceiling[room as usize] {
-        // An earlier search of this room found no fuller fill.
-        return Ok(());
-    }
-    let (mut kept, mut open) = (fill.len(), left);
-    while kept > 0 && open + fill[kept - 1] <= MAX_SEARCH_ROOM {
-        kept -= 1;
-        pool.put_back(fill[kept]);
-        open += fill[kept];
-    }
-    let allowed = (slots - kept) as u32;
-    let found = if allowed > 0 {
-        capped.fullest_fill(pool, open, allowed, whole && kept == 0, work_left, tail)?
-    } else {
-        None
-    };
-    match found {
-        // The picks given back are one fill the search weighed: what it found is as full.
-        Some(_) => {
-            fill.truncate(kept);
-            for &length in tail.iter() {
-                try_push(fill, FILL, length)?;
-            }
-        }
-        // Not searched: the greedy picks stand.
-        None => {
-            for &length in &fill[kept..] {
-                pool.take(length);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// How many more copies of `block` the pool can give; `tally` is left holding each length of the

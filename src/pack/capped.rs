@@ -5,6 +5,7 @@
 //! lengths), so a search costs (lengths below the room) x (lengths allowed) x (room / 64) word
 //! operations, counted against the same work allowance as the uncapped searches.
 
+use super::best_fit::{FILL, MAX_SEARCH_ROOM};
 use super::LengthPool;
 use crate::alloc::{try_push, try_vec};
 use crate::error::Result;
@@ -125,6 +126,56 @@ impl CappedSum {
         debug_assert_eq!(sum, 0);
         Ok(Some(best as u32))
     }
+}
+
+/// The greedy `fill` of a block's `room` with at most `slots` lengths, `left` short of it, made
+/// as full as a search with the lengths counted finds: the greedy picks are given back latest
+/// first (all of them while the room stays within MAX_SEARCH_ROOM) and what they leave open is
+/// searched with the slots they leave.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn capped_fill(
+    capped: &mut CappedSum,
+    pool: &mut LengthPool,
+    room: u32,
+    left: u32,
+    slots: usize,
+    work_left: &mut u64,
+    fill: &mut Vec<u32>,
+    tail: &mut Vec<u32>,
+) -> Result<()> {
+    let whole = room <= MAX_SEARCH_ROOM;
+    if whole && room - left >= capped.ceiling[room as usize] {
+        // An earlier search of this room found no fuller fill.
+        return Ok(());
+    }
+    let (mut kept, mut open) = (fill.len(), left);
+    while kept > 0 && open + fill[kept - 1] <= MAX_SEARCH_ROOM {
+        kept -= 1;
+        pool.put_back(fill[kept]);
+        open += fill[kept];
+    }
+    let allowed = (slots - kept) as u32;
+    let found = if allowed > 0 {
+        capped.fullest_fill(pool, open, allowed, whole && kept == 0, work_left, tail)?
+    } else {
+        None
+    };
+    match found {
+        // The picks given back are one fill the search weighed: what it found is as full.
+        Some(_) => {
+            fill.truncate(kept);
+            for &length in tail.iter() {
+                try_push(fill, FILL, length)?;
+            }
+        }
+        // Not searched: the greedy picks stand.
+        None => {
+            for &length in &fill[kept..] {
+                pool.take(length);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `target |= source << shift`, keeping no bit above `highest`, calling `first_reached(s)` for
