@@ -236,6 +236,7 @@ test-tch: plugin python $(MODEL)
 bench: plugin python
 	$(CARGO) bench --locked --bench plan
 	$(CARGO) bench --locked --bench cost
+	$(CARGO) bench --locked --bench records
 	$(BUILD)/pack_bench examples/data
 	$(VPY) benches/ingest.py
 	$(VPY) benches/loader.py

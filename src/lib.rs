@@ -43,7 +43,9 @@ pub use lengths::{
     detect_format, parse_lengths, read_lengths, read_lengths_and_format, read_lengths_as,
     write_npy, LengthsFormat, NpyDtype,
 };
-pub use options::{Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_T_MAX};
+pub use options::{
+    Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_PIECES_HELP, MAX_T_MAX,
+};
 pub use plan::{
     narrow_lengths, stable_hash, Batch, Block, EpochPlan, EpochPosition, GlobalBatch,
     LengthInteger, Piece, Planner, PrivateMemory, Resumed, ResumedState, SamplerPlace, Source,

@@ -88,7 +88,7 @@ pub enum Oversize {
 }
 
 /// Options of a plan. The defaults are one rank, one block per batch, seed 0, `best_fit`, an
-/// error for sequences longer than `t_max`, and blocks dealt by steps.
+/// error for sequences longer than `t_max`, blocks dealt by steps, and no cap on a block's pieces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Options {
     /// Steps per block.
@@ -104,7 +104,16 @@ pub struct Options {
     /// How blocks are dealt to ranks. Options saved before it existed read as `steps`.
     #[serde(default)]
     pub cost: Cost,
+    /// The most pieces (whole sequences or parts of split ones) a block may hold; `None`: no
+    /// cap. Attention kernels and CUDA graphs want a bounded `cu_seqlens`. Options saved before
+    /// it existed read as no cap, and options without a cap are written as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pieces: Option<u32>,
 }
+
+/// What the `max_pieces` option is, in the words every interface's help uses.
+pub const MAX_PIECES_HELP: &str =
+    "the most pieces a block holds, at least 1 (default no cap; not with lanes)";
 
 /// Largest `t_max` accepted: the planner keeps per-length tables of `t_max` entries.
 pub const MAX_T_MAX: u32 = 1 << 24;
@@ -119,7 +128,14 @@ impl Options {
             policy: Policy::BestFit,
             oversize: Oversize::Reject,
             cost: Cost::Steps,
+            max_pieces: None,
         }
+    }
+
+    /// The cap on pieces per block as a number: `u32::MAX` for none, which no block reaches
+    /// (a block holds at most `t_max` pieces of at least 1 step).
+    pub(crate) fn piece_cap(&self) -> u32 {
+        self.max_pieces.unwrap_or(u32::MAX)
     }
 
     /// Checks the options on their own (the lengths are checked by the planner).
@@ -170,6 +186,26 @@ impl Options {
                 "\"steps\" with the lanes policy (its rows are lanes that keep their rank all epoch, \
                  so there is nothing to deal by cost)",
             ));
+        }
+        match self.max_pieces {
+            Some(0) => {
+                return Err(Error::invalid(
+                    "max_pieces",
+                    0,
+                    "at least 1 piece per block (or no cap)",
+                ));
+            }
+            Some(cap) if self.policy.carries_state() => {
+                // A lane runs its sequences end to end: how many meet in one batch's row is
+                // the lengths' to decide, and capping it would break the lane.
+                return Err(Error::invalid(
+                    "max_pieces",
+                    cap,
+                    "no cap with the lanes policy (its rows run sequences end to end, so a row \
+                     holds as many as end in its steps)",
+                ));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -226,6 +262,14 @@ mod tests {
             },
             "cost",
         );
+        bad(|o| o.max_pieces = Some(0), "max_pieces");
+        bad(
+            |o| {
+                o.policy = Policy::Lanes;
+                o.max_pieces = Some(4);
+            },
+            "max_pieces",
+        );
         assert!(Options::new(94).validate().is_ok());
     }
 
@@ -252,6 +296,21 @@ mod tests {
         let text = options.to_json().replace("94", "0");
         assert_eq!(Options::from_json(&text).unwrap_err().argument, "t_max");
         assert_eq!(Options::from_json("{}").unwrap_err().argument, "options");
+    }
+
+    #[test]
+    fn a_cap_on_pieces_is_written_only_when_set() {
+        let mut options = Options::new(94);
+        assert!(!options.to_json().contains("max_pieces"));
+        options.max_pieces = Some(12);
+        let json = options.to_json();
+        assert!(json.contains("\"max_pieces\":12"), "{json}");
+        assert_eq!(Options::from_json(&json).unwrap(), options);
+        let zero = json.replace(":12", ":0");
+        assert_eq!(
+            Options::from_json(&zero).unwrap_err().argument,
+            "max_pieces"
+        );
     }
 
     #[test]

@@ -127,8 +127,10 @@ impl PlanStats {
 /// The fewest blocks (and so the least padding) any plan of these lengths can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub struct LowerBound {
-    /// Largest of `ceil(steps / t_max)`, the Martello-Toth L2 bound and the
-    /// Carlier-Clautiaux-Moukrim bound, before rounding.
+    /// Largest of `ceil(steps / t_max)`, the Martello-Toth L2 bound, the
+    /// Carlier-Clautiaux-Moukrim bound and, under `max_pieces`, `ceil(packed pieces /
+    /// max_pieces)` (plus a block per full chunk of a split sequence), before rounding: a true
+    /// bound with or without the cap.
     pub blocks_unrounded: u64,
     /// Rounded up to a multiple of `world_size * blocks_per_batch`.
     pub blocks: u64,
@@ -148,12 +150,16 @@ pub(crate) fn round_up(blocks: u64, multiple: u64) -> u64 {
     blocks.div_ceil(multiple) * multiple
 }
 
-/// The fewest blocks that items with `counts[len]` of each length `1..=t_max` fit in.
-pub(crate) fn packing_bound(counts: &[u32]) -> Result<u64> {
+/// The fewest blocks that items with `counts[len]` of each length `1..=t_max` fit in, at most
+/// `cap` items a block (`u32::MAX`: no cap). Every bound of the uncapped problem holds under a
+/// cap too (a capped packing is a packing), and a cap adds its own: `ceil(items / cap)`.
+pub(crate) fn packing_bound(counts: &[u32], cap: u32) -> Result<u64> {
     let t_max = counts.len() as u64 - 1;
     let steps: u64 = (0..).zip(counts).map(|(len, &c)| len * u64::from(c)).sum();
     let bound = steps.div_ceil(t_max).max(martello_toth_l2(counts)?);
-    Ok(bound.max(carlier_clautiaux_moukrim(counts)?))
+    let items: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    let by_cap = items.div_ceil(u64::from(cap));
+    Ok(bound.max(carlier_clautiaux_moukrim(counts)?).max(by_cap))
 }
 
 /// The bound of Carlier, Clautiaux and Moukrim's dual feasible function f_CCM,1 (2007): for a
@@ -337,7 +343,7 @@ mod tests {
     fn l2_counts_items_that_cannot_share_a_block() {
         // Three items of 6 in blocks of 10: 18 steps fit 2 blocks by volume, but no two share.
         assert_eq!(martello_toth_l2(&counts_of(&[6, 6, 6], 10)).unwrap(), 3);
-        let packed = packing_bound(&counts_of(&[6, 6, 6], 10)).unwrap();
+        let packed = packing_bound(&counts_of(&[6, 6, 6], 10), u32::MAX).unwrap();
         let bound = lower_bound(packed, 0, 18, &Options::new(10));
         assert_eq!((bound.blocks, bound.padding), (3, 12));
         // Items of 6 leave room 4 each; three 5s cannot use it, so they need 2 more blocks.
@@ -357,7 +363,7 @@ mod tests {
         let counts = counts_of(&lengths, 100);
         assert_eq!(martello_toth_l2(&counts).unwrap(), 7);
         assert_eq!(carlier_clautiaux_moukrim(&counts).unwrap(), 8);
-        assert_eq!(packing_bound(&counts).unwrap(), 8);
+        assert_eq!(packing_bound(&counts, u32::MAX).unwrap(), 8);
         // Never above what a packing reaches: six 34s pack in 3 blocks of 68.
         let counts = counts_of(&[34; 6], 100);
         assert_eq!(carlier_clautiaux_moukrim(&counts).unwrap(), 3);
@@ -369,10 +375,20 @@ mod tests {
     }
 
     #[test]
+    fn a_cap_on_pieces_bounds_the_blocks_from_below() {
+        // Twenty 1s fill 2 blocks of 10 by volume; at most 3 a block they need 7.
+        let counts = counts_of(&[1; 20], 10);
+        assert_eq!(packing_bound(&counts, u32::MAX).unwrap(), 2);
+        assert_eq!(packing_bound(&counts, 3).unwrap(), 7);
+        // A cap that the volume already implies changes nothing.
+        assert_eq!(packing_bound(&counts_of(&[6, 6, 6], 10), 1).unwrap(), 3);
+    }
+
+    #[test]
     fn lower_bound_rounds_up_to_the_global_batch() {
         let mut options = Options::new(10);
         options.world_size = 4;
-        let packed = packing_bound(&counts_of(&[10, 10, 10, 10, 10], 10)).unwrap();
+        let packed = packing_bound(&counts_of(&[10, 10, 10, 10, 10], 10), u32::MAX).unwrap();
         let bound = lower_bound(packed, 2, 70, &options);
         assert_eq!(bound.blocks_unrounded, 7);
         assert_eq!(bound.blocks, 8);

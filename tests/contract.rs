@@ -1,7 +1,7 @@
 //! Property tests of the DDP contract, over random lengths and options, for every policy:
 //! equal batch counts on every rank, batches of exactly `blocks_per_batch` blocks of `t_max`
-//! steps, every step of every sequence exactly once per epoch, the least rounding, and plans
-//! that are pure functions of their inputs.
+//! steps, every step of every sequence exactly once per epoch, the least rounding, never more
+//! than `max_pieces` pieces in a block, and plans that are pure functions of their inputs.
 
 use bload::{EpochPlan, Options, Oversize, Planner, Policy};
 
@@ -74,6 +74,13 @@ fn check_plan(plan: &EpochPlan, planner: &Planner) {
         }
         assert!(at <= o.t_max);
         assert_eq!(block.used(), at);
+        if let Some(cap) = o.max_pieces {
+            assert!(
+                block.len() <= cap as usize,
+                "{} pieces, cap {cap}",
+                block.len()
+            );
+        }
     }
     assert_exactly_once(plan, lengths);
 

@@ -197,3 +197,27 @@ fn a_state_of_another_cost_is_refused_naming_the_cost() {
          was saved with other lengths or options"
     );
 }
+
+#[test]
+fn a_state_under_another_cap_is_refused_naming_max_pieces() {
+    let free = planner(0, 64);
+    let mut options = free.options().clone();
+    options.max_pieces = Some(3);
+    let capped = Planner::new(free.lengths().to_vec(), options).unwrap();
+    // A cap is saved, and resumes its own plan.
+    let state = saved_at(&capped, 2);
+    assert!(state.contains(&("max_pieces".to_string(), StateValue::Text("3".into()))));
+    let resumed = capped.resume_sampler_state(&state, &python).unwrap();
+    assert_eq!(
+        resumed.resumed.unwrap().plan.hash(),
+        capped.plan(3).unwrap().hash()
+    );
+    assert!(error(&free, &state)
+        .starts_with("state[\"max_pieces\"] = \"3\": expected \"none\" as this sampler has"));
+    // A state without a cap has no such field (as states saved before the option existed).
+    let old = saved_at(&free, 2);
+    assert!(old.iter().all(|(name, _)| name != "max_pieces"));
+    assert!(free.resume_sampler_state(&old, &python).is_ok());
+    assert!(error(&capped, &old)
+        .starts_with("state[\"max_pieces\"] = \"none\": expected \"3\" as this sampler has"));
+}

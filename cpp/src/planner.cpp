@@ -39,6 +39,7 @@ std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(const Opti
       {"policy", o.policy()},
       {"split_oversized", o.split_oversized()},
       {"cost", o.cost()},
+      {"max_pieces", o.max_pieces()},
   };
 }
 

@@ -55,14 +55,16 @@ Planner planner_of(const at::Tensor& lengths, const Options& options) {
 
 // The options every constructor of the class takes, in the order it takes them.
 Options options_of(int64_t t_max, int64_t blocks_per_batch, int64_t world_size, int64_t seed,
-                   const std::string& policy, bool split_oversized, const std::string& cost) {
+                   const std::string& policy, bool split_oversized, const std::string& cost,
+                   int64_t max_pieces) {
   return Options(t_max)
       .blocks_per_batch(blocks_per_batch)
       .world_size(world_size)
       .seed(seed)
       .policy(policy)
       .split_oversized(split_oversized)
-      .cost(cost);
+      .cost(cost)
+      .max_pieces(max_pieces);
 }
 
 // The pickled state: the lengths, and the plan options as the core's JSON.
@@ -103,9 +105,10 @@ class ScriptEpochPlan : public torch::CustomClassHolder {
 class ScriptPlanner : public torch::CustomClassHolder {
  public:
   ScriptPlanner(at::Tensor lengths, int64_t t_max, int64_t blocks_per_batch, int64_t world_size,
-                int64_t seed, std::string policy, bool split_oversized, std::string cost)
+                int64_t seed, std::string policy, bool split_oversized, std::string cost,
+                int64_t max_pieces)
       : ScriptPlanner(lengths, options_of(t_max, blocks_per_batch, world_size, seed, policy,
-                                          split_oversized, cost)) {}
+                                          split_oversized, cost, max_pieces)) {}
 
   ScriptPlanner(const at::Tensor& lengths, const Options& options)
       : planner_(planner_of(lengths, options)) {}
@@ -113,12 +116,10 @@ class ScriptPlanner : public torch::CustomClassHolder {
 
   // A mixture of sources (docs/mixtures.md): source s is lengths[s] with weights[s] and names[s]
   // ("" names it by its index).
-  static c10::intrusive_ptr<ScriptPlanner> of_sources(c10::List<at::Tensor> lengths,
-                                                      std::vector<double> weights,
-                                                      std::vector<std::string> names, int64_t t_max,
-                                                      int64_t blocks_per_batch, int64_t world_size,
-                                                      int64_t seed, std::string policy,
-                                                      bool split_oversized, std::string cost) {
+  static c10::intrusive_ptr<ScriptPlanner> of_sources(
+      c10::List<at::Tensor> lengths, std::vector<double> weights, std::vector<std::string> names,
+      int64_t t_max, int64_t blocks_per_batch, int64_t world_size, int64_t seed, std::string policy,
+      bool split_oversized, std::string cost, int64_t max_pieces) {
     TORCH_CHECK(weights.size() == lengths.size() && names.size() == lengths.size(),
                 "sources: ", lengths.size(), " lengths, ", weights.size(), " weights and ",
                 names.size(), " names: expected a weight and a name for each source's lengths");
@@ -131,8 +132,8 @@ class ScriptPlanner : public torch::CustomClassHolder {
       sources.push_back(
           Source{names[s], std::vector<int64_t>(data, data + host.numel()), weights[s]});
     }
-    const auto options =
-        options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost);
+    const auto options = options_of(t_max, blocks_per_batch, world_size, seed, policy,
+                                    split_oversized, cost, max_pieces);
     return c10::make_intrusive<ScriptPlanner>(Planner(sources, options));
   }
 
@@ -305,10 +306,11 @@ c10::intrusive_ptr<ScriptPlanner> shared_planner(std::string dir, int64_t epoch,
                                                  int64_t t_max, int64_t blocks_per_batch,
                                                  int64_t world_size, int64_t seed,
                                                  std::string policy, bool split_oversized,
-                                                 std::string cost) {
-  return c10::make_intrusive<ScriptPlanner>(Planner::from_shared_plan(
-      options_of(t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost), epoch,
-      dir, timeout_s));
+                                                 std::string cost, int64_t max_pieces) {
+  return c10::make_intrusive<ScriptPlanner>(
+      Planner::from_shared_plan(options_of(t_max, blocks_per_batch, world_size, seed, policy,
+                                           split_oversized, cost, max_pieces),
+                                epoch, dir, timeout_s));
 }
 
 }  // namespace
@@ -341,11 +343,12 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "Whether the plan is mapped from a shared plan file");
   m.class_<ScriptPlanner>("Planner")
       .def(torch::init<at::Tensor, int64_t, int64_t, int64_t, int64_t, std::string, bool,
-                       std::string>(),
+                       std::string, int64_t>(),
            "Plans epochs of packed blocks for `lengths` (a 1-d integer tensor)",
            {torch::arg("lengths"), torch::arg("t_max"), torch::arg("blocks_per_batch") = 1,
             torch::arg("world_size") = 1, torch::arg("seed") = 0, torch::arg("policy") = "best_fit",
-            torch::arg("split_oversized") = false, torch::arg("cost") = "steps"})
+            torch::arg("split_oversized") = false, torch::arg("cost") = "steps",
+            torch::arg("max_pieces") = -1})
       .def_static("of_sources", &ScriptPlanner::of_sources)
       .def("mixture", &ScriptPlanner::mixture,
            "The mixture's sources (name, weight, sequences), or \"none\" for one lengths set")

@@ -29,6 +29,29 @@ def integer(name, value, minimum=_INT64[0], maximum=_INT64[1]):
     return int(value)
 
 
+# What the core's C++ options hold for no cap on a block's pieces (PlanOptions::max_pieces).
+NO_CAP = -1
+
+
+def piece_cap(max_pieces):
+    """The max_pieces option as the planner takes it: NO_CAP for None, else an int of at least 1
+    (its largest value the core checks, naming max_pieces)."""
+    if max_pieces is None:
+        return NO_CAP
+    if isinstance(max_pieces, bool) or not isinstance(max_pieces, numbers.Integral):
+        raise TypeError(f"max_pieces = {max_pieces!r}: expected None (no cap) or an int")
+    if max_pieces < 1:
+        raise ValueError(
+            f"max_pieces = {max_pieces}: expected None (no cap) or at least 1 piece per block"
+        )
+    return int(max_pieces)
+
+
+def stored_cap(options):
+    """The max_pieces of the core's JSON of options (absent: no cap, as saved before it)."""
+    return piece_cap(options.get("max_pieces"))
+
+
 def lengths_tensor(lengths):
     if isinstance(lengths, (str, os.PathLike)):
         # Any lengths file: the core's formats, and Arrow or Parquet's only list column.

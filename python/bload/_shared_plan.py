@@ -75,9 +75,11 @@ def resume_of(planner, shared, state):
     return planner.resume_shared_state(state, directory, local_rank, timeout)
 
 
-def reader_planner(shared, t_max, blocks_per_batch, world_size, seed, policy, split, cost):
+def reader_planner(
+    shared, t_max, blocks_per_batch, world_size, seed, policy, split, cost, max_pieces
+):
     """The planner of a rank of local rank above 0: it holds no lengths, its planner's are the
     node's plan file's (epoch 0's), compared with every rank's by the agreement check."""
     directory, _, timeout = shared
-    options = (t_max, blocks_per_batch, world_size, seed, policy, split, cost)
+    options = (t_max, blocks_per_batch, world_size, seed, policy, split, cost, max_pieces)
     return torch.ops.bload.shared_planner(directory, 0, timeout, *options)

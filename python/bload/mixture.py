@@ -19,6 +19,8 @@ import os
 
 import torch
 
+from bload._arguments import stored_cap
+
 __all__ = ["Source"]
 
 
@@ -86,6 +88,7 @@ def mixture_planner(sources, lengths_tensor, **options):
         options["policy"],
         options["split_oversized"],
         options["cost"],
+        options["max_pieces"],
     )
 
 
@@ -109,6 +112,7 @@ def stored_planner(lengths, sources_json, options):
         options["policy"],
         options["oversize"] == "split",
         options.get("cost", "steps"),
+        stored_cap(options),
     )
 
 

@@ -14,7 +14,15 @@ import torch
 import torch.jit._pickle
 
 from bload import _library, mixture
-from bload._arguments import BOUNDS, POLICIES, distributed, integer, lengths_tensor
+from bload._arguments import (
+    BOUNDS,
+    POLICIES,
+    distributed,
+    integer,
+    lengths_tensor,
+    piece_cap,
+    stored_cap,
+)
 from bload._sampler_pickle import check_state_values, damaged, stored_planner, tensor_bytes
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
@@ -55,6 +63,9 @@ class BlockSampler(torch.utils.data.Sampler):
     "attention:A", a piece of L steps costing A*L + L^2: blocks of like cost share a global batch,
     dealt so that its costliest rank costs least (docs/cost_balance.md). Not with "lanes". The
     core checks it (a RuntimeError naming cost, the value and what is expected).
+    max_pieces: the most pieces (sequences, or chunks of split ones) a block holds, for attention
+    kernels and CUDA graphs that want a bounded cu_seqlens; None (the default) for no cap. Every
+    packing policy keeps to it, and stats()' lower bound counts it; "lanes" refuses it.
     read_ahead: the batches after each one whose reads the loader starts before they are asked
     for (0: none), through the dataset's prefetch hook (docs/read_ahead.md).
     drop_last: only False: every rank already gets the same number of batches, by padding that
@@ -97,6 +108,7 @@ class BlockSampler(torch.utils.data.Sampler):
         policy="best_fit",
         split=False,
         cost="steps",
+        max_pieces=None,
         drop_last=False,
         read_ahead=READ_AHEAD,
         shared_plan_dir=None,
@@ -123,6 +135,7 @@ class BlockSampler(torch.utils.data.Sampler):
             )
         if not isinstance(cost, str):
             raise TypeError(f'cost = {cost!r}: expected a string, "steps" or "attention:A"')
+        max_pieces = piece_cap(max_pieces)
         if (lengths is None) == (sources is None):
             raise TypeError(
                 "lengths, sources: expected exactly one: the lengths of one set of sequences, or "
@@ -136,10 +149,10 @@ class BlockSampler(torch.utils.data.Sampler):
             )
         options = dict(t_max=self.t_max, blocks_per_batch=self.blocks_per_batch)
         options.update(world_size=self.world_size, seed=self.seed, policy=policy)
-        options.update(split_oversized=split, cost=cost)
+        options.update(split_oversized=split, cost=cost, max_pieces=max_pieces)
         if self._shared is not None and self._shared[1] != 0:
             options = (self.t_max, self.blocks_per_batch, self.world_size, self.seed)
-            self.planner = _reader_planner(self._shared, *options, policy, split, cost)
+            self.planner = _reader_planner(self._shared, *options, policy, split, cost, max_pieces)
         elif sources is not None:
             self.planner = mixture.mixture_planner(sources, lengths_tensor, **options)
         else:
@@ -368,6 +381,7 @@ class BlockSampler(torch.utils.data.Sampler):
                     policy=options["policy"],
                     split_oversized=options["oversize"] == "split",
                     cost=options.get("cost", "steps"),  # pickles from before the option: by steps
+                    max_pieces=stored_cap(options),
                 )
         except (KeyError, TypeError) as err:
             raise ValueError(

@@ -93,6 +93,9 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
             "--seed" if command != "sweep" => args.options.seed = number(flag, value()?, ANY_U64)?,
             "--epoch" if command != "sweep" => args.epoch = number(flag, value()?, ANY_U64)?,
             "--split" => args.options.oversize = Oversize::Split,
+            "--max-pieces" if command != "sweep" => {
+                args.options.max_pieces = Some(number(flag, value()?, COUNT)?)
+            }
             "--cost" if command != "sweep" => {
                 // The core names the option `cost`; here the user typed the flag.
                 args.options.cost = value()?.parse().map_err(|mut err: Error| {

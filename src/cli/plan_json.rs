@@ -28,6 +28,9 @@ pub fn write<'a>(
     fields.insert("blocks_per_batch".into(), json!(o.blocks_per_batch));
     fields.insert("t_max".into(), json!(o.t_max));
     fields.insert("policy".into(), json!(o.policy));
+    if let Some(cap) = o.max_pieces {
+        fields.insert("max_pieces".into(), json!(cap));
+    }
     fields.insert("plan_hash".into(), json!(format!("{:#018x}", plan.hash())));
     fields.insert("stats".into(), json!(plan.stats()));
     if !sources.is_empty() {

@@ -61,6 +61,8 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     let mut rows = Vec::new();
     // The packing policies share one bound; lanes, whose rows run for the whole epoch, another.
     let (mut bound, mut lanes_bound) = (None, None);
+    // Why lanes could not plan, when it is not for want of --split (it takes any length).
+    let mut lanes_refused = None;
     for policy in Policy::ALL {
         // Lanes keep their rows all epoch and so cannot be dealt by cost (the core refuses
         // both): their row is planned by steps and measured in the cost asked, like the others.
@@ -82,6 +84,13 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             // command's error.
             Err(err) if too_long > 0 && err.argument == "t_max" => {
                 rows.push(Row::from(policy, Err(needs_split.clone())));
+                continue;
+            }
+            // Lanes refuse a cap on pieces: the row says so, in the core's words.
+            Err(err) if err.argument == "max_pieces" => {
+                let why = format!("--max-pieces: {}", err.expected);
+                rows.push(Row::from(policy, Err(why.clone())));
+                lanes_refused = Some(why);
                 continue;
             }
             Err(err) => return Err(err.into()),
@@ -157,11 +166,15 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         longest,
     )?;
     crate::cli::mixture::write_sources(out, &sources)?;
-    writeln!(
+    write!(
         out,
         "t_max {}, {} rank(s) x {} block(s) per batch, seed {}, epoch {}, cost {}",
         o.t_max, o.world_size, o.blocks_per_batch, o.seed, args.epoch, o.cost
     )?;
+    match o.max_pieces {
+        Some(cap) => writeln!(out, ", at most {cap} pieces a block")?,
+        None => writeln!(out)?,
+    }
     writeln!(
         out,
         "{:<14} {:>9} {:>10} {:>9} {:>11} {:>9} {:>15}",
@@ -187,13 +200,21 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             Err(why) => writeln!(out, "{:<14} {why}", row.label)?,
         }
     }
-    for (label, bound) in [("lower bound", bound), ("lanes bound", lanes_bound)] {
+    let bounds = [
+        ("lower bound", bound, &needs_split),
+        (
+            "lanes bound",
+            lanes_bound,
+            lanes_refused.as_ref().unwrap_or(&needs_split),
+        ),
+    ];
+    for (label, bound, why) in bounds {
         match bound {
             Some(LowerBound {
                 blocks, padding, ..
             }) => writeln!(out, "{label:<14} {blocks:>9} {padding:>10}")?,
             // No policy that this bound bounds could plan: it has the same reason.
-            None => writeln!(out, "{label:<14} {needs_split}")?,
+            None => writeln!(out, "{label:<14} {why}")?,
         }
     }
     Ok(())

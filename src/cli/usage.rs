@@ -9,13 +9,13 @@ const COMMANDS: [(&str, &str); 4] = [
     (
         "stats",
         "  bload stats --lengths FILE --t-max N [--world-size W] [--blocks-per-batch B] [--seed S]
-              [--epoch E] [--split] [--cost C] [--truncate-to N] [--mix-to N] [--json]
+              [--epoch E] [--split] [--cost C] [--max-pieces N] [--truncate-to N] [--mix-to N] [--json]
   bload stats --source PATH:WEIGHT [--source PATH:WEIGHT ...] --t-max N [...]",
     ),
     (
         "plan",
         "  bload plan  --lengths FILE --t-max N --rank R [--world-size W] [--blocks-per-batch B]
-              [--seed S] [--epoch E] [--split] [--policy P] [--cost C] [--json]
+              [--seed S] [--epoch E] [--split] [--policy P] [--cost C] [--max-pieces N] [--json]
   bload plan  --source PATH:WEIGHT [--source PATH:WEIGHT ...] --t-max N --rank R [...]",
     ),
     (
@@ -58,7 +58,7 @@ takes more than a second shows its progress on stderr."
 }
 
 /// Every option: as the help shows it, what it means, and the commands that take it.
-const OPTIONS: [(&str, &str, &[&str]); 22] = [
+const OPTIONS: [(&str, &str, &[&str]); 23] = [
     (
         "--lengths FILE",
         "the sequences' lengths: text (one per line), .npy or Megatron .idx",
@@ -121,6 +121,7 @@ const OPTIONS: [(&str, &str, &[&str]); 22] = [
         "chunk sequences longer than t_max (without it, lanes alone takes them)",
         &["stats", "plan", "sweep"],
     ),
+    ("--max-pieces N", bload::MAX_PIECES_HELP, &["stats", "plan"]),
     (
         "--policy P",
         "best_fit (the default), random_fill, pad_to_max or lanes",

@@ -11,6 +11,7 @@
 //! say speech at `t_max` 4096), best-fit decreasing, which weighs every length against all open
 //! blocks, may waste less: both run, and the one with fewer blocks is kept.
 
+use super::capped::{capped_fill, CappedSum};
 use super::{
     best_fit_decreasing, improve, item_count, most_blocks_closed_when_full, LengthPool, Packing,
 };
@@ -20,7 +21,7 @@ use crate::error::Result;
 /// Searches cost about (lengths below the room) x (room / 64) word operations; beyond this
 /// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
 /// get the fullest fill the remaining lengths allow.
-const MAX_SEARCH_ROOM: u32 = 4096;
+pub(super) const MAX_SEARCH_ROOM: u32 = 4096;
 
 /// Searches of one packing may cost, in all, this many word operations per length packed (plus
 /// a fixed allowance), so planning time stays linear in the number of sequences whatever their
@@ -30,27 +31,37 @@ const SEARCH_WORK_PER_LENGTH: u64 = 64;
 const SEARCH_WORK_ALLOWANCE: u64 = 1 << 20;
 
 /// What the scratch of a block's lengths is called when there is no memory for it.
-const FILL: &str = "the lengths of a block";
+pub(super) const FILL: &str = "the lengths of a block";
 
-/// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have.
-pub(crate) fn best_fit(counts: &[u32], t_max: u32, bound: u64) -> Result<Packing> {
-    let filled = fill_blocks(counts, t_max)?;
+/// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have with
+/// at most `cap` items a block (`u32::MAX`: no cap).
+pub(crate) fn best_fit(counts: &[u32], t_max: u32, cap: u32, bound: u64) -> Result<Packing> {
+    let filled = fill_blocks(counts, t_max, cap)?;
     if filled.ends.len() as u64 <= bound {
         return Ok(filled);
     }
-    let decreasing = best_fit_decreasing(counts, t_max)?;
+    let decreasing = best_fit_decreasing(counts, t_max, cap)?;
     let better = if decreasing.ends.len() < filled.ends.len() {
         decreasing
     } else {
         filled
     };
-    improve(better, t_max, bound)
+    improve(better, t_max, cap, bound)
 }
 
-/// Opens each block with the longest remaining length and fills it as fully as the rest allow.
-fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
+/// Opens each block with the longest remaining length and fills it as fully as the rest allow,
+/// with at most `cap` lengths in all.
+fn fill_blocks(counts: &[u32], t_max: u32, cap: u32) -> Result<Packing> {
     let mut pool = LengthPool::new(counts)?;
-    let mut packing = Packing::for_items(counts, most_blocks_closed_when_full(counts, t_max))?;
+    let blocks = most_blocks_closed_when_full(counts, t_max, cap);
+    let mut packing = Packing::for_items(counts, blocks)?;
+    // Lengths a block takes besides its opener.
+    let slots = cap as usize - 1;
+    let mut capped = if cap == u32::MAX {
+        None
+    } else {
+        Some(CappedSum::new(t_max)?)
+    };
     let lengths = item_count(counts) as u64;
     let mut subset_sum = SubsetSum::new(
         t_max,
@@ -68,12 +79,31 @@ fn fill_blocks(counts: &[u32], t_max: u32) -> Result<Packing> {
 
         fill.clear();
         let mut left = room;
-        while let Some(length) = pool.longest_at_most(left) {
+        while fill.len() < slots {
+            let Some(length) = pool.longest_at_most(left) else {
+                break;
+            };
             pool.take(length);
             try_push(&mut fill, FILL, length)?;
             left -= length;
         }
-        if left > 0 && room - left < subset_sum.ceiling[room as usize] && subset_sum.work_left > 0 {
+        if let Some(capped) = &mut capped {
+            if left > 0 && slots > 0 && subset_sum.work_left > 0 {
+                capped_fill(
+                    capped,
+                    &mut pool,
+                    room,
+                    left,
+                    slots,
+                    &mut subset_sum.work_left,
+                    &mut fill,
+                    &mut tail,
+                )?;
+            }
+        } else if left > 0
+            && room - left < subset_sum.ceiling[room as usize]
+            && subset_sum.work_left > 0
+        {
             // Greedy fell short, and an earlier search does not rule out doing better. Give the
             // greedy picks back one at a time, latest first, and search for an exact fill of what
             // is open: small searches first, the whole room (the best fill there is) last, as
@@ -318,7 +348,7 @@ mod tests {
     #[test]
     fn every_block_fits_and_every_length_is_packed_once() {
         let lengths = [7, 3, 3, 9, 1, 10, 2, 5, 5, 6, 4, 8];
-        let packing = fill_blocks(&counts_of(&lengths, 10), 10).unwrap();
+        let packing = fill_blocks(&counts_of(&lengths, 10), 10, u32::MAX).unwrap();
         let mut packed: Vec<u32> = packing.lengths.clone();
         packed.sort_unstable();
         let mut expected = lengths.to_vec();
@@ -327,5 +357,23 @@ mod tests {
         assert!(packing.blocks().all(|b| b.iter().sum::<u32>() <= 10));
         // 63 steps in blocks of 10: 7 blocks is the floor, and best_fit reaches it.
         assert_eq!(packing.ends.len(), 7);
+    }
+
+    #[test]
+    fn capped_blocks_search_within_their_slots() {
+        // Blocks of 18, at most 4 lengths: 8 opens, greedy takes 5 + 4 (9 of the room of 10)
+        // and nothing fits the last step; the search with 3 slots finds 4 + 3 + 3.
+        let packing = fill_blocks(&counts_of(&[8, 5, 4, 3, 3], 18), 18, 4).unwrap();
+        let first = packing.blocks().next().unwrap();
+        assert_eq!(
+            (first.iter().sum::<u32>(), first.len()),
+            (18, 4),
+            "{first:?}"
+        );
+        // Blocks of 12, at most 3 lengths: {6, 4, 2} and {4, 2, 2}.
+        let counts = counts_of(&[6, 4, 4, 2, 2, 2], 12);
+        let packing = best_fit(&counts, 12, 3, 2).unwrap();
+        assert_eq!(packing.ends.len(), 2);
+        assert!(packing.blocks().all(|block| block.len() <= 3));
     }
 }

@@ -9,7 +9,8 @@ use crate::error::Result;
 /// No block: the end of a stack of blocks.
 const NONE: u32 = u32::MAX;
 
-pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Result<Packing> {
+/// At most `cap` items a block (`u32::MAX`: no cap): a block that reaches it takes no more.
+pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32, cap: u32) -> Result<Packing> {
     // Every block opens with an item: there are at most as many blocks as items, and each
     // per-block table is allocated at that size.
     let items = item_count(counts);
@@ -21,6 +22,7 @@ pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Result<Packing>
     let mut top = try_vec("the open blocks of each fullness", t_max as usize + 1, NONE)?;
     let mut below = try_vec("the stacks of open blocks", items, NONE)?;
     let mut used: Vec<u32> = try_with_capacity("the steps used in each block", items)?;
+    let mut pieces_per_block: Vec<u32> = try_with_capacity("the pieces of each block", items)?;
     // (block, length) of every placement, in order.
     let mut placed: Vec<(u32, u32)> = try_with_capacity("the placements", items)?;
     for length in (1..=t_max).rev() {
@@ -35,13 +37,15 @@ pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Result<Packing>
                 }
                 None => {
                     used.push(0);
+                    pieces_per_block.push(0);
                     used.len() as u32 - 1
                 }
             };
             let full = used[block as usize] + length;
             used[block as usize] = full;
+            pieces_per_block[block as usize] += 1;
             placed.push((block, length));
-            if full < t_max {
+            if full < t_max && pieces_per_block[block as usize] < cap {
                 fullness.put_back(full);
                 below[block as usize] = top[full as usize];
                 top[full as usize] = block;
@@ -52,10 +56,6 @@ pub(crate) fn best_fit_decreasing(counts: &[u32], t_max: u32) -> Result<Packing>
     let blocks = used.len();
     let mut next = try_with_capacity("the next placement of each block", blocks)?;
     let mut ends = try_with_capacity("the ends of the packed blocks", blocks)?;
-    let mut pieces_per_block = try_vec("the pieces of each block", blocks, 0u32)?;
-    for &(block, _) in &placed {
-        pieces_per_block[block as usize] += 1;
-    }
     let mut total = 0;
     for &pieces in &pieces_per_block {
         next.push(total);
@@ -81,8 +81,20 @@ mod tests {
         for length in [7, 6, 4, 3] {
             counts[length] += 1;
         }
-        let packing = best_fit_decreasing(&counts, 10).unwrap();
+        let packing = best_fit_decreasing(&counts, 10, u32::MAX).unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
         assert_eq!(blocks, vec![&[7, 3][..], &[6, 4][..]]);
+    }
+
+    #[test]
+    fn a_block_at_the_cap_takes_no_more() {
+        // Blocks of 10, one item each: the 3 cannot join the 4 however much room is left.
+        let mut counts = vec![0u32; 11];
+        for length in [4, 3] {
+            counts[length] += 1;
+        }
+        let packing = best_fit_decreasing(&counts, 10, 1).unwrap();
+        let blocks: Vec<&[u32]> = packing.blocks().collect();
+        assert_eq!(blocks, vec![&[4][..], &[3][..]]);
     }
 }

@@ -3,6 +3,7 @@
 //! length, which is what keeps them fast on millions of sequences.
 
 mod best_fit;
+mod capped;
 mod decreasing;
 mod improve;
 mod random_fill;
@@ -55,16 +56,18 @@ fn item_count(counts: &[u32]) -> usize {
 }
 
 /// The most blocks a packing of `counts` can have when it closes a block only once no remaining
-/// item fits in it (as `best_fit`'s fill and `random_fill` do). Then a block and the next hold
-/// more than `t_max` steps together (the next one's first item did not fit), so `m` blocks hold
-/// at least `floor(m / 2) * (t_max + 1)` steps; and no block is without an item.
-fn most_blocks_closed_when_full(counts: &[u32], t_max: u32) -> usize {
+/// item fits in it or it holds `cap` items (as `best_fit`'s fill and `random_fill` do). A block
+/// closed for want of a fitting item and the next hold more than `t_max` steps together (the
+/// next one's first item did not fit), so `m` such blocks hold at least `floor(m / 2) * (t_max +
+/// 1)` steps; at most `items / cap` blocks are closed full of items; no block is without an item.
+fn most_blocks_closed_when_full(counts: &[u32], t_max: u32, cap: u32) -> usize {
     let steps: u64 = (0..)
         .zip(counts)
         .map(|(length, &count)| length * u64::from(count))
         .sum();
-    let bound = 2 * (steps / (u64::from(t_max) + 1)) + 1;
-    usize::try_from(bound).map_or(usize::MAX, |bound| bound.min(item_count(counts)))
+    let items = item_count(counts);
+    let bound = 2 * (steps / (u64::from(t_max) + 1)) + 1 + items as u64 / u64::from(cap);
+    usize::try_from(bound).map_or(usize::MAX, |bound| bound.min(items))
 }
 
 /// Every item in a block of its own (the `pad_to_max` baseline), longest first.

@@ -7,12 +7,22 @@ use crate::alloc::try_copy;
 use crate::error::Result;
 use crate::rng::PlanRng;
 
-pub(crate) fn random_fill(counts: &[u32], t_max: u32, rng: &mut PlanRng) -> Result<Packing> {
+/// At most `cap` sequences a block (`u32::MAX`: no cap): a block full of them closes like a
+/// block that no remaining sequence fits.
+pub(crate) fn random_fill(
+    counts: &[u32],
+    t_max: u32,
+    cap: u32,
+    rng: &mut PlanRng,
+) -> Result<Packing> {
     let mut tree = CountTree::new(counts)?;
-    let mut packing = Packing::for_items(counts, most_blocks_closed_when_full(counts, t_max))?;
+    let blocks = most_blocks_closed_when_full(counts, t_max, cap);
+    let mut packing = Packing::for_items(counts, blocks)?;
     loop {
         let mut room = t_max;
-        loop {
+        let mut pieces = 0;
+        while pieces < cap {
+            pieces += 1;
             let fitting = tree.count_at_most(room);
             if fitting == 0 {
                 break;
@@ -116,7 +126,7 @@ mod tests {
             counts[length] += 1;
         }
         let mut rng = PlanRng::new(0, 0, Stream::RandomFill);
-        let packing = random_fill(&counts, 20, &mut rng).unwrap();
+        let packing = random_fill(&counts, 20, u32::MAX, &mut rng).unwrap();
         assert_eq!(packing.lengths.len(), 13);
         let blocks: Vec<&[u32]> = packing.blocks().collect();
         for (k, block) in blocks.iter().enumerate() {
@@ -125,5 +135,10 @@ mod tests {
             let later = blocks[k + 1..].iter().flat_map(|b| b.iter());
             assert!(later.copied().all(|length| length > room), "{blocks:?}");
         }
+        // Two a block at most: every block closes at two unless nothing more fits.
+        let mut rng = PlanRng::new(0, 0, Stream::RandomFill);
+        let capped = random_fill(&counts, 20, 2, &mut rng).unwrap();
+        assert_eq!(capped.lengths.len(), 13);
+        assert!(capped.blocks().all(|block| block.len() <= 2));
     }
 }

@@ -30,6 +30,10 @@ impl EpochPlan {
         hash.add(u64::from(o.t_max));
         hash.add(u64::from(o.world_size));
         hash.add(u64::from(o.blocks_per_batch));
+        // Only when set, so that plans without a cap keep the hashes they always had.
+        if let Some(cap) = o.max_pieces {
+            hash.add(u64::from(cap) | 1 << 63);
+        }
         hash.add(self.spans.len() as u64);
         for block in self.blocks() {
             hash.add(block.len() as u64);

@@ -179,10 +179,15 @@ impl Planner {
         let packing = match options.policy {
             // Lanes run whole sequences end to end: nothing to pack (lanes.rs).
             Policy::Lanes => return self.plan_lanes(epoch),
-            Policy::BestFit => pack::best_fit(&self.counts, options.t_max, self.packing_bound)?,
+            Policy::BestFit => pack::best_fit(
+                &self.counts,
+                options.t_max,
+                options.piece_cap(),
+                self.packing_bound,
+            )?,
             Policy::RandomFill => {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
-                pack::random_fill(&self.counts, options.t_max, &mut rng)?
+                pack::random_fill(&self.counts, options.t_max, options.piece_cap(), &mut rng)?
             }
             Policy::PadToMax => pack::one_per_block(&self.counts)?,
         };

@@ -47,10 +47,10 @@ pub struct ResumedState {
 }
 
 /// The fields that say what a plan depends on, between the version and the place. `cost` is
-/// saved only when it is not `steps`, and `mixture` only for a mixture of sources, so states
-/// saved before they existed (and every `steps` state of one lengths set since) read as `steps`
-/// and `none` and keep their checksum.
-const IDENTITY: [&str; 10] = [
+/// saved only when it is not `steps`, `mixture` only for a mixture of sources and `max_pieces`
+/// only under a cap, so states saved before they existed (and every `steps` state of one
+/// lengths set without a cap since) read as `steps`, `none` and `none` and keep their checksum.
+const IDENTITY: [&str; 11] = [
     "sequences",
     "lengths_hash",
     "t_max",
@@ -61,16 +61,21 @@ const IDENTITY: [&str; 10] = [
     "split_oversized",
     "cost",
     "mixture",
+    "max_pieces",
 ];
 
 /// The fields a state holds only sometimes, in their order after `split_oversized`, with the
 /// value a state without one was saved with.
-const OPTIONAL: [(&str, &str); 2] = [("cost", "steps"), ("mixture", "none")];
+const OPTIONAL: [(&str, &str); 3] = [
+    ("cost", "steps"),
+    ("mixture", "none"),
+    ("max_pieces", "none"),
+];
 
 /// Fields a state holds only sometimes (`cost`, when not `steps`; `mixture`, for a mixture of
-/// sources): a reader that looks entries up by name (C++ archives) reads these where present,
-/// whatever its own sampler saves.
-pub const OPTIONAL_STATE_FIELDS: [&str; 2] = [OPTIONAL[0].0, OPTIONAL[1].0];
+/// sources; `max_pieces`, under a cap): a reader that looks entries up by name (C++ archives)
+/// reads these where present, whatever its own sampler saves.
+pub const OPTIONAL_STATE_FIELDS: [&str; 3] = [OPTIONAL[0].0, OPTIONAL[1].0, OPTIONAL[2].0];
 
 /// The saver's own: the core's resume decides which may differ (see [`Planner::resume`]).
 const THE_SAVERS: [&str; 2] = ["blocks_per_batch", "world_size"];
@@ -116,6 +121,7 @@ impl Planner {
         let optional = [
             (options.cost != Cost::Steps).then(|| options.cost.to_string()),
             self.is_mixture().then(|| self.mixture_text()),
+            options.max_pieces.map(|cap| cap.to_string()),
         ];
         let at = after_options(&fields);
         let saved = OPTIONAL

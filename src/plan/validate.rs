@@ -176,7 +176,7 @@ impl Tally {
             class_starts[length + 1] = class_starts[length] + counts[length];
         }
 
-        let packing_bound = stats::packing_bound(&counts)?;
+        let packing_bound = stats::packing_bound(&counts, options.piece_cap())?;
         let lower_bound = stats::lower_bound(packing_bound, full_chunks, steps, options);
         Ok(Gathered {
             counts,

@@ -22,9 +22,11 @@ pub fn options_strategy(
             Cost::Attention { linear: 0 },
             Cost::Attention { linear: 64 },
         ]),
+        // No cap half the time; otherwise a tight one, which binds on most blocks.
+        prop_oneof![1 => Just(None), 1 => (1u32..=6).prop_map(Some)],
     )
         .prop_map(
-            |(t_max, blocks_per_batch, world_size, seed, policy, split, cost)| Options {
+            |(t_max, blocks_per_batch, world_size, seed, policy, split, cost, cap)| Options {
                 t_max,
                 blocks_per_batch,
                 world_size,
@@ -40,6 +42,8 @@ pub fn options_strategy(
                 } else {
                     cost
                 },
+                // Lanes refuse a cap (their rows run sequences end to end).
+                max_pieces: cap.filter(|_| !policy.carries_state()),
             },
         )
 }

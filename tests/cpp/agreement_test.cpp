@@ -98,14 +98,14 @@ TEST(Agreement, AMalformedGatherIsAnErrorNamingIt) {
   const auto plan = planner.plan(0);
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({2, 10}), plan, planner); }),
-      "gathered: expected an int64 tensor [ranks, 12] of every rank's agreement_values, got a "
+      "gathered: expected an int64 tensor [ranks, 13] of every rank's agreement_values, got a "
       "Float tensor [2, 10]"));
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({2, 3}, at::kLong), plan, planner); }),
       "got a Long tensor [2, 3]"));
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({0, 10}, at::kLong), plan, planner); }),
-      "[ranks, 12]"));
+      "[ranks, 13]"));
 }
 
 TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {

@@ -79,3 +79,30 @@ TEST(Cost, AnArchiveOfAnotherCostIsRefusedNamingTheCost) {
 }
 
 }  // namespace
+
+// Options::max_pieces: the cap on a block's pieces, checked by the core, kept by every packing
+// policy, part of the agreement (its own field) like every option.
+TEST(MaxPieces, EveryBlockKeepsToTheCapAndBadCapsAreNamed) {
+  EXPECT_EQ(bload::Options(94).max_pieces(), -1);
+  const auto lengths = action_genome_lengths();
+  for (const std::string policy : {"best_fit", "random_fill"}) {
+    std::vector<std::vector<at::Tensor>> per_rank;
+    for (int64_t rank = 0; rank < 2; ++rank) {
+      bload::BlockSampler sampler(lengths, split(2).policy(policy).max_pieces(2).rank(rank));
+      per_rank.push_back(epoch_tables(sampler));
+      for (const auto& table : per_rank.back()) {
+        const auto pieces = at::bincount(table.select(1, bload::kBlock));
+        EXPECT_LE(pieces.max().item<int64_t>(), 2) << policy;
+      }
+    }
+    expect_exactly_once(lengths, per_rank);
+  }
+  for (const int64_t bad : {int64_t{0}, int64_t{-2}, int64_t{1} << 40}) {
+    const auto message =
+        error_of([&] { bload::Planner(lengths, bload::Options(94).max_pieces(bad)); });
+    EXPECT_TRUE(contains(message, "max_pieces = " + std::to_string(bad) + ": expected")) << message;
+  }
+  const auto lanes = bload::Options(94).policy("lanes").max_pieces(2);
+  const auto message = error_of([&] { bload::Planner(lengths, lanes); });
+  EXPECT_TRUE(contains(message, "max_pieces = 2: expected no cap with the lanes policy"));
+}

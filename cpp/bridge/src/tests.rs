@@ -20,6 +20,24 @@ fn defaults_are_the_cores() {
         (94, 1, 1, 0)
     );
     assert!(o.policy == Policy::BestFit && !o.split_oversized);
+    assert_eq!(o.max_pieces, -1);
+}
+
+#[test]
+fn max_pieces_travels_as_minus_one_or_a_count() {
+    let mut o = options(94);
+    o.max_pieces = 3;
+    assert_eq!(bload::Options::try_from(&o).unwrap().max_pieces, Some(3));
+    assert!(plan_options_to_json(&o)
+        .unwrap()
+        .contains("\"max_pieces\":3"));
+    for bad in [0, -2, 1 << 40] {
+        o.max_pieces = bad;
+        let err = bload::Options::try_from(&o).unwrap_err();
+        assert_eq!(err.argument, "max_pieces", "{bad}");
+    }
+    o.max_pieces = -1;
+    assert_eq!(bload::Options::try_from(&o).unwrap().max_pieces, None);
 }
 
 #[test]

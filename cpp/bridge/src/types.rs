@@ -45,6 +45,9 @@ pub mod ffi {
         /// "steps", A for "attention:A"; C++ sets and reads it by name through the core). An int,
         /// not a string, so that the struct stays plain data in the public header.
         cost: i64,
+        /// The most pieces a block holds (the core's `max_pieces`): -1 for no cap, else at
+        /// least 1 (0 and other values are refused by the core, naming max_pieces).
+        max_pieces: i64,
     }
 
     /// What a plan costs (the core's `bload::PlanStats`, flattened). Every padded, deleted or
@@ -224,6 +227,7 @@ impl From<&bload::Options> for ffi::PlanOptions {
             policy,
             oversize,
             cost,
+            max_pieces,
         } = *options;
         ffi::PlanOptions {
             t_max: t_max.into(),
@@ -234,8 +238,27 @@ impl From<&bload::Options> for ffi::PlanOptions {
             policy: policy.into(),
             split_oversized: oversize == Oversize::Split,
             cost: cost.code(),
+            max_pieces: max_pieces.map_or(NO_CAP, i64::from),
         }
     }
+}
+
+/// C++'s and Python's `max_pieces` for no cap on a block's pieces.
+const NO_CAP: i64 = -1;
+
+/// C++'s `max_pieces` as the core's: -1 for none; anything else a count the core checks (so
+/// 0 is refused by the core, naming max_pieces, like any value out of `u32`'s range here).
+fn max_pieces_of(value: i64) -> bload::Result<Option<u32>> {
+    if value == NO_CAP {
+        return Ok(None);
+    }
+    u32::try_from(value).map(Some).map_err(|_| {
+        Error::invalid(
+            "max_pieces",
+            value,
+            format!("from 1 to {} pieces per block, or -1 for no cap", u32::MAX),
+        )
+    })
 }
 
 impl TryFrom<&ffi::PlanOptions> for bload::Options {
@@ -249,6 +272,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             policy,
             split_oversized,
             cost,
+            max_pieces,
         } = *options;
         let options = bload::Options {
             // In bounds, so each fits its type.
@@ -263,6 +287,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
                 Oversize::Reject
             },
             cost: bload::Cost::from_code(cost)?,
+            max_pieces: max_pieces_of(max_pieces)?,
         };
         options.validate()?;
         Ok(options)

@@ -16,7 +16,8 @@
 
 #include "bload/export.h"
 
-// The planner's options (t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost),
+// The planner's options (t_max, blocks_per_batch, world_size, seed, policy, split_oversized, cost,
+// max_pieces),
 // the block table's columns (TableColumn) and a plan's stats (PlanStats) are the Rust core's,
 // shared through the cxx bridge: this generated header holds their one C++ definition.
 #include "bload-cxx/src/types.rs.h"
@@ -66,6 +67,12 @@ struct BLOAD_API Options {
   // the core here (c10::Error naming cost); not with Policy::Lanes, whose rows never move.
   Options& cost(const std::string& name);
   std::string cost() const;
+  // The most pieces (sequences, or chunks of split ones) a block holds, for attention kernels
+  // and CUDA graphs that want a bounded cu_seqlens: at least 1, or -1 (the default) for no cap.
+  // Every packing policy keeps to it; Policy::Lanes refuses it. Checked by the core when a
+  // planner is made (c10::Error naming max_pieces).
+  Options& max_pieces(int64_t value) { return set(plan.max_pieces, value); }
+  int64_t max_pieces() const { return plan.max_pieces; }
 
   // The rank this process is (used by BlockSampler).
   TORCH_ARG(int64_t, rank) = 0;

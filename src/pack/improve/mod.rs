@@ -41,14 +41,18 @@ const MAX_POOL_FOR_PAIRS: usize = 64;
 const MAX_SPLIT_SUMS: usize = 1 << 16;
 /// Trades during which a length pushed out of a block by force may not return to it.
 const TABU_TENURE: u64 = 8;
+/// Blocks of up to this many steps keep a table of the pool's sets by steps (see `sets_upto`);
+/// larger ones search the sorted sets instead.
+const MAX_TABLE: u32 = 1 << 14;
 /// Random bins tried for one forced placement.
 const KICK_TRIES: u32 = 8;
 
 const NONE: u32 = u32::MAX;
 
 /// `packing` with fewer blocks where the search finds them, otherwise unchanged. `bound` is the
-/// fewest blocks any packing of these lengths can have.
-pub(crate) fn improve(packing: Packing, t_max: u32, bound: u64) -> Result<Packing> {
+/// fewest blocks any packing of these lengths can have with at most `cap` lengths a block
+/// (`u32::MAX`: no cap), which every trade keeps to.
+pub(crate) fn improve(packing: Packing, t_max: u32, cap: u32, bound: u64) -> Result<Packing> {
     let blocks = packing.ends.len();
     if blocks as u64 <= bound {
         return Ok(packing);
@@ -71,6 +75,7 @@ pub(crate) fn improve(packing: Packing, t_max: u32, bound: u64) -> Result<Packin
     let full = (blocks - open) as u64;
     let budget = (WORK_ALLOWANCE + WORK_PER_LENGTH * lengths as u64).min(MAX_WORK);
     let mut search = Search::new(&packing, t_max, lengths, open, every_block, budget)?;
+    search.cap = cap;
     if !search.run(bound.saturating_sub(full))? {
         return Ok(packing);
     }
@@ -110,6 +115,8 @@ struct Trade {
 
 struct Search {
     t_max: u32,
+    /// The most items a bin may hold.
+    cap: u32,
     /// Per length (item): its steps, its bin (NONE: in the pool), and its neighbours in its bin.
     size: Vec<u32>,
     bin: Vec<u32>,
@@ -121,11 +128,17 @@ struct Search {
     /// Per bin: its first item and its steps. Bins `0..bins` are in use.
     head: Vec<u32>,
     fill: Vec<u32>,
+    /// Per bin: its items.
+    items: Vec<u32>,
     bins: usize,
     pool: Vec<u32>,
     pool_steps: u64,
     /// Every pool item and (while the pool is small) pair: (steps, first, second or NONE), by steps.
     pool_sets: Vec<(u32, u32, u32)>,
+    /// `sets_upto[s]`: how many of `pool_sets` have at most `s` steps (empty for blocks of
+    /// more than MAX_TABLE steps): one look-up where a binary search over the sets was the
+    /// largest cost of the search. It finds the same place, so plans are the same.
+    sets_upto: Vec<u32>,
     pool_changed: bool,
     /// Bins the pool may fill (one fewer than were dissolved into it).
     spare: u32,
@@ -157,6 +170,7 @@ impl Search {
         let sums = MAX_SPLIT_SUMS.min(t_max as usize + 1);
         let mut search = Search {
             t_max,
+            cap: u32::MAX,
             size: try_with_capacity("the lengths searched", items)?,
             bin: try_with_capacity("the bin of each length searched", items)?,
             next: try_vec("the next length in each bin", items, NONE)?,
@@ -165,10 +179,16 @@ impl Search {
             tabu_until: try_vec("how long each length may not return", items, 0)?,
             head: try_vec("the first length of each bin", bins, NONE)?,
             fill: try_vec("the steps of each bin", bins, 0)?,
+            items: try_vec("the lengths in each bin", bins, 0)?,
             bins: 0,
             pool: try_with_capacity("the pool of lengths", items)?,
             pool_steps: 0,
             pool_sets: try_with_capacity("the pool's lengths and pairs", items + pairs)?,
+            sets_upto: if t_max <= MAX_TABLE {
+                try_vec("the pool's sets up to each sum", t_max as usize + 1, 0)?
+            } else {
+                Vec::new()
+            },
             pool_changed: true,
             spare: 1,
             sums: try_with_capacity("the sums of the pool's parts", sums)?,
@@ -202,6 +222,7 @@ impl Search {
     fn link_all(&mut self) {
         self.head[..self.bins].fill(NONE);
         self.fill[..self.bins].fill(0);
+        self.items[..self.bins].fill(0);
         self.pool.clear();
         self.pool_steps = 0;
         self.pool_changed = true;
@@ -237,6 +258,7 @@ impl Search {
             for bin in self.bins..self.bins + needed {
                 self.head[bin] = NONE;
                 self.fill[bin] = 0;
+                self.items[bin] = 0;
             }
             for at in 0..self.split.len() {
                 self.link(self.split[at], first);
@@ -308,6 +330,7 @@ impl Search {
         if emptiest != last {
             self.head[emptiest] = self.head[last];
             self.fill[emptiest] = self.fill[last];
+            self.items[emptiest] = self.items[last];
             let mut item = self.head[emptiest];
             while item != NONE {
                 self.bin[item as usize] = emptiest as u32;
@@ -327,6 +350,7 @@ impl Search {
         }
         self.head[b] = item;
         self.fill[b] += self.size[i];
+        self.items[b] += 1;
     }
 
     fn unlink(&mut self, item: u32) {
@@ -340,6 +364,7 @@ impl Search {
             self.prev[self.next[i] as usize] = self.prev[i];
         }
         self.fill[b] -= self.size[i];
+        self.items[b] -= 1;
         self.bin[i] = NONE;
     }
 }
@@ -366,7 +391,8 @@ mod tests {
     fn trades_reach_the_bound_greedy_missed() {
         // 30 steps in blocks of 10 packed in 4; {6, 4}, {5, 5}, {4, 3, 3} fill 3 exactly.
         let greedy = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
-        let improved = improve(packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]), 10, 3).unwrap();
+        let improved = improve(packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]), 10, u32::MAX, 3);
+        let improved = improved.unwrap();
         assert_eq!(improved.ends.len(), 3);
         assert!(improved
             .blocks()
@@ -376,13 +402,28 @@ mod tests {
 
     #[test]
     fn a_packing_at_the_bound_or_beyond_reach_is_kept() {
-        let at_bound = improve(packing(&[&[6, 4], &[5, 5]]), 10, 2).unwrap();
+        let at_bound = improve(packing(&[&[6, 4], &[5, 5]]), 10, u32::MAX, 2).unwrap();
         assert_eq!(
             (at_bound.lengths, at_bound.ends),
             (vec![6, 4, 5, 5], vec![2, 4])
         );
         // Three 6s need three blocks whatever the bound says: the search gives up, unchanged.
-        let stuck = improve(packing(&[&[6], &[6], &[6]]), 10, 2).unwrap();
+        let stuck = improve(packing(&[&[6], &[6], &[6]]), 10, u32::MAX, 2).unwrap();
         assert_eq!((stuck.lengths, stuck.ends), (vec![6, 6, 6], vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn trades_keep_to_the_cap() {
+        // Blocks of 10, at most 2 lengths: {5, 5}, {4, 3, 3} would reach 3 blocks by volume
+        // but holds 3; the only packings in 4 blocks keep pairs.
+        let start = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
+        let improved = improve(start, 10, 2, 3).unwrap();
+        assert!(improved.blocks().all(|block| block.len() <= 2));
+        assert_eq!(improved.ends.len(), 4);
+        // {6, 4}, {5, 5}, {3, 3} in 3 with two a block, from 4.
+        let start = packing(&[&[6], &[5, 4], &[5, 3], &[3]]);
+        let improved = improve(start, 10, 2, 3).unwrap();
+        assert!(improved.blocks().all(|block| block.len() <= 2));
+        assert_eq!(improved.ends.len(), 3);
     }
 }

@@ -9,14 +9,16 @@ impl Search {
     /// and `t_max` steps).
     pub(super) fn pool_fits(&mut self) -> bool {
         let t_max = u64::from(self.t_max);
-        if self.pool_steps <= t_max {
+        let items = self.pool.len() as u64;
+        let cap = u64::from(self.cap);
+        if self.pool_steps <= t_max && items <= cap {
             self.split.clear();
             return true;
         }
-        if self.spare < 2 || self.pool_steps > 2 * t_max {
+        if self.spare < 2 || self.pool_steps > 2 * t_max || items > 2 * cap {
             return false;
         }
-        let low = (self.pool_steps - t_max) as u32;
+        let low = self.pool_steps.saturating_sub(t_max) as u32;
         // Reachable sums, ascending, as entries of `sums`: (sum, item added, entry it extends).
         self.sums.clear();
         self.sums.push((0, NONE, NONE));
@@ -58,19 +60,26 @@ impl Search {
             }
             std::mem::swap(&mut self.reached, &mut self.merged);
         }
-        let found = self.reached.iter().find(|&&e| {
-            let sum = self.sums[e as usize].0;
-            (low..=self.t_max).contains(&sum)
-        });
-        let Some(&found) = found else {
-            return false;
-        };
-        self.split.clear();
-        let mut entry = found;
-        while self.sums[entry as usize].1 != NONE {
-            self.split.push(self.sums[entry as usize].1);
-            entry = self.sums[entry as usize].2;
+        // The split is by steps; under a cap, both parts must keep within it too: the first
+        // part in range whose number of items does (without a cap, the first in range).
+        for at in 0..self.reached.len() {
+            let entry = self.reached[at];
+            if !(low..=self.t_max).contains(&self.sums[entry as usize].0) {
+                continue;
+            }
+            self.split.clear();
+            let mut link = entry;
+            while self.sums[link as usize].1 != NONE {
+                self.split.push(self.sums[link as usize].1);
+                link = self.sums[link as usize].2;
+            }
+            let first = self.split.len() as u64;
+            if first <= cap && items - first <= cap {
+                return true;
+            }
+            self.work += first;
         }
-        true
+        self.split.clear();
+        false
     }
 }

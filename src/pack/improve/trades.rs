@@ -21,15 +21,21 @@ impl Search {
                 let out = [self.out_item(first), self.out_item(second)];
                 let out_steps = self.steps_of(out);
                 let limit = out_steps + room;
-                let mut at = self.pool_sets.partition_point(|set| set.0 <= limit);
+                let mut at = match self.sets_upto.get(limit as usize) {
+                    Some(&sets) => sets as usize,
+                    None => self.pool_sets.partition_point(|set| set.0 <= limit),
+                };
                 self.work += 1 + u64::from(usize::BITS - at.leading_zeros());
+                // Items the bin may take in: what the cap leaves once `out` has gone.
+                let room_for = (self.cap - self.items[bin as usize]).saturating_add(count_of(out));
                 // Nothing in, unless some pool set fits (and nothing for nothing is no trade).
                 let mut into = (0, NONE, NONE);
                 while at > 0 {
                     at -= 1;
                     self.work += 1;
                     let (_, a, b) = self.pool_sets[at];
-                    if !self.is_tabu(a, bin) && !self.is_tabu(b, bin) {
+                    let fits = count_of([a, b]) <= room_for;
+                    if fits && !self.is_tabu(a, bin) && !self.is_tabu(b, bin) {
                         into = self.pool_sets[at];
                         break;
                     }
@@ -64,6 +70,8 @@ impl Search {
             let bin = self.rng.below(self.bins as u32);
             self.collect(bin);
             let need = (self.fill[bin as usize] + steps).saturating_sub(self.t_max);
+            // Items to push out so that the bin stays within the cap.
+            let need_items = (self.items[bin as usize] + 1).saturating_sub(self.cap);
             let count = self.scratch.len();
             let mut best: Option<(u32, [u32; 2])> = None;
             for first in 0..=count {
@@ -74,7 +82,8 @@ impl Search {
                     self.work += 1;
                     let out = [self.out_item(first), self.out_item(second)];
                     let out_steps = self.steps_of(out);
-                    if out_steps >= need && best.is_none_or(|(fewest, _)| out_steps < fewest) {
+                    let enough = out_steps >= need && count_of(out) >= need_items;
+                    if enough && best.is_none_or(|(fewest, _)| out_steps < fewest) {
                         best = Some((out_steps, out));
                     }
                 }
@@ -129,6 +138,13 @@ impl Search {
         }
         sets.sort_unstable();
         self.work += sets.len() as u64;
+        let mut below = 0;
+        for (steps, upto) in (0u32..).zip(self.sets_upto.iter_mut()) {
+            while below < sets.len() && sets[below].0 <= steps {
+                below += 1;
+            }
+            *upto = below as u32;
+        }
         self.pool_changed = false;
     }
 
@@ -159,4 +175,9 @@ impl Search {
             && self.tabu_bin[item as usize] == bin
             && self.tabu_until[item as usize] > self.trades
     }
+}
+
+/// Items among `items` (NONE: absent).
+fn count_of(items: [u32; 2]) -> u32 {
+    items.iter().filter(|&&item| item != NONE).count() as u32
 }
