@@ -4,6 +4,8 @@
 //! Every option is described once, in `OPTIONS`, with the commands that take it, so that the help
 //! of two commands cannot describe one flag two ways; each command's help lists its own.
 
+use bload::{LengthsFormat, Policy};
+
 /// The commands, with the synopsis the usage of bload and the command's help both show.
 const COMMANDS: [(&str, &str); 4] = [
     (
@@ -33,7 +35,7 @@ const COMMANDS: [(&str, &str); 4] = [
 fn about(command: &str) -> &'static str {
     match command {
         "stats" => {
-            "Plans the lengths in FILE with every packing policy (best_fit, random_fill, pad_to_max, lanes)
+            "Plans the lengths in FILE with every packing policy ({policies})
 at block size N, and prints what each costs beside the paper's baselines (truncate, mix) and the
 lower bounds. Without --split, sequences longer than N are planned by lanes alone: the other rows
 then say why they have no figures (in --json, an \"unavailable\" field)."
@@ -43,7 +45,7 @@ then say why they have no figures (in --json, an \"unavailable\" field)."
 #sequence[steps of the sequence]@start in block, and its padding."
         }
         "lengths" => {
-            "Reads the lengths file IN (text, .npy or Megatron .idx) and writes its lengths to F.npy, a 1-D
+            "Reads the lengths file IN ({core_formats}) and writes its lengths to F.npy, a 1-D
 NumPy array that every bload reader takes (--lengths F.npy, bload.read_lengths). Arrow and Parquet
 columns are read by pyarrow: `python -m bload lengths IN --column C --out F.npy` writes their cache."
         }
@@ -61,7 +63,7 @@ takes more than a second shows its progress on stderr."
 const OPTIONS: [(&str, &str, &[&str]); 23] = [
     (
         "--lengths FILE",
-        "the sequences' lengths: text (one per line), .npy or Megatron .idx",
+        "the sequences' lengths, a file of a format the core reads: {core_formats}",
         &["stats", "plan", "sweep"],
     ),
     (
@@ -72,7 +74,7 @@ const OPTIONS: [(&str, &str, &[&str]); 23] = [
     ),
     (
         "--lengths-format NAME",
-        "text, npy or idx, whatever FILE's first bytes or extension say",
+        "{core_formats}; default: whatever FILE's first bytes or extension say",
         &["stats", "plan", "sweep", "lengths"],
     ),
     (
@@ -124,7 +126,7 @@ const OPTIONS: [(&str, &str, &[&str]); 23] = [
     ("--max-pieces N", bload::MAX_PIECES_HELP, &["stats", "plan"]),
     (
         "--policy P",
-        "best_fit (the default), random_fill, pad_to_max or lanes",
+        "{policies}; default {default_policy}",
         &["plan"],
     ),
     (
@@ -185,7 +187,20 @@ pub fn of(command: &str) -> String {
         }
     }
     text.truncate(text.trim_end().len());
-    text
+    with_core_lists(&text)
+}
+
+/// `text` with the lists the core declares in place of their placeholders: the help names the
+/// policies and formats the core has, never a copy of them.
+fn with_core_lists(text: &str) -> String {
+    let core_formats: Vec<&str> = LengthsFormat::ALL
+        .iter()
+        .filter(|format| format.read_by_core())
+        .map(|format| format.name())
+        .collect();
+    text.replace("{policies}", &Policy::names())
+        .replace("{default_policy}", Policy::default().name())
+        .replace("{core_formats}", &core_formats.join(", "))
 }
 
 /// bload's usage: every command's synopsis, and where to read more.
@@ -236,6 +251,22 @@ mod tests {
             assert!(help.contains(input) && help.ends_with("print this help"));
         }
         assert_eq!(of("frobnicate"), usage());
+    }
+
+    #[test]
+    fn the_help_lists_what_the_core_declares() {
+        for policy in Policy::ALL {
+            assert!(of("plan").contains(policy.name()), "{}", of("plan"));
+            assert!(of("stats").contains(policy.name()), "{}", of("stats"));
+        }
+        for format in LengthsFormat::ALL.iter().filter(|f| f.read_by_core()) {
+            for command in ["stats", "plan", "sweep", "lengths"] {
+                assert!(of(command).contains(format.name()), "{command}: {format}");
+            }
+        }
+        for command in ["stats", "plan", "sweep", "lengths"] {
+            assert!(!of(command).contains('{'), "{}", of(command));
+        }
     }
 
     #[test]
