@@ -2,17 +2,7 @@
 
 mod cli_support;
 
-use cli_support::{bload, bload_args};
-
-fn json(line: &str) -> serde_json::Value {
-    let out = bload(line);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap()
-}
+use cli_support::{bload, bload_args, json};
 
 fn imbalance(document: &serde_json::Value, policy: &str) -> (f64, f64) {
     let imbalance = &document["policies"][policy]["rank_cost_imbalance"];

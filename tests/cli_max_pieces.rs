@@ -2,17 +2,7 @@
 
 mod cli_support;
 
-use cli_support::bload;
-
-fn json(line: &str) -> serde_json::Value {
-    let out = bload(line);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap()
-}
+use cli_support::{bload, json};
 
 #[test]
 fn plan_keeps_every_block_within_the_cap() {

@@ -22,3 +22,15 @@ pub fn bload(line: &str) -> Output {
         .collect();
     bload_args(&words)
 }
+
+/// The JSON object a successful command line prints (`--json`).
+#[allow(dead_code)] // not every command-line test reads JSON
+pub fn json(line: &str) -> serde_json::Value {
+    let out = bload(line);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap()
+}
