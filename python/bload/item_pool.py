@@ -7,14 +7,16 @@ or get_range(i, offset, length), the same calls it makes without a pool) to the 
 those of the batches after it that the sampler's read_ahead puts in reach (BlockBatch.ahead).
 The pool's workers (threads, or threads each driving a process) read them in plan order, at most
 max_items at a time not yet taken by their batch; a packer thread then takes each batch's items
-in order, as soon as they are read, and packs the batch as BlockDataset would have (a batch or
-two ahead of the loop: max_batches), so the loop only takes a packed batch. The pool changes
+in order, as soon as they are read, and packs the batch as BlockDataset would have (ahead of
+the loop, as far as the batches in reach and max_batches allow), so the loop only takes a
+packed batch. The pool changes
 when an item is read and where a batch is packed, never what a batch holds.
 """
 
 import collections
 import concurrent.futures
 import heapq
+import math
 import multiprocessing
 import os
 import pickle
@@ -29,8 +31,6 @@ __all__ = ["ItemPool"]
 
 # Items in flight a worker by default: a slow item of 20x the rest is started a few batches ahead.
 ITEMS_PER_WORKER = 8
-# Batches packed ahead of the loop by default: one to hand out while the next is packed.
-BATCHES_AHEAD = 2
 
 
 class ItemPool:
@@ -46,9 +46,9 @@ class ItemPool:
     max_items: the most items started and not yet taken by their batch (memory: at most that
     many prepared items are held); by default 8 a worker. It caps how far ahead the pool reads,
     as does the sampler's read_ahead (the batches in reach).
-    max_batches: the most batches packed and not yet handed to the loop (2 by default; one more
-    may be being packed): the pool packs each batch in its own thread as soon as its items are
-    read, so the loop's thread only takes it.
+    max_batches: the most batches packed and not yet handed to the loop (one more may be being
+    packed); by default those in reach (the sampler's read_ahead). The pool packs each batch in
+    its own thread as soon as its items are read, so the loop's thread only takes it.
     max_bytes: optionally, no item is started while the prepared items not yet taken hold more
     than this many bytes of tensors (those being read may add theirs on top).
     cost: optionally `cost(index, offset, length)`, a number for a piece of sequence `index`
@@ -80,8 +80,9 @@ class ItemPool:
         self.processes = processes
         default = ITEMS_PER_WORKER * self.workers
         self.max_items = default if max_items is None else integer("max_items", max_items, 1)
+        # By default every batch in reach (the sampler's read_ahead) may be packed ahead.
         self.max_batches = (
-            BATCHES_AHEAD if max_batches is None else integer("max_batches", max_batches, 1)
+            math.inf if max_batches is None else integer("max_batches", max_batches, 1)
         )
         self.max_bytes = None if max_bytes is None else integer("max_bytes", max_bytes, 1)
         if cost is not None and not callable(cost):
@@ -95,7 +96,8 @@ class ItemPool:
     def __repr__(self):
         return (
             f"ItemPool({self.workers}, processes={self.processes}, max_items={self.max_items}, "
-            f"max_batches={self.max_batches}, max_bytes={self.max_bytes})"
+            f"max_batches={None if self.max_batches == math.inf else self.max_batches}, "
+            f"max_bytes={self.max_bytes})"
         )
 
     def close(self):
@@ -147,11 +149,10 @@ class _Run:
     def __init__(self, pool, read, dataset):
         self.pool, self.read, self.pid = pool, read, os.getpid()
         self.lock = threading.Lock()
-        # Workers wait for reads to start; the packer for its read to be done (one each: a read
-        # done wakes the packer alone, not every idle worker), or for a batch to pack and room
-        # for it; the caller for its batch to be packed.
-        self.work, self.done = threading.Condition(self.lock), threading.Condition(self.lock)
-        self.room, self.packed = threading.Condition(self.lock), threading.Condition(self.lock)
+        # Workers wait for reads to start; the packer for what `asleep` says; the loop for its
+        # batch to be packed.
+        self.work, self.wake = threading.Condition(self.lock), threading.Condition(self.lock)
+        self.packed = threading.Condition(self.lock)
         self.threads, self.packer = [], None
         self.executor = None
         if pool.processes:
@@ -175,6 +176,11 @@ class _Run:
         self.to_pack, self.finished = collections.deque(), {}
         self.waiting, self.queue = collections.deque(), []
         self.started, self.ready_bytes, self.stopping = 0, 0, False
+        # What the packer waits for: "room" (fewer batches packed than max_batches), "batch"
+        # (one to pack), the read (a _Task) it takes next, or None (it is not waiting). Whoever
+        # brings that about wakes it, and nothing else does: the loop's thread wakes no thread
+        # of the pool in its next() unless it must (a thread woken then takes the GIL from it).
+        self.asleep = None
 
     # The caller's side (the thread that reads batches).
     def batch(self, batch, reads, pack):
@@ -202,9 +208,16 @@ class _Run:
                     target=self._pack_ahead, name="bload-item-pool", daemon=True
                 )
                 self.packer.start()
-            self.room.notify()
+            if new and self.asleep == "batch":
+                # The packer, idle, is woken by the new batch's first read once it is done.
+                tasks = self.to_pack[0][1]
+                if tasks and tasks[0] not in self.waiting:
+                    self.asleep = tasks[0]
+                else:
+                    self.wake.notify()  # no read to wait for, or one not started (max_bytes)
             try:
                 while batch.index not in self.finished:
+                    self.wake.notify()  # this thread waits anyway: the packer may go on
                     self.packed.wait()
             except BaseException:  # interrupted (KeyboardInterrupt): no thread left running
                 self.lock.release()
@@ -214,7 +227,8 @@ class _Run:
                     self.lock.acquire()
                 raise
             value, error, task = self.finished.pop(batch.index)
-            self.room.notify()
+            if self.asleep == "room":
+                self.wake.notify()
             # Nothing registered after it (the packer may be packing the next one).
             last = self.last_registered == batch.index
         if error is not None:
@@ -260,7 +274,7 @@ class _Run:
         with self.lock:
             self.stopping = True
             self.queue.clear()
-            for condition in (self.work, self.done, self.room):
+            for condition in (self.work, self.wake):
                 condition.notify_all()
         if self.packer is not None:  # first: it starts no worker once stopping
             self.packer.join()
@@ -276,10 +290,15 @@ class _Run:
     def _pack_ahead(self):
         while True:
             with self.lock:
-                while not self.stopping and (
-                    not self.to_pack or len(self.finished) >= self.pool.max_batches
-                ):
-                    self.room.wait()
+                while not self.stopping:
+                    if len(self.finished) >= self.pool.max_batches:
+                        self.asleep = "room"
+                    elif not self.to_pack:
+                        self.asleep = "batch"
+                    else:
+                        break
+                    self.wake.wait()
+                self.asleep = None
                 if self.stopping:
                     return
                 index, tasks, (pack, table, blocks) = self.to_pack.popleft()
@@ -315,7 +334,9 @@ class _Run:
                 self.work.notify()
                 self._admit()
             while not task.done and not self.stopping:
-                self.done.wait()
+                self.asleep = task
+                self.wake.wait()
+            self.asleep = None
             if not task.done:
                 return False
             self.started -= 1
@@ -345,7 +366,8 @@ class _Run:
                 task.value, task.error, task.done = value, error, True
                 task.bytes = _tensor_bytes(value)
                 self.ready_bytes += task.bytes
-                self.done.notify()
+                if self.asleep is task:
+                    self.wake.notify()
 
 
 def _tensor_bytes(value):
