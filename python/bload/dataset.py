@@ -47,7 +47,8 @@ class BlockDataset(torch.utils.data.Dataset):
     of the sampler's next read_ahead batches before they are read, to start fetching them
     (docs/read_ahead.md). With `item_pool=bload.ItemPool(workers)`, the items of the batch and
     of those next read_ahead batches are read by the pool's threads (or processes), in plan
-    order, ahead of their batches; the batches are the same (docs/read_ahead.md, "Slow items").
+    order, ahead of their batches, and each batch packed in the pool's packer thread once its
+    items are read; the batches are the same (docs/read_ahead.md, "Slow items").
 
         loader = DataLoader(BlockDataset(dataset, t_max), batch_sampler=sampler,
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
