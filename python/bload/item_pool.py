@@ -9,8 +9,8 @@ The pool's workers (threads, or threads each driving a process) read them in pla
 max_items at a time not yet taken by their batch; a packer thread then takes each batch's items
 in order, as soon as they are read, and packs the batch as BlockDataset would have (ahead of
 the loop, as far as the batches in reach and max_batches allow), so the loop only takes a
-packed batch. The pool changes
-when an item is read and where a batch is packed, never what a batch holds.
+packed batch. The pool changes when an item is read and where a batch is packed, never what a
+batch holds.
 """
 
 import collections
@@ -43,7 +43,7 @@ class ItemPool:
     that releases the GIL (decoders, file and network reads, numpy/torch ops): they share the
     dataset, start at once and send nothing between processes. Not inside a DataLoader worker
     (a worker process cannot have processes of its own): use it with num_workers=0 there.
-    max_items: the most items started and not yet taken by their batch (memory: at most that
+    max_items: the most items started and not yet taken by the packer (memory: at most that
     many prepared items are held); by default 8 a worker. It caps how far ahead the pool reads,
     as does the sampler's read_ahead (the batches in reach).
     max_batches: the most batches packed and not yet handed to the loop (one more may be being
