@@ -17,7 +17,8 @@ turn for --rounds rounds; the figures are medians:
 - bload, no pool: DataLoader(BlockDataset, batch_sampler=BlockSampler(read_ahead=4)),
   num_workers worker processes, the items of a batch read one after another in its worker;
 - bload item pool (when this bload has it): BlockDataset(item_pool=bload.ItemPool(workers)),
-  no DataLoader workers: that many threads prepare the items of the batches ahead in plan order;
+  no DataLoader workers: that many threads prepare the items of the batches ahead in plan order
+  (and the pool's packer thread packs each batch ahead once its items are read);
   again with each item's cost as the pool's cost hint (the slowest started first), and with
   processes=True (that many processes).
 

@@ -47,7 +47,8 @@ class BlockDataset(torch.utils.data.Dataset):
     of the sampler's next read_ahead batches before they are read, to start fetching them
     (docs/read_ahead.md). With `item_pool=bload.ItemPool(workers)`, the items of the batch and
     of those next read_ahead batches are read by the pool's threads (or processes), in plan
-    order, ahead of their batches; the batches are the same (docs/read_ahead.md, "Slow items").
+    order, ahead of their batches, and each batch packed in the pool's packer thread once its
+    items are read; the batches are the same (docs/read_ahead.md, "Slow items").
 
         loader = DataLoader(BlockDataset(dataset, t_max), batch_sampler=sampler,
                             collate_fn=bload.collate, num_workers=2, pin_memory=True)
@@ -114,20 +115,29 @@ class BlockDataset(torch.utils.data.Dataset):
             )
         self._read_ahead.start(batch)
         pool = getattr(self, "item_pool", None)  # pickles from before the option have none
-        values = None if pool is None else pool.items(batch, self._reads, self._read, self.dataset)
-        try:
+        if pool is None:
             return self.pack(
                 batch.table,
                 batch.blocks,
                 carry=batch.carry,
                 first_lane=batch.first_lane,
                 global_batch=batch.global_batch,
-                _values=values,
             )
-        except Exception:
-            if pool is not None:  # a wrong item ends the epoch: no worker is left running
-                pool.close()
-            raise
+        # Packed ahead in the pool's packer thread; a wrong item ends the epoch there, with
+        # no worker left running.
+        data, target, max_seqlen = pool.batch(
+            batch, self._reads, self._read, self._pack_steps, self.dataset
+        )
+        return self._batch(
+            data,
+            target,
+            batch.table,
+            batch.blocks,
+            max_seqlen,
+            batch.carry,
+            batch.first_lane,
+            batch.global_batch,
+        )
 
     @staticmethod
     def _checked(item, where, length=None, meaning=""):
@@ -217,34 +227,44 @@ class BlockDataset(torch.utils.data.Dataset):
                 )
         return [items[row[column["sequence"]]] for row in rows]
 
-    def pack(self, table, blocks, *, carry=False, first_lane=0, global_batch=None, _values=None):
+    def pack(self, table, blocks, *, carry=False, first_lane=0, global_batch=None):
         """The PackedBatch of a block table's pieces (int64 [pieces, 6]) in `blocks` blocks; with
         `carry`, a batch whose rows carry their state from the previous batch (lanes
         first_lane, first_lane + 1, ...); `global_batch` as BlockBatch has it."""
+        data, target, _ = self._pack_steps(table, blocks, None, max_seqlen=False)
+        return self._batch(data, target, table, blocks, None, carry, first_lane, global_batch)
+
+    def _pack_steps(self, table, blocks, values, *, max_seqlen=True):
+        """(data, target, the longest piece's steps) packed for a table; `values`: the values
+        of the table's reads (_reads), read ahead by the item pool, instead of reading here.
+        Where the pool has it made, in its packer thread, as ahead of the loop as it can."""
         # A batch of empty blocks: one item gives the padding its shape and dtype.
-        per_row = self._rows(table, _values) or [self._checked(self.dataset[0], "dataset[0]")]
+        per_row = self._rows(table, values) or [self._checked(self.dataset[0], "dataset[0]")]
         shape = (table, blocks, self.t_max)
+        data = _packed(
+            [item[0] for item in per_row], *shape, self.data_padding, "data_padding", self._buffers
+        )
+        target = _packed(
+            [item[1] for item in per_row],
+            *shape,
+            self.target_padding,
+            "target_padding",
+            self._buffers,
+        )
+        longest = torch.ops.bload.max_seqlen(table, blocks, self.t_max) if max_seqlen else None
+        return data, target, longest
+
+    def _batch(self, data, target, table, blocks, max_seqlen, carry, first_lane, global_batch):
         return PackedBatch(
-            _packed(
-                [item[0] for item in per_row],
-                *shape,
-                self.data_padding,
-                "data_padding",
-                self._buffers,
-            ),
-            _packed(
-                [item[1] for item in per_row],
-                *shape,
-                self.target_padding,
-                "target_padding",
-                self._buffers,
-            ),
+            data,
+            target,
             table,
             blocks,
             self.t_max,
             carries_state=carry,
             first_lane=first_lane,
             positions=self.positions,
+            max_seqlen=max_seqlen,
             global_batch=global_batch,
         )
 

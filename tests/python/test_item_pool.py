@@ -1,6 +1,7 @@
 """The item pool (bload.ItemPool, docs/read_ahead.md "Slow items"): batches are the same bit for
-bit with it as without it (threads, processes, DataLoader workers, cost hints, a byte cap); it
-never has more items started and not taken than max_items; an item that raises names itself and
+bit with it as without it (threads, processes, DataLoader workers, cost hints, a byte cap, packed
+ahead or not); it never has more items started and not taken than max_items, nor more batches
+packed ahead of the loop than max_batches; an item that raises names itself and
 its batch, and every thread of the pool is joined before the error reaches the loop; a resumed
 sampler's pool starts at the resumed batch and reads nothing of the batches before it."""
 
@@ -65,6 +66,10 @@ def loader(dataset, batches, pool=None, num_workers=0):
     )
 
 
+def loader_of(blocks, batches):
+    return torch.utils.data.DataLoader(blocks, batch_sampler=batches, collate_fn=bload.collate)
+
+
 def contents(batches):
     return [(batch.data, batch.target, batch.table) for batch in batches]
 
@@ -93,8 +98,9 @@ def pieces(table):
         lambda: bload.ItemPool(3, max_items=2),
         lambda: bload.ItemPool(4, cost=lambda index, offset, length: -length),
         lambda: bload.ItemPool(4, max_bytes=1),
+        lambda: bload.ItemPool(2, max_batches=1),
     ],
-    ids=["one thread", "max_items", "cost", "max_bytes"],
+    ids=["one thread", "max_items", "cost", "max_bytes", "max_batches"],
 )
 def test_batches_are_the_same_with_the_pool(kind, pool):
     expected = contents(loader(kind(), sampler()))
@@ -129,7 +135,7 @@ def test_a_loop_left_part_way_and_a_new_epoch_get_their_own_batches():
 
 def test_no_more_items_started_than_max_items():
     """Reads wait for the test's go: with 8 threads and max_items 3, three start, no more; then,
-    over the epoch, never more than 3 reads are started and not yet in a batch handed out."""
+    over the epoch, never more than 3 reads are started and not yet taken to be packed."""
     dataset, go = Ranges(), threading.Event()
     read = dataset._item
     counts = {"started": 0, "most": 0, "taken": 0}
@@ -142,7 +148,18 @@ def test_no_more_items_started_than_max_items():
 
     dataset._item = held
     batches = sampler()
-    served = iter(loader(dataset, batches, bload.ItemPool(8, max_items=3)))
+    blocks = bload.BlockDataset(dataset, T_MAX, item_pool=bload.ItemPool(8, max_items=3))
+    pack = blocks._pack_steps
+
+    def packed(table, count, values):  # the packer takes a batch's items, then packs them
+        with dataset.lock:
+            counts["taken"] += len(values)
+        return pack(table, count, values)
+
+    blocks._pack_steps = packed
+    served = iter(
+        torch.utils.data.DataLoader(blocks, batch_sampler=batches, collate_fn=bload.collate)
+    )
     first = []
     waiter = threading.Thread(target=lambda: first.append(next(served)))
     waiter.start()
@@ -155,10 +172,9 @@ def test_no_more_items_started_than_max_items():
     finally:  # the reads held go on, whatever was asserted: no thread is left waiting
         go.set()
         waiter.join()
-    # From here on: a read starts only while fewer than 3 of the items started are not in a
-    # batch taken (the batch being packed has taken its items already: at most its size more).
-    taken = len(pieces(first[0].table))
 
+    # From here on: a read starts only while fewer than 3 of the items started are not taken
+    # by the packer (which takes a batch's items one by one: at most a batch's more).
     def counted(index, offset, length):
         with dataset.lock:
             counts["started"] += 1
@@ -167,17 +183,50 @@ def test_no_more_items_started_than_max_items():
 
     dataset._item = counted
     most_per_batch = max(len(pieces(batches.plan.batch(0, i))) for i in range(len(batches)))
-    with dataset.lock:
-        counts["taken"] = taken
-    for batch in served:
-        with dataset.lock:
-            counts["taken"] += len(pieces(batch.table))
+    for _ in served:
+        pass
     assert (
         counts["taken"]
         == counts["started"]
         == sum(len(pieces(batches.plan.batch(0, i))) for i in range(len(batches)))
     )
     assert counts["most"] <= 3 + most_per_batch
+
+
+@pytest.mark.parametrize("max_batches", [1, 2])
+def test_batches_are_packed_ahead_and_no_more_than_max_batches(max_batches):
+    """Items are instant: while the loop holds a batch, the pool packs the next max_batches and
+    no more (it has read_ahead 4 in reach); a packed batch is the one the loop gets next."""
+    dataset, lock, counts = Ranges(), threading.Lock(), {"packed": 0, "most": 0}
+    dataset.delay.zero_()
+    blocks = bload.BlockDataset(
+        dataset, T_MAX, item_pool=bload.ItemPool(2, max_batches=max_batches)
+    )
+    pack = blocks._pack_steps
+
+    def packed(table, count, values):
+        made = pack(table, count, values)
+        with lock:
+            counts["packed"] += 1
+        return made
+
+    blocks._pack_steps = packed
+    batches = sampler()
+    expected = contents(loader(Ranges(), sampler()))
+    got = []
+    for handed, batch in enumerate(loader_of(blocks, batches), 1):
+        got.append((batch.data, batch.target, batch.table))
+        if handed == 2:  # the loop holds its batch: the pool packs ahead, up to its bound
+            deadline = time.monotonic() + 30
+            while counts["packed"] < handed + max_batches and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(0.05)  # a chance to pack one more, were the bound not kept
+        with lock:
+            counts["most"] = max(counts["most"], counts["packed"] - handed)
+    assert counts["most"] == max_batches
+    assert counts["packed"] == len(batches)
+    assert_same(got, expected)
+    assert not pool_threads()
 
 
 @pytest.mark.parametrize("processes", [False, True])
@@ -227,6 +276,8 @@ def test_bad_options_are_refused_by_name():
         bload.ItemPool(2, processes="yes")
     with pytest.raises(ValueError, match="max_items = 0"):
         bload.ItemPool(2, max_items=0)
+    with pytest.raises(ValueError, match="max_batches = 0"):
+        bload.ItemPool(2, max_batches=0)
     with pytest.raises(TypeError, match="cost = 3"):
         bload.ItemPool(2, cost=3)
     with pytest.raises(TypeError, match="item_pool = 4: expected None or a bload.ItemPool"):
