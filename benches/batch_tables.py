@@ -16,13 +16,15 @@ import sys
 ROUNDS, CALLS = 7, 2000
 SEQUENCES, T_MAX, BLOCKS = 20_000, 512, 8
 
+# Without `import bload`: the package follows its own library, and `before` may be older.
 ONE_ROUND = f"""
-import time, torch, bload
+import os, time, torch
+torch.ops.load_library(os.environ["BLOAD_LIBRARY"])
 torch.set_num_threads(1)
 generator = torch.Generator().manual_seed(0)
 lengths = (torch.randn({SEQUENCES}, generator=generator) * 0.8 + 4.5).exp().clamp(1, {T_MAX})
-sampler = bload.BlockSampler(lengths.long().tolist(), {T_MAX}, {BLOCKS}, seed=0)
-tables = [sampler.plan.batch(0, index) for index in range(64)]
+planner = torch.classes.bload.Planner(lengths.long(), {T_MAX}, {BLOCKS})
+tables = [planner.batch(0, 0, index) for index in range(64)]
 for table in tables:
     torch.ops.bload.batch_tables(table, {BLOCKS}, {T_MAX})
 start = time.perf_counter()

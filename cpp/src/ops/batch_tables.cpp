@@ -69,6 +69,7 @@ std::vector<Int> dims(const Output& output, const Int& blocks, const Int& t_max,
 void write_tables(const Tensor& host, int64_t blocks, int64_t t_max, bool carry, int64_t first_lane,
                   const std::string& positions, std::vector<Tensor>& out) {
   std::vector<ffi::TableBuffer> buffers;
+  buffers.reserve(out.size());
   for (auto& tensor : out) {
     buffers.push_back({reinterpret_cast<size_t>(tensor.data_ptr()), tensor.nbytes()});
   }
@@ -113,6 +114,7 @@ std::vector<Tensor> ops::batch_tables_on_host(const Tensor& host, int64_t blocks
                                               const std::string& positions) {
   check_batch_shape(blocks, t_max);
   std::vector<Tensor> out;
+  out.reserve(table_outputs().size());
   for (const auto& output : table_outputs()) {
     out.push_back(at::empty(dims<int64_t>(output, blocks, t_max, host.size(0)), output.dtype));
   }
