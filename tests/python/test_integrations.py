@@ -215,3 +215,20 @@ def test_importing_bload_imports_no_framework():
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
+
+
+def test_lightning_passes_the_samplers_other_options():
+    from bload.integrations.lightning import BlockDataModule
+
+    lengths = lengths_of(40)
+    data = BlockDataModule(
+        Numbered(lengths), lengths, T_MAX, BLOCKS, sampler_options={"max_pieces": 1}
+    )
+    data.setup("fit")
+    capped = bload.BlockSampler(lengths, T_MAX, BLOCKS, max_pieces=1)
+    assert [batch.table.tolist() for batch in data.sampler] == [
+        batch.table.tolist() for batch in capped
+    ]
+    assert all(len(batch.table) <= BLOCKS for batch in data.sampler)
+    with pytest.raises(TypeError, match=r"sampler_options\['seed'\] = 3: expected it unset there"):
+        BlockDataModule(Numbered(lengths), lengths, T_MAX, sampler_options={"seed": 3})

@@ -27,7 +27,8 @@ __all__ = ["BlockDataModule"]
 class BlockDataModule(pl.LightningDataModule):
     """Trains on `dataset` (a map-style dataset of (data, target) pairs, or a bload.BlockDataset)
     in the batches bload.BlockSampler(lengths, t_max, blocks_per_batch, seed=, policy=, split=)
-    plans for the Trainer's ranks. `loader_options` go to the loader (num_workers, pin_memory,
+    plans for the Trainer's ranks; `sampler_options` are BlockSampler's other keywords (cost=,
+    max_pieces=, read_ahead=, ...). `loader_options` go to the loader (num_workers, pin_memory,
     ...), made by `loader_class` (torch's DataLoader by default)."""
 
     def __init__(
@@ -40,10 +41,27 @@ class BlockDataModule(pl.LightningDataModule):
         seed=0,
         policy="best_fit",
         split=False,
+        sampler_options=None,
         loader_class=torch.utils.data.DataLoader,
         **loader_options,
     ):
         super().__init__()
+        sampler_options = dict(sampler_options or {})
+        for name in (
+            "lengths",
+            "t_max",
+            "blocks_per_batch",
+            "seed",
+            "policy",
+            "split",
+            "world_size",
+            "rank",
+        ):
+            if name in sampler_options:
+                raise TypeError(
+                    f"BlockDataModule: sampler_options[{name!r}] = {sampler_options[name]!r}: expected "
+                    "it unset there: it is an argument of its own, or the Trainer's"
+                )
         for name in (
             "batch_size",
             "shuffle",
@@ -67,6 +85,7 @@ class BlockDataModule(pl.LightningDataModule):
             "seed": seed,
             "policy": policy,
             "split": split,
+            **sampler_options,
         }
         self.loader_class, self.loader_options = loader_class, loader_options
         self.sampler = None
