@@ -2,7 +2,8 @@
 data, ranks and sequence steps, only the packing differs. Then lanes on long sequences, against
 best_fit and against a loader that pads each batch to its longest sequence, each with the same
 optimizer steps per epoch (so the same sequences per step, on average). Prints Markdown tables for
-BENCHMARKS.md (median of --repeats runs each). Run through `make bench-ddp`, or:
+BENCHMARKS.md (median of --repeats rounds, each running every row once). Run through
+`make bench-ddp`, or:
 
     .venv/bin/python benches/ddp_epoch.py --trainer build/tests/harness/cpp/ddp_trainer --model build/packed_gru.pt
 
@@ -34,16 +35,30 @@ def device_name(device):
     return f"{models[0] if models else platform.processor()}, {len(models)} cores"
 
 
-def epoch_runs(command, repeats):
-    """The trainer's JSON report of `repeats` runs of `command`: their first epochs, and the device."""
-    runs = []
+def epoch_run(command):
+    """The trainer's JSON report of one run of `command`: its first epoch, and the device."""
+    result = subprocess.run(command + ["--json"], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return report["epochs"][0], report["device"]
+
+
+def alternating_runs(commands, repeats):
+    """Each of `commands` (a dict) run once a round, `repeats` rounds, so that a change in the
+    machine's load during the bench falls on every command alike: their first epochs, and the
+    device."""
+    runs, device = {key: [] for key in commands}, None
     for _ in range(repeats):
-        result = subprocess.run(command + ["--json"], capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")
-        report = json.loads(result.stdout.strip().splitlines()[-1])
-        runs.append(report["epochs"][0])
-    return runs, report["device"]
+        for key, command in commands.items():
+            epoch, device = epoch_run(command)
+            runs[key].append(epoch)
+    return runs, device
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
 
 
 def closest_rows(lengths, t_max, world_size, batches):
@@ -92,13 +107,14 @@ def lanes_table(args, extra):
         "| loader | t_max | rows | optimizer steps | sequences per step | real steps | steps in all | sequential steps | epoch s (median) | runs | vs lanes |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    rows, device = [], None
+    commands = {}
     for loop, policy, t_max, per_batch in loops:
         command = base + ["--loop", loop, "--blocks-per-batch", str(per_batch)]
         if loop == "bload":
             command += ["--policy", policy, "--t-max", str(t_max)]
-        runs, device = epoch_runs(command + extra, args.repeats)
-        rows.append((loop, policy, t_max, per_batch, runs))
+        commands[(loop, policy, t_max, per_batch)] = command + extra
+    runs_of, device = alternating_runs(commands, args.repeats)
+    rows = [key + (runs,) for key, runs in runs_of.items()]
     lanes_seconds = statistics.median(run["seconds"] for run in rows[0][4])
     for loop, policy, t_max, per_batch, runs in rows:
         epoch, seconds = runs[0], statistics.median(run["seconds"] for run in runs)
@@ -177,38 +193,42 @@ def main():
 
     extra = ["--device", args.device] if args.device else []
     print(f"`{' '.join(sys.argv)}`\n")
+    print(f"load average at the start: {load_average()}\n")
     print(
-        "| model | policy | batches per rank | padding | epoch s (median) | runs | loader wait | vs best_fit |"
+        "| model | policy | batches per rank | padding | steps vs best_fit | epoch s (median) | runs | loader wait | vs best_fit |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    device, figure_rows = None, []
+    print("|---|---|---|---|---|---|---|---|---|")
+    figure_rows = []
+    # Every model and policy in each round, rounds alternating: the ratios compare runs made at
+    # the same moments.
+    commands = {
+        (model, policy): [args.trainer, "--world-size", str(args.world_size), "--model", model]
+        + ["--policy", policy]
+        + extra
+        for model in ["cpp", args.model]
+        for policy in POLICIES
+    }
+    runs_of, device = alternating_runs(commands, args.repeats)
     for model in ["cpp", args.model]:
-        rows = {}
+        best_runs = runs_of[(model, "best_fit")]
+        best = statistics.median(run["seconds"] for run in best_runs)
+        best_steps = best_runs[0]["padding"] + best_runs[0]["frames"]
         for policy in POLICIES:
-            command = [
-                args.trainer,
-                "--world-size",
-                str(args.world_size),
-                "--model",
-                model,
-                "--policy",
-                policy,
-            ]
-            rows[policy], device = epoch_runs(command + extra, args.repeats)
-        best = statistics.median(run["seconds"] for run in rows["best_fit"])
-        for policy, runs in rows.items():
+            runs = runs_of[(model, policy)]
             seconds = statistics.median(run["seconds"] for run in runs)
             epoch = runs[0]
-            padding = epoch["padding"] / (epoch["padding"] + epoch["frames"])
+            steps = epoch["padding"] + epoch["frames"]
+            padding = epoch["padding"] / steps
             wait = max(run["loader_wait_share"] for run in runs)
             each = ", ".join(f"{run['seconds']:.2f}" for run in runs)
             print(
                 f"| {'C++ module' if model == 'cpp' else 'TorchScript'} | {policy} | {epoch['batches_per_rank'][0]} "
-                f"| {100 * padding:.2f}% | {seconds:.2f} | {each} "
+                f"| {100 * padding:.2f}% | {steps / best_steps:.2f}x | {seconds:.2f} | {each} "
                 f"| {100 * wait:.2f}% | {seconds / best:.2f}x |"
             )
             if model == "cpp":
                 figure_rows.append((policy, padding, seconds))
+    print(f"\nload average at the end: {load_average()}")
     if args.figure:
         draw_figure(args.figure, figure_rows)
     if not args.no_lanes:

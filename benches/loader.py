@@ -19,7 +19,7 @@ import time
 
 import bload
 import torch
-from torch.nn.utils.rnn import pad_sequence
+from padded_batches import pad_collate_with_mask
 
 SEQUENCES, T_MAX, BLOCKS, FEATURES = 100_000, 512, 8, 16
 ROUNDS, BATCHES, WORKERS = 5, 200, 2
@@ -43,14 +43,6 @@ class Sequences(torch.utils.data.Dataset):
     def __getitem__(self, i):
         steps = slice(self.starts[i], self.starts[i + 1])
         return self.data[steps], self.target[steps]
-
-
-def padded_collate(items):
-    data = pad_sequence([data for data, _ in items], batch_first=True)
-    target = pad_sequence([target for _, target in items], batch_first=True, padding_value=-100)
-    lengths = torch.tensor([len(data) for data, _ in items])
-    valid = torch.arange(data.size(1))[None, :] < lengths[:, None]
-    return data, target, valid
 
 
 def ms_per_batch(loader, read):
@@ -83,7 +75,7 @@ def main():
         dataset,
         batch_size=per_batch,
         shuffle=True,
-        collate_fn=padded_collate,
+        collate_fn=pad_collate_with_mask,
         num_workers=WORKERS,
         generator=generator,
     )

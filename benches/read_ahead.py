@@ -33,6 +33,7 @@ import time
 import bload
 import numpy as np
 import torch
+from padded_batches import pad_collate
 
 T_MAX, BLOCKS = 1024, 8
 
@@ -90,14 +91,6 @@ class Plain(torch.utils.data.Dataset):
 
     def __getitem__(self, index):
         return self.items[index]
-
-
-def pad_collate(batch):
-    data = torch.nn.utils.rnn.pad_sequence([item[0] for item in batch], batch_first=True)
-    target = torch.nn.utils.rnn.pad_sequence(
-        [item[1] for item in batch], batch_first=True, padding_value=-100
-    )
-    return data, target
 
 
 def epoch(loader, train):

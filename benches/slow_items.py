@@ -37,6 +37,7 @@ import warnings
 import bload
 import numpy as np
 import torch
+from padded_batches import pad_collate
 
 T_MAX, BLOCKS, FEATURES = 256, 4, 8
 
@@ -58,14 +59,6 @@ class SlowItems(torch.utils.data.Dataset):
     def __getitem__(self, index):
         time.sleep(self.cost[index])
         return self.items[index]
-
-
-def pad_collate(items):
-    data = torch.nn.utils.rnn.pad_sequence([item[0] for item in items], batch_first=True)
-    target = torch.nn.utils.rnn.pad_sequence(
-        [item[1] for item in items], batch_first=True, padding_value=-100
-    )
-    return data, target
 
 
 def epoch(loader, step):
