@@ -23,13 +23,17 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 INSTALL := $(BUILD)/install
 
-.PHONY: all build plugin python wheel demo demo-rust demo-ready test lint format test-rust test-cpp test-python \
+.PHONY: all build rust-tests plugin python wheel demo demo-rust demo-ready test lint format test-rust test-cpp test-python \
 	test-downstream test-prebuilt test-wheel test-gpu test-tch bench bench-ddp clean
 
 all: build plugin python
 
 build:
 	$(CARGO) build --release --locked
+
+# The Rust tests' binaries, which `make test` builds with the library, while the venv downloads.
+rust-tests:
+	$(CARGO) test --release --locked --workspace --no-run
 
 $(VENV)/installed: requirements-dev.txt requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
@@ -149,7 +153,8 @@ format: $(VENV)/installed
 # Every test the project has: Rust (unit, property, golden, data-set, command line, bridge),
 # C++ (ctest), Python (pytest on the ops and the TorchScript model), and a downstream CMake
 # project built against the installed package. Each step runs as its own make, after the builds
-# they share, and its wall and CPU time is printed as it ends and in a table at the end
+# they share (made two at a time: cargo's while pip downloads the venv, the library's C++ beside
+# the package's), and its wall and CPU time is printed as it ends and in a table at the end
 # (tests/timed_steps.sh); a failing step stops the run and fails make. The two steps that are
 # mostly builds (the prebuilt library, tch's C++, each in its own build directory) run beside
 # the others, at a lower priority, on the CPU those leave idle (most of a core while the
@@ -157,7 +162,7 @@ format: $(VENV)/installed
 TEST_STEPS := lint test-rust test-cpp test-python test-downstream test-wheel
 BESIDE := test-prebuilt test-tch
 test:
-	MAKE='$(MAKE)' tests/timed_steps.sh --built "build plugin python $(MODEL)" \
+	MAKE='$(MAKE)' tests/timed_steps.sh --built "build rust-tests plugin python $(MODEL)" --built-jobs 2 \
 		--beside lint "$(BESIDE)" $(TEST_STEPS)
 
 test-rust:

@@ -2,11 +2,12 @@
 # `make test`'s driver: runs each step as `$MAKE STEP`, in order, and prints the time it took as
 # it ends and a table of all of them at the end, so that a CI log says where its minutes went.
 #
-#   MAKE=make tests/timed_steps.sh --built "TARGET..." [--beside STEP "STEP..."] STEP...
+#   MAKE=make tests/timed_steps.sh --built "TARGET..." [--built-jobs N] [--beside STEP "STEP..."] STEP...
 #
 # --built names the targets the steps need built (the library, the package, the model). They
 # are made once, as the first step ("builds"), and then passed to every later make with -o, so
-# that no step makes them again.
+# that no step makes them again. --built-jobs N makes them N at a time (make -jN), so that a
+# build that needs no venv (cargo's) runs while the venv downloads.
 # --beside STEP "STEPS" runs STEPS one after another, at a lower priority (nice), while the
 # steps from STEP on run: the Python tests leave most of a second core idle (their ranks wait on
 # each other and on timeouts), which builds (the prebuilt library, tch's C++) can use without
@@ -21,11 +22,12 @@ set -uo pipefail
 
 make=${MAKE:-make}
 logs=${LOGS:-build/test-logs}
-built=()
+built=() built_jobs=1
 beside_from="" beside=()
 while [[ "${1:-}" == --* ]]; do
   case $1 in
     --built) read -r -a built <<< "${2:?--built needs the targets to build first}"; shift 2 ;;
+    --built-jobs) built_jobs=${2:?--built-jobs needs a number}; shift 2 ;;
     --beside)
       beside_from=${2:?--beside needs the step to start beside}
       read -r -a beside <<< "${3:?--beside needs the steps to run beside it}"
@@ -33,6 +35,10 @@ while [[ "${1:-}" == --* ]]; do
     *) echo "timed_steps.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if ! [[ $built_jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "timed_steps.sh: --built-jobs $built_jobs: expected a whole number from 1" >&2
+  exit 2
+fi
 skip=()
 for target in "${built[@]}"; do skip+=(-o "$target"); done
 if [[ ${#beside[@]} -gt 0 && " $* " != *" $beside_from "* ]]; then
@@ -136,7 +142,7 @@ finish() {
 }
 
 if [[ ${#built[@]} -gt 0 ]]; then
-  run_step builds "$make" --no-print-directory "${built[@]}" || finish $status
+  run_step builds "$make" --no-print-directory -j"$built_jobs" "${built[@]}" || finish $status
 fi
 for step in "$@"; do
   if [[ $step == "$beside_from" && ${#beside[@]} -gt 0 ]]; then
