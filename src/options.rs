@@ -54,6 +54,34 @@ impl Policy {
         }
     }
 
+    /// The policy as an integer, for C++'s plain-data options (`PlanOptions::policy`) and the
+    /// ranks' agreement check: its position in [`Policy::ALL`]. A new policy is appended there,
+    /// so a code never changes meaning.
+    pub fn code(self) -> i64 {
+        Policy::ALL
+            .iter()
+            .position(|&policy| policy == self)
+            .unwrap_or(0) as i64
+    }
+
+    /// The policy [`Policy::code`] gave `code`.
+    pub fn from_code(code: i64) -> Result<Self> {
+        usize::try_from(code)
+            .ok()
+            .and_then(|index| Policy::ALL.get(index).copied())
+            .ok_or_else(|| {
+                Error::invalid(
+                    "policy",
+                    code,
+                    format!(
+                        "a policy's code, from 0 to {} ({})",
+                        Policy::ALL.len() - 1,
+                        Policy::names()
+                    ),
+                )
+            })
+    }
+
     /// Whether a model carries its state from one batch to the next (each row is a lane).
     pub fn carries_state(self) -> bool {
         self == Policy::Lanes
@@ -235,6 +263,22 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_policy_has_its_own_code_and_a_bad_code_is_named() {
+        for (index, policy) in Policy::ALL.into_iter().enumerate() {
+            assert_eq!(policy.code(), index as i64);
+            assert_eq!(Policy::from_code(policy.code()).unwrap(), policy);
+        }
+        for code in [-1, Policy::ALL.len() as i64, i64::MAX] {
+            let error = Policy::from_code(code).unwrap_err();
+            assert_eq!(error.argument, "policy");
+            assert!(
+                error.to_string().contains("best_fit, random_fill"),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn bad_options_name_the_argument() {

@@ -23,11 +23,11 @@ std::string shown(const std::string& name, int64_t value) {
     std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(value));
     return hex;
   }
-  if (name == "policy" && value >= 0 && value <= 255) {
+  if (name == "policy") {
     try {
-      return Options().policy(static_cast<Policy>(value)).policy();
-    } catch (const c10::Error&) {
-      return "policy index " + std::to_string(value);
+      return std::string(ffi::policy_of_code(value));
+    } catch (const std::exception&) {
+      return "policy code " + std::to_string(value);
     }
   }
   if (name == "split_oversized" && (value == 0 || value == 1)) return value ? "true" : "false";
@@ -85,7 +85,7 @@ std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planne
       TORCH_CHECK(name == "policy", "bload::agreement_fields: option ", name, " holds a ",
                   value.tagKind(),
                   ": expected an int or bool (only the policy and cost are named)");
-      fields.push_back({name, static_cast<int64_t>(planner.options().plan.policy)});
+      fields.push_back({name, planner.options().plan.policy});
     }
   }
   fields.push_back({"epoch", plan.epoch()});

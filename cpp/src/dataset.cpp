@@ -8,19 +8,9 @@
 
 #include "bload/ops.h"
 #include "ops/checks.h"
-#include "rust_bridge.h"
 
 namespace bload {
 namespace {
-
-// The names of the fields batch_tables writes, in its order (the core's).
-std::vector<std::string> table_field_names() {
-  std::vector<std::string> names;
-  for (const auto& field : ffi::batch_fields()) {
-    if (field.from_table) names.emplace_back(field.name);
-  }
-  return names;
-}
 
 // [blocks, t_max, ...] like `like`'s steps, pinned when asked and possible, from `buffers` when
 // given.
@@ -133,7 +123,7 @@ PackedBatch pack_batch(const BatchRequest& request, const std::vector<at::Tensor
                              options.pin_memory(), buffers);
   batch.table = table;
   // Every other field, from one call, each to its name in the core's order.
-  static const auto names = table_field_names();
+  const auto& names = ops::batch_table_names();
   // The batch_tables operator's kernel, called without the dispatcher (the table is on the host).
   const auto host = ops::host_table(table);
   const auto tables = ops::batch_tables_on_host(host, request.blocks, request.t_max, request.carry,

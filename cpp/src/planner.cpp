@@ -13,7 +13,7 @@ namespace bload {
 Options::Options(int64_t t_max) : plan(ffi::default_plan_options(t_max)) {}
 
 Options& Options::policy(const std::string& name) {
-  plan.policy = rethrowing([&] { return ffi::parse_policy(name); });
+  plan.policy = rethrowing([&] { return ffi::policy_code(name); });
   return *this;
 }
 
@@ -27,7 +27,7 @@ std::string Options::cost() const {
 }
 
 std::string Options::policy() const {
-  return std::string(rethrowing([&] { return ffi::policy_name(plan.policy); }));
+  return std::string(rethrowing([&] { return ffi::policy_of_code(plan.policy); }));
 }
 
 std::vector<std::pair<std::string, c10::IValue>> plan_options_by_name(const Options& o) {

@@ -23,8 +23,8 @@ use cost::{cost_code, cost_of_code};
 use lengths::{detect_lengths_format, lengths_formats, read_lengths_file};
 use mixture::{new_mixture_planner, new_planner_from_sources_json};
 use planner::{
-    default_plan_options, new_planner, new_planner_from_i32, parse_policy, plan_options_from_json,
-    plan_options_to_json, policy_name, stable_hash,
+    default_plan_options, new_planner, new_planner_from_i32, plan_options_from_json,
+    plan_options_to_json, policy_code, policy_of_code, stable_hash,
 };
 pub use planner::{EpochPlan, Planner};
 use shared::planner_from_shared_plan;
@@ -45,7 +45,6 @@ mod ffi {
         include!("bload-cxx/src/types.rs.h");
         type PlanOptions = crate::types::ffi::PlanOptions;
         type PlanStats = crate::types::ffi::PlanStats;
-        type Policy = crate::types::ffi::Policy;
         type EpochPosition = crate::types::ffi::EpochPosition;
         type GlobalBatch = crate::types::ffi::GlobalBatch;
     }
@@ -233,8 +232,9 @@ mod ffi {
         fn optional_state_fields() -> Vec<String>;
 
         fn default_plan_options(t_max: i64) -> PlanOptions;
-        fn parse_policy(name: &str) -> Result<Policy>;
-        fn policy_name(policy: Policy) -> Result<String>;
+        /// A policy as one int64 (the core's `Policy::code`), and back: PlanOptions holds it so.
+        fn policy_code(name: &str) -> Result<i64>;
+        fn policy_of_code(code: i64) -> Result<String>;
         /// A cost as one int64 for the DDP agreement (the core's `Cost::code`), and back.
         fn cost_code(name: &str) -> Result<i64>;
         fn cost_of_code(code: i64) -> Result<String>;

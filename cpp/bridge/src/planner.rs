@@ -4,7 +4,7 @@
 
 use crate::ffi::{Resumed, StatCount};
 use crate::guard::{guarded, infallible, BridgeError};
-use crate::types::ffi::{EpochPosition, GlobalBatch, PlanOptions, PlanStats, Policy};
+use crate::types::ffi::{EpochPosition, GlobalBatch, PlanOptions, PlanStats};
 use bload::Error;
 
 pub struct Planner(pub(crate) bload::Planner);
@@ -16,13 +16,13 @@ pub(crate) fn default_plan_options(t_max: i64) -> PlanOptions {
     options
 }
 
-pub(crate) fn parse_policy(name: &str) -> Result<Policy, BridgeError> {
-    guarded("parse_policy", || Ok(name.parse::<bload::Policy>()?.into()))
+pub(crate) fn policy_code(name: &str) -> Result<i64, BridgeError> {
+    guarded("policy_code", || Ok(name.parse::<bload::Policy>()?.code()))
 }
 
-pub(crate) fn policy_name(policy: Policy) -> Result<String, BridgeError> {
-    guarded("policy_name", || {
-        Ok(bload::Policy::try_from(policy)?.name().to_string())
+pub(crate) fn policy_of_code(code: i64) -> Result<String, BridgeError> {
+    guarded("policy_of_code", || {
+        Ok(bload::Policy::from_code(code)?.name().to_string())
     })
 }
 

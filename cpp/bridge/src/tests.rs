@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::guard::guarded;
-use crate::types::ffi::Policy;
 use bload::Column;
 
 mod tables;
@@ -19,7 +18,7 @@ fn defaults_are_the_cores() {
         (o.t_max, o.blocks_per_batch, o.world_size, o.seed),
         (94, 1, 1, 0)
     );
-    assert!(o.policy == Policy::BestFit && !o.split_oversized);
+    assert!(o.policy == bload::Policy::BestFit.code() && !o.split_oversized);
     assert_eq!(o.max_pieces, -1);
 }
 
@@ -65,13 +64,16 @@ fn negative_values_are_named_errors() {
 }
 
 #[test]
-fn policies_cross_by_name_and_value() {
-    for name in ["best_fit", "random_fill", "pad_to_max"] {
-        assert_eq!(policy_name(parse_policy(name).unwrap()).unwrap(), name);
+fn policies_cross_by_name_and_code() {
+    for name in bload::Policy::ALL.map(bload::Policy::name) {
+        assert_eq!(policy_of_code(policy_code(name).unwrap()).unwrap(), name);
     }
-    assert!(parse_policy("tetris").is_err());
-    let error = policy_name(Policy { repr: 9 }).err().unwrap();
+    assert!(policy_code("tetris").is_err());
+    let error = policy_of_code(9).err().unwrap();
     assert!(error.to_string().starts_with("policy = 9: "), "{error}");
+    let mut plan = options(4);
+    plan.policy = 9;
+    assert!(new_planner(&[3, 2], &plan).is_err());
 }
 
 #[test]
@@ -146,12 +148,12 @@ fn table_writers_check_the_table_and_the_buffer() {
 fn options_cross_as_the_cores_json() {
     let mut o = options(94);
     o.world_size = 3;
-    o.policy = Policy::RandomFill;
+    o.policy = bload::Policy::RandomFill.code();
     let text = plan_options_to_json(&o).unwrap();
     assert!(text.contains("\"policy\":\"random_fill\""), "{text}");
     let back = plan_options_from_json(&text).unwrap();
     assert_eq!((back.t_max, back.world_size), (94, 3));
-    assert!(back.policy == Policy::RandomFill);
+    assert!(back.policy == bload::Policy::RandomFill.code());
     assert!(plan_options_from_json("{").is_err());
 }
 

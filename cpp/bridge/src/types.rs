@@ -1,10 +1,12 @@
 //! The types C++ shares with Rust by value, each defined here once for C++: `bload::PlanOptions`,
-//! `bload::Policy`, `bload::PlanStats`, `bload::EpochPosition`, `bload::GlobalBatch` and `bload::TableColumn` in the generated header
+//! `bload::PlanStats`, `bload::EpochPosition`, `bload::GlobalBatch` and `bload::TableColumn` in the generated header
 //! `bload-cxx/src/types.rs.h`, which bload's public headers include and use as they are.
 //!
-//! They are the C++ faces of the core's `Options`, `Policy`, `PlanStats` and `Column`. Each
-//! conversion below names every field or variant, so a field or variant added in the core does
-//! not compile until its C++ face has it too; no value is ever copied by position.
+//! They are the C++ faces of the core's `Options`, `PlanStats` and `Column`. Each
+//! conversion below names every field, so a field added in the core does not compile until its
+//! C++ face has it too; no field is ever copied by position. The policy and the cost cross as
+//! the core's int64 codes of them, which C++ sets and reads by name through the core: a policy
+//! added to the core needs nothing here.
 //!
 //! This header holds only plain structs and enums (no `rust::String`, no Rust symbols), so a
 //! downstream program can copy them without linking anything of Rust's.
@@ -13,19 +15,6 @@ use bload::{Column, Error, LowerBound, Oversize, MAX_T_MAX};
 
 #[cxx::bridge(namespace = "bload")]
 pub mod ffi {
-    /// How sequences are chosen to share a block (the core's `bload::Policy`).
-    #[derive(Debug)]
-    enum Policy {
-        /// Near-minimal padding: blocks open with the longest sequence and are filled exactly.
-        BestFit,
-        /// The BLoad paper's random filling, kept as the reference to compare against.
-        RandomFill,
-        /// One sequence per block: the padding baseline.
-        PadToMax,
-        /// Each row a lane whose recurrent state carries across batches (sequences of any length).
-        Lanes,
-    }
-
     /// The options a plan depends on, besides the lengths (the core's `bload::Options`). Values
     /// are torch's int64 and are checked by the core when a planner is made.
     #[derive(Debug, Clone)]
@@ -38,7 +27,10 @@ pub mod ffi {
         world_size: i64,
         /// Seed of every random choice: a plan is a pure function of (lengths, options, epoch).
         seed: i64,
-        policy: Policy,
+        /// How sequences share a block, as the core's int64 of it (`bload::Policy::code`, its
+        /// position in `Policy::ALL`); C++ sets and reads it by name through the core, so a
+        /// policy added to the core needs nothing here.
+        policy: i64,
         /// Cut sequences longer than t_max into chunks instead of rejecting them.
         split_oversized: bool,
         /// How blocks are dealt to ranks, as the core's int64 of it (`bload::Cost::code`: -1 for
@@ -133,35 +125,6 @@ const _: () = {
     }
 };
 
-impl From<bload::Policy> for ffi::Policy {
-    fn from(policy: bload::Policy) -> Self {
-        match policy {
-            bload::Policy::BestFit => ffi::Policy::BestFit,
-            bload::Policy::RandomFill => ffi::Policy::RandomFill,
-            bload::Policy::PadToMax => ffi::Policy::PadToMax,
-            bload::Policy::Lanes => ffi::Policy::Lanes,
-        }
-    }
-}
-
-impl TryFrom<ffi::Policy> for bload::Policy {
-    type Error = Error;
-    fn try_from(policy: ffi::Policy) -> bload::Result<Self> {
-        match policy {
-            ffi::Policy::BestFit => Ok(bload::Policy::BestFit),
-            ffi::Policy::RandomFill => Ok(bload::Policy::RandomFill),
-            ffi::Policy::PadToMax => Ok(bload::Policy::PadToMax),
-            ffi::Policy::Lanes => Ok(bload::Policy::Lanes),
-            // C++ may hold any value of the enum's underlying type.
-            other => Err(Error::invalid(
-                "policy",
-                other.repr,
-                "bload::Policy::BestFit, RandomFill, PadToMax or Lanes",
-            )),
-        }
-    }
-}
-
 /// The values C++ and Python may give each int64 option: the one list their checks and
 /// messages use (Python asks for it through `torch.ops.bload.option_bounds`).
 const OPTION_BOUNDS: [(&str, i64, i64, &str); 5] = [
@@ -235,7 +198,7 @@ impl From<&bload::Options> for ffi::PlanOptions {
             world_size: world_size.into(),
             // Seeds from C++ are int64: the core's u64 seeds above i64::MAX are out of its reach.
             seed: seed as i64,
-            policy: policy.into(),
+            policy: policy.code(),
             split_oversized: oversize == Oversize::Split,
             cost: cost.code(),
             max_pieces: max_pieces.map_or(NO_CAP, i64::from),
@@ -280,7 +243,7 @@ impl TryFrom<&ffi::PlanOptions> for bload::Options {
             blocks_per_batch: bounded("blocks_per_batch", blocks_per_batch)? as u32,
             world_size: bounded("world_size", world_size)? as u32,
             seed: bounded("seed", seed)? as u64,
-            policy: policy.try_into()?,
+            policy: bload::Policy::from_code(policy)?,
             oversize: if split_oversized {
                 Oversize::Split
             } else {

@@ -1,5 +1,5 @@
 #pragma once
-// bload::LaneState: every lane's recurrent state for the lanes policy (Policy::Lanes), kept,
+// bload::LaneState: every lane's recurrent state for the "lanes" policy, kept,
 // handed to the model and checkpointed by the library instead of by each training loop.
 //
 // Row j of every batch of rank r is lane r * blocks_per_batch + j for the whole epoch, and a

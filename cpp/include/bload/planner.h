@@ -54,9 +54,9 @@ struct BLOAD_API Options {
   // "pad_to_max" (one sequence per block: the padding baseline), or "lanes" (row j of rank r's
   // every batch is lane r * blocks_per_batch + j, which runs its sequences, of any length, end to
   // end, t_max steps a batch: a model carries each row's state across batches, see
-  // BatchRequest::carry). A name the core does not know is an error (c10::Error) here.
+  // BatchRequest::carry). A name the core does not know is an error (c10::Error) here;
+  // bload::policy_names() (ops.h) lists those it knows.
   Options& policy(const std::string& name);
-  Options& policy(Policy value) { return set(plan.policy, value); }
   std::string policy() const;
   // Cut sequences longer than t_max into chunks instead of rejecting them.
   Options& split_oversized(bool value) { return set(plan.split_oversized, value); }
@@ -64,12 +64,12 @@ struct BLOAD_API Options {
   // How blocks are dealt to ranks: "steps" (the default: in their shuffled order) or
   // "attention:A" (a piece of L steps costs A*L + L^2; blocks of like cost share a global batch
   // and are dealt so that its costliest rank costs least; see docs/cost_balance.md). Checked by
-  // the core here (c10::Error naming cost); not with Policy::Lanes, whose rows never move.
+  // the core here (c10::Error naming cost); not with "lanes", whose rows never move.
   Options& cost(const std::string& name);
   std::string cost() const;
   // The most pieces (sequences, or chunks of split ones) a block holds, for attention kernels
   // and CUDA graphs that want a bounded cu_seqlens: at least 1, or -1 (the default) for no cap.
-  // Every packing policy keeps to it; Policy::Lanes refuses it. Checked by the core when a
+  // Every packing policy keeps to it; "lanes" refuses it. Checked by the core when a
   // planner is made (c10::Error naming max_pieces).
   Options& max_pieces(int64_t value) { return set(plan.max_pieces, value); }
   int64_t max_pieces() const { return plan.max_pieces; }
@@ -132,7 +132,7 @@ struct BatchRequest {
   at::Tensor table;  // the block table: int64 [pieces, kTableColumns], on the CPU
   int64_t blocks = 0;
   int64_t t_max = 0;
-  // Each row carries its recurrent state from the previous batch (Policy::Lanes); row j is
+  // Each row carries its recurrent state from the previous batch (the "lanes" policy); row j is
   // lane first_lane + j (first_lane = rank * blocks).
   bool carry = false;
   int64_t first_lane = 0;
@@ -163,7 +163,7 @@ class BLOAD_API EpochPlan {
   int64_t epoch() const;
   // Batches every rank runs this epoch, the same on every rank.
   int64_t batches_per_rank() const;
-  // Whether each row carries its recurrent state from batch to batch (Policy::Lanes).
+  // Whether each row carries its recurrent state from batch to batch (the "lanes" policy).
   bool carries_state() const;
   // Batch `index` of `rank` (its table; `global` is left 0).
   BatchRequest batch(int64_t rank, int64_t index) const;

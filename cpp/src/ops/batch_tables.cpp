@@ -26,6 +26,7 @@ using at::Tensor;
 // (ffi::DimRule). Read once from the core's list of fields, so a new field written from the table
 // needs nothing here.
 struct Output {
+  std::string name;
   at::ScalarType dtype;
   std::vector<ffi::DimRule> dims;
 };
@@ -44,7 +45,9 @@ const std::vector<Output>& table_outputs() {
     std::vector<Output> fields;
     for (const auto& field : ffi::batch_fields()) {
       if (!field.from_table) continue;
-      fields.push_back({dtype_named(std::string(field.dtype), std::string(field.name)),
+      std::string name(field.name);
+      fields.push_back({name,
+                        dtype_named(std::string(field.dtype), name),
                         {field.dims.begin(), field.dims.end()}});
     }
     return fields;
@@ -108,6 +111,15 @@ std::vector<Tensor> batch_tables_meta(const Tensor& table, int64_t blocks, int64
 }
 
 }  // namespace
+
+const std::vector<std::string>& ops::batch_table_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> list;
+    for (const auto& output : table_outputs()) list.push_back(output.name);
+    return list;
+  }();
+  return names;
+}
 
 std::vector<Tensor> ops::batch_tables_on_host(const Tensor& host, int64_t blocks, int64_t t_max,
                                               bool carry, int64_t first_lane,

@@ -91,6 +91,9 @@ at::Tensor checked_pack_inputs(at::TensorList sequences, const at::Tensor& table
 at::Tensor checked_pack_into_inputs(const at::Tensor& out, at::TensorList sequences,
                                     const at::Tensor& table, const at::Scalar& padding_value);
 
+// The names of batch_tables' outputs, in its order (the core's fields written from the table).
+const std::vector<std::string>& batch_table_names();
+
 // batch_tables' kernel on a host table (layout checked), without the dispatcher: what bload's own
 // dataset calls for every batch (its tables are CPU tensors, made where it packs).
 std::vector<at::Tensor> batch_tables_on_host(const at::Tensor& host, int64_t blocks, int64_t t_max,
