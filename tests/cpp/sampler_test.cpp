@@ -222,4 +222,18 @@ TEST(BlockSampler, RejectsBadArguments) {
                        "/nonexistent/lengths"));
 }
 
+// C++ names no policy: every one the core lists is set and read back by its name, and plans,
+// so a policy added to the core reaches C++ with no change here (docs/contributing.md).
+TEST(BlockSampler, EveryPolicyOfTheCoreIsReachedByName) {
+  const auto lengths = action_genome_lengths();
+  const auto names = bload::policy_names();
+  EXPECT_GE(names.size(), 4u);
+  for (const auto& name : names) {
+    const auto options = bload::Options(94).blocks_per_batch(4).policy(name);
+    EXPECT_EQ(options.policy(), name);
+    bload::BlockSampler sampler(lengths, options);
+    EXPECT_GT(sampler.batches_per_rank(), 0) << name;
+  }
+}
+
 }  // namespace
