@@ -316,7 +316,8 @@ TEST(ItemPool, TheDocsExampleRuns) {
   auto options = bload::Options(1024).blocks_per_batch(8).read_ahead(4);
   bload::BlockDataset<Clips> dataset(Clips(), options, bload::ItemPool(8).max_items(64));
   auto loader =
-      torch::data::make_data_loader(std::move(dataset), bload::BlockSampler(lengths, options));
+      torch::data::make_data_loader(std::move(dataset), bload::BlockSampler(lengths, options),
+                                    torch::data::DataLoaderOptions().workers(2));
   for (auto& batch : *loader) batches += batch.data.defined();
   EXPECT_EQ(batches, bload::Planner(lengths, options).plan(0).batches_per_rank());
 }
