@@ -7,12 +7,21 @@
 // epoch's end, the destructor) starts a new one, and a thread of an older one ends once it has
 // read the item it holds, whoever then joins it. The counts (started, ready bytes) are the
 // current generation's only.
+//
+// The bound holds items of batches not yet asked for: a DataLoader asks for each in turn, but a
+// loop by hand may skip one. So when every caller waits for an item the bound keeps from starting
+// (then the items it counts are all of batches nobody is taking), the last to wait releases the
+// batches before its own that nobody has asked for: their items stop counting (those read are
+// kept for a late caller, the others are left to it), and the callers' start. Without this, a
+// skipped batch would hold its places for good and the loop would wait forever. (A DataLoader
+// worker late to ask for its batch may then read some of its items itself: slower, the same.)
 
 #include "bload/item_pool.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -126,6 +135,7 @@ struct Task {
   ItemRead read;
   int64_t batch = 0;
   uint64_t generation = 0;  // the threads' generation it was started in
+  bool released = false;    // counted no more (its batch was skipped)
   Stage stage = Stage::kWaiting;
   torch::data::Example<> value;
   std::optional<std::string> error;
@@ -158,6 +168,8 @@ struct ItemPoolRun::State {
   std::deque<TaskPtr> queue;
   int64_t started = 0;
   int64_t ready_bytes = 0;
+  int64_t callers = 0;    // threads in take()
+  int64_t kept_back = 0;  // of them, those waiting for an item not started
 
   State(ItemPool options, std::function<Reader()> reader)
       : pool(std::move(options)), make_reader(std::move(reader)) {}
@@ -196,6 +208,38 @@ struct ItemPoolRun::State {
     return std::move(threads);
   }
 
+  // Whether `task` is in the bound's counts.
+  bool counted(const Task& task) const { return task.generation == generation && !task.released; }
+
+  // Releases the batches before `index` that no caller has asked for (see the top of the file);
+  // false where there is none. Holding the lock.
+  bool release_skipped(int64_t index) {
+    bool any = false;
+    for (auto& [batch, tasks] : batches) {
+      if (batch >= index) break;
+      for (size_t position = 0; position < tasks.size(); ++position) {
+        auto& task = *tasks[position];
+        if (task.stage == Stage::kWaiting) {
+          waiting.erase({batch, position});
+          task.stage = Stage::kDropped;
+        } else if (task.stage == Stage::kQueued) {
+          queue.erase(std::find(queue.begin(), queue.end(), tasks[position]));
+          task.stage = Stage::kDropped;
+          --started;
+        } else if ((task.stage == Stage::kReading || task.stage == Stage::kDone) && counted(task)) {
+          --started;
+          if (task.stage == Stage::kDone) ready_bytes -= task.bytes;
+          task.released = true;
+        } else {
+          continue;
+        }
+        any = true;
+      }
+    }
+    if (any) admit();
+    return any;
+  }
+
   // A pool thread: reads queued items until its generation ends.
   void serve(uint64_t mine) {
     std::optional<Reader> reader;
@@ -229,7 +273,7 @@ struct ItemPoolRun::State {
       task->error = std::move(error);
       task->bytes = bytes;
       task->stage = Stage::kDone;
-      if (task->generation == generation) ready_bytes += bytes;
+      if (counted(*task)) ready_bytes += bytes;
       done.notify_all();
     }
   }
@@ -312,19 +356,40 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
   state.batches.erase(index);
   state.taken.insert(index);
   state.admit();
+  ++state.callers;
+  struct Leaving {  // however take() ends, with the lock
+    std::unique_lock<std::mutex>& lock;
+    int64_t& callers;
+    std::condition_variable& done;
+    ~Leaving() {
+      if (!lock.owns_lock()) lock.lock();
+      --callers;
+      done.notify_all();  // those left may now all be kept back
+    }
+  } leaving{lock, state.callers, state.done};
 
   std::vector<torch::data::Example<>> values;
   values.reserve(tasks.size());
   for (const auto& task : tasks) {
-    state.done.wait(lock,
-                    [&] { return task->stage == Stage::kDone || task->stage == Stage::kDropped; });
+    while (task->stage != Stage::kDone && task->stage != Stage::kDropped) {
+      if (task->stage != Stage::kWaiting) {
+        state.done.wait(lock);
+        continue;
+      }
+      if (++state.kept_back == state.callers && state.release_skipped(index)) {
+        --state.kept_back;
+        continue;
+      }
+      state.done.wait(lock);
+      --state.kept_back;
+    }
     if (task->stage == Stage::kDropped) {
       lock.unlock();
       values.push_back(read_here(task->read));
       lock.lock();
       continue;
     }
-    if (task->generation == state.generation) {
+    if (state.counted(*task)) {
       --state.started;
       state.ready_bytes -= task->bytes;
     }

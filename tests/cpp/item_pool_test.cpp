@@ -253,6 +253,22 @@ TEST(ItemPool, AnItemThatThrowsNamesItsBatchAndStopsThePool) {
   }
 }
 
+TEST(ItemPool, ABatchSkippedByHandHoldsNoPlaceForGood) {
+  // With one item at a time, the skipped batches' first items (in reach, so started) would hold
+  // the only place while the loop waits for the next batch's.
+  const auto expected = plain_epoch<true>(2);
+  bload::BlockSampler sampler(kLengths, options(2));
+  bload::BlockDataset<SlowClips<true>> dataset(SlowClips<true>(), options(2),
+                                               bload::ItemPool(2).max_items(1));
+  std::vector<bload::PackedBatch> got, due;
+  for (size_t index = 0; auto request = sampler.next(); ++index) {
+    if (index == 2 || index == 3) continue;
+    got.push_back(dataset.get_batch(*request));
+    due.push_back(expected.at(index));
+  }
+  expect_same(got, due, "batches 2 and 3 skipped");
+}
+
 TEST(ItemPool, ThreadsEndWithTheEpochAndWithTheDataset) {
   SlowClips<false> clips;
   {
