@@ -243,6 +243,8 @@ bench: plugin python
 	$(CARGO) bench --locked --bench cost
 	$(CARGO) bench --locked --bench records
 	$(BUILD)/pack_bench examples/data
+	$(BUILD)/slow_items_bench
+	$(BUILD)/slow_items_bench --uniform
 	$(VPY) benches/ingest.py
 	$(VPY) benches/loader.py
 	$(VPY) benches/lengths_formats.py

@@ -51,7 +51,9 @@ pub use plan::{
     LengthInteger, Piece, Planner, PrivateMemory, Resumed, ResumedState, SamplerPlace, Source,
     SourceStats, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, SHARED_PLAN_VERSION, STATE_VERSION,
 };
-pub use read_ahead::{store_read_ranges, MAX_READ_AHEAD, READ_AHEAD};
+pub use read_ahead::{
+    store_read_ranges, ITEMS_PER_WORKER, MAX_POOL_WORKERS, MAX_READ_AHEAD, READ_AHEAD,
+};
 pub use stats::{Imbalance, LowerBound, MethodStats, PlanStats};
 pub use store::{
     check_field_size, crc32, open_store, StoreField, StoreLayout, STORE_DTYPES, STORE_FORMAT,

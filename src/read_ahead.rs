@@ -13,6 +13,12 @@ use crate::table::Column;
 pub const READ_AHEAD: u64 = 4;
 /// The most batches a loader reads ahead (each rides with every batch as its block table).
 pub const MAX_READ_AHEAD: u64 = 1024;
+/// An item pool's default window, a worker: the items it starts and its batches have not yet
+/// taken are at most this many times its workers (docs/read_ahead.md, "Slow items"), so that a
+/// slow item of 20x the rest is started a few batches ahead.
+pub const ITEMS_PER_WORKER: u64 = 8;
+/// The most workers (threads or processes) an item pool runs.
+pub const MAX_POOL_WORKERS: u64 = 1024;
 
 /// The byte ranges, as (start, length), of a field file of `step_bytes` bytes a step that the
 /// pieces of a block table read: `table` is row-major [pieces, Column::COUNT] and `offsets` the

@@ -5,6 +5,8 @@
 #include <ATen/StorageUtils.h>
 
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "bload/ops.h"
 #include "ops/checks.h"
@@ -104,6 +106,55 @@ at::Tensor& PackedBatch::field(std::string_view name) {
   TORCH_CHECK(false, "bload::PackedBatch has no field '", name,
               "': the core declares it (src/table/fields.rs); add it to "
               "BLOAD_PACKED_BATCH_FIELDS in bload/dataset.h");
+}
+
+// The reads of a table and their values by row: the same with and without an item pool.
+std::string ItemRead::call() const {
+  if (whole) return "get(" + std::to_string(index) + ")";
+  return "get_range(" + std::to_string(index) + ", " + std::to_string(offset) + ", " +
+         std::to_string(length) + ")";
+}
+
+std::vector<ItemRead> item_reads(const at::Tensor& table, bool ranges) {
+  std::vector<ItemRead> reads;
+  auto cells = table.accessor<int64_t, 2>();
+  std::unordered_set<int64_t> read;  // sequences read whole
+  for (int64_t row = 0; row < table.size(0); ++row) {
+    const auto piece = cells[row];
+    const auto index = static_cast<size_t>(piece[kSequence]);
+    if (ranges) {
+      reads.push_back({index, piece[kOffset], piece[kLength], false});
+    } else if (read.insert(piece[kSequence]).second) {
+      reads.push_back({index, 0, 0, true});
+    }
+  }
+  if (table.size(0) == 0) reads.push_back({0, 0, 0, true});
+  return reads;
+}
+
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> examples_by_row(
+    const at::Tensor& table, bool ranges, std::vector<torch::data::Example<>> values) {
+  std::vector<at::Tensor> data, target;
+  const int64_t rows = table.size(0);
+  data.reserve(std::max<int64_t>(rows, 1));
+  target.reserve(std::max<int64_t>(rows, 1));
+  if (ranges || rows == 0) {
+    for (auto& value : values) {
+      data.push_back(std::move(value.data));
+      target.push_back(std::move(value.target));
+    }
+    return {std::move(data), std::move(target)};
+  }
+  auto cells = table.accessor<int64_t, 2>();
+  std::unordered_map<int64_t, size_t> read_at;  // a sequence's value, in reading order
+  for (int64_t row = 0; row < rows; ++row) {
+    auto [at, first] = read_at.try_emplace(cells[row][kSequence], read_at.size());
+    TORCH_CHECK(at->second < values.size(), "examples_by_row: ", values.size(),
+                " values for a table of more sequences");
+    data.push_back(values[at->second].data);
+    target.push_back(values[at->second].target);
+  }
+  return {std::move(data), std::move(target)};
 }
 
 at::Tensor PackBuffers::take_shared(at::IntArrayRef shape, at::ScalarType dtype) {

@@ -29,8 +29,9 @@ from bload._arguments import integer
 
 __all__ = ["ItemPool"]
 
-# Items in flight a worker by default: a slow item of 20x the rest is started a few batches ahead.
-ITEMS_PER_WORKER = 8
+# Items in flight a worker by default (a slow item of 20x the rest is started a few batches
+# ahead), and the most workers: the core's (ITEMS_PER_WORKER, MAX_POOL_WORKERS), as C++ reads them.
+ITEMS_PER_WORKER, MAX_POOL_WORKERS = torch.ops.bload.item_pool_bounds()
 
 
 class ItemPool:
@@ -74,7 +75,7 @@ class ItemPool:
         max_bytes=None,
         cost=None,
     ):
-        self.workers = integer("workers", workers, 1, 1024)
+        self.workers = integer("workers", workers, 1, MAX_POOL_WORKERS)
         if not isinstance(processes, bool):
             raise TypeError(f"processes = {processes!r}: expected True or False (threads)")
         self.processes = processes

@@ -29,7 +29,7 @@ use planner::{
 pub use planner::{EpochPlan, Planner};
 use shared::planner_from_shared_plan;
 use state::{optional_state_fields, ReadState};
-use store::{open_sequence_store, read_ahead_bounds, store_read_ranges};
+use store::{item_pool_bounds, open_sequence_store, read_ahead_bounds, store_read_ranges};
 use tables::{
     batch_fields, check_block_table, max_seqlen, policy_names, table_column_names,
     write_attention_mask, write_batch_tables, write_carry_mask, write_cu_seqlens, write_end_mask,
@@ -257,6 +257,8 @@ mod ffi {
         ) -> Result<Vec<i64>>;
         /// The read_ahead option's default and its most.
         fn read_ahead_bounds() -> Vec<i64>;
+        /// An item pool's default items a worker and its most workers.
+        fn item_pool_bounds() -> Vec<i64>;
         /// The core's JSON of the options, to store them (pickles).
         fn plan_options_to_json(options: &PlanOptions) -> Result<String>;
         fn plan_options_from_json(text: &str) -> Result<PlanOptions>;

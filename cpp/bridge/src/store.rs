@@ -37,6 +37,15 @@ pub(crate) fn read_ahead_bounds() -> Vec<i64> {
     vec![bload::READ_AHEAD as i64, bload::MAX_READ_AHEAD as i64]
 }
 
+/// An item pool's default items a worker and its most workers (the core's `ITEMS_PER_WORKER`,
+/// `MAX_POOL_WORKERS`).
+pub(crate) fn item_pool_bounds() -> Vec<i64> {
+    vec![
+        bload::ITEMS_PER_WORKER as i64,
+        bload::MAX_POOL_WORKERS as i64,
+    ]
+}
+
 /// The page-aligned byte ranges of a field file that a block table's pieces read (the core's
 /// `store_read_ranges`), as flat (start, length) pairs, for read-ahead advice.
 pub(crate) fn store_read_ranges(

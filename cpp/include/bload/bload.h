@@ -3,6 +3,7 @@
 // the ranks' agreement check.
 #include "bload/agreement.h"
 #include "bload/dataset.h"
+#include "bload/item_pool.h"
 #include "bload/lanes.h"
 #include "bload/ops.h"
 #include "bload/planner.h"

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bload/export.h"
+#include "bload/item_pool.h"
 #include "bload/planner.h"
 
 namespace bload {
@@ -168,49 +169,46 @@ class BLOAD_API ReadAhead {
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
+// The inner dataset's items are read in the calling thread, in the order item_reads gives, or,
+// given an ItemPool, by the pool's threads ahead of time, in plan order (bload/item_pool.h): the
+// same calls, made earlier, and the same batches.
 template <typename Inner>
 class BlockDataset
     : public torch::data::datasets::BatchDataset<BlockDataset<Inner>, PackedBatch, BatchRequest> {
  public:
   BlockDataset(Inner inner, Options options)
       : inner_(std::move(inner)), options_(std::move(options)) {}
+  // With an item pool, shared by this dataset's copies (one per DataLoader worker); each of its
+  // threads reads from a copy of `inner` of its own, so `inner` need not allow reads from several
+  // threads on one object (only copies, as torch's DataLoader workers need).
+  BlockDataset(Inner inner, Options options, ItemPool pool)
+      : inner_(std::move(inner)),
+        options_(std::move(options)),
+        pool_(std::make_shared<ItemPoolRun>(std::move(pool), [prototype = inner_] {
+          return ItemPoolRun::Reader(
+              [inner = prototype](const ItemRead& item) mutable { return read(inner, item); });
+        })) {}
 
   PackedBatch get_batch(BatchRequest request) override {
     const auto size = inner_.size();
     TORCH_CHECK(request.sequences == 0 || !size || static_cast<int64_t>(*size) == request.sequences,
                 "dataset has ", size.value_or(0), " sequences: expected ", request.sequences,
                 ", the lengths the sampler plans with");
-    const int64_t rows = request.table.size(0);
-    std::vector<at::Tensor> data, target;
-    data.reserve(std::max<int64_t>(rows, 1));
-    target.reserve(std::max<int64_t>(rows, 1));
-    auto add = [&](torch::data::Example<> example) {
-      data.push_back(std::move(example.data));
-      target.push_back(std::move(example.target));
-    };
-    std::unordered_map<int64_t, size_t> read_at;  // a sequence's first row, read whole
     if constexpr (PrefetchesTables<Inner> || PrefetchesPieces<Inner>) {
       if (request.read_ahead > 0) {
         for (const auto& table : read_ahead_.claim(request)) start_reads(table);
       }
     }
-    auto cells = request.table.template accessor<int64_t, 2>();
-    for (int64_t row = 0; row < rows; ++row) {
-      const auto piece = cells[row];
-      const auto index = static_cast<size_t>(piece[kSequence]);
-      reading(index, [&] {
-        if constexpr (ReadsRanges<Inner>) {
-          add(inner_.get_range(index, piece[kOffset], piece[kLength]));
-        } else if (auto [at, first] = read_at.try_emplace(piece[kSequence], data.size()); first) {
-          add(inner_.get(index));
-        } else {  // another piece of a sequence read for this batch
-          data.push_back(data[at->second]);
-          target.push_back(target[at->second]);
-        }
-      });
+    std::vector<torch::data::Example<>> items;
+    if (pool_) {
+      items = pool_->take(request, ReadsRanges<Inner>,
+                          [this](const ItemRead& item) { return read(inner_, item); });
+    } else {
+      for (const auto& item : item_reads(request.table, ReadsRanges<Inner>)) {
+        items.push_back(read(inner_, item));
+      }
     }
-    // A table with no row still loads one example, for the output's trailing shape and dtype.
-    if (rows == 0) reading(0, [&] { add(inner_.get(0)); });
+    auto [data, target] = examples_by_row(request.table, ReadsRanges<Inner>, std::move(items));
     return pack_batch(request, data, target, options_, &buffers_);
   }
 
@@ -218,22 +216,26 @@ class BlockDataset
 
   Inner& inner() { return inner_; }
   const Options& options() const { return options_; }
+  // The item pool's options, or nullptr without one.
+  const ItemPool* item_pool() const { return pool_ ? &pool_->options() : nullptr; }
 
  private:
-  // Runs `read` (a call of the inner dataset for sequence `index`), turning what it throws that
-  // is not a std::exception into a c10::Error that says so: torch's DataLoader worker passes on
-  // a std::exception's message, and nothing at all of anything else.
-  template <typename Read>
-  static void reading(size_t index, Read&& read) {
+  // One call of `inner` for `item`, turning what it throws that is not a std::exception into a
+  // c10::Error that says so: torch's DataLoader worker passes on a std::exception's message, and
+  // nothing at all of anything else.
+  static torch::data::Example<> read(Inner& inner, const ItemRead& item) {
     try {
-      read();
+      if constexpr (ReadsRanges<Inner>) {
+        if (!item.whole) return inner.get_range(item.index, item.offset, item.length);
+      }
+      return inner.get(item.index);
     } catch (const std::exception&) {
       throw;
     } catch (...) {
       TORCH_CHECK(false,
                   "the dataset threw something that is not a std::exception while "
                   "reading sequence ",
-                  index, " (throw a std::exception to give a message)");
+                  item.index, " (throw a std::exception to give a message)");
     }
   }
 
@@ -275,6 +277,7 @@ class BlockDataset
   Options options_;
   PackBuffers buffers_;
   ReadAhead read_ahead_;
+  std::shared_ptr<ItemPoolRun> pool_;  // null without an item pool
 };
 
 }  // namespace bload

@@ -64,6 +64,13 @@ std::vector<int64_t> read_ahead_bounds_op() {
   return {bounds.begin(), bounds.end()};
 }
 
+// An item pool's default items a worker and its most workers (the core's), for Python's
+// ItemPool.
+std::vector<int64_t> item_pool_bounds_op() {
+  auto bounds = ffi::item_pool_bounds();
+  return {bounds.begin(), bounds.end()};
+}
+
 // The block table's column names, in order.
 std::vector<std::string> table_columns_op() {
   std::vector<std::string> names;
@@ -92,6 +99,7 @@ TORCH_LIBRARY(bload, m) {
       "-> Tensor",
       &store_read_ranges_op);
   m.def("read_ahead_bounds() -> int[]", &read_ahead_bounds_op);
+  m.def("item_pool_bounds() -> int[]", &item_pool_bounds_op);
 }
 
 Tensor pack(const std::vector<Tensor>& sequences, const Tensor& table, int64_t blocks,
