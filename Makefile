@@ -32,7 +32,9 @@ build:
 	$(CARGO) build --release --locked
 
 # The Rust tests' binaries, which `make test` builds with the library, while the venv downloads.
-rust-tests:
+# After `build`, so that under make -j2 cargo's two builds take one job, not both (they wait on
+# cargo's lock of target/ anyway), and the other job starts pip's download.
+rust-tests: build
 	$(CARGO) test --release --locked --workspace --no-run
 
 $(VENV)/installed: requirements-dev.txt requirements-demo.txt
