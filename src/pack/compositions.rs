@@ -1,19 +1,20 @@
-//! Small caps (`max_pieces` 2 and up) packed in length space: which lengths make a block is
-//! decided on the counts per length, and a decision is applied to as many blocks as the counts
-//! allow at once.
+//! Small caps (`max_pieces`) packed in length space: which lengths make a block is decided on
+//! the counts per length, and a decision is applied to as many blocks as the counts allow at once.
 //!
 //! Filling each block from its longest length (`best_fit.rs`) takes the longest length that fits
 //! the room, so under a cap of 3 most blocks close exactly with two lengths, and the short
 //! lengths are left for the end, three to a block far from full (89.5% on Graphcore's Wikipedia
 //! histogram). Here a block opened by the longest length takes, for its room, the fullest *pair*
 //! of lengths, a single length only where no pair is as full; among the pairs of one sum, the
-//! pair whose scarcer length is most plentiful (so no length is used up long before the others
-//! and leaves its partners stranded). On that histogram: 99.61%.
+//! one whose scarcer length is most plentiful (weighed towards the longer pairs, by one of a few
+//! weights: see `WEIGHTS`), so that no length is used up long before its partners. On that
+//! histogram: 99.80%.
 //!
 //! Every decision is on the counts alone and each one empties a length (or leaves it short of
-//! the copies the decision needs), so there are at most about twice as many decisions as distinct
-//! lengths. The search for a pair costs (present lengths below half the room) per sum tried and
-//! is counted against a work allowance: past it, no packing is made and the caller keeps its own.
+//! the copies the decision needs), so a rule makes at most about twice as many decisions as there
+//! are distinct lengths. The search for a pair costs (present lengths below half the room) per
+//! sum tried and is counted against a work allowance: past it, no packing is made and the caller
+//! keeps its own (`best_fit`, which keeps whichever of the two has fewer blocks).
 
 use super::{item_count, LengthPool, Packing};
 use crate::alloc::{try_push, try_with_capacity};
@@ -30,12 +31,19 @@ const WORK_ALLOWANCE: u64 = 1 << 20;
 /// rule costs a few hundred decisions, so all are tried and the one with fewest blocks kept.
 const WEIGHTS: std::ops::RangeInclusive<u32> = 0..=5;
 
+/// Under a cap of 4 and more, the rules are tried with blocks of 3 lengths too (the most
+/// balanced choice where a pair closes the block) and with blocks of up to this many, the
+/// lengths past the opener and before the pair being the shortest remaining: with many short
+/// lengths (the Action-Genome-shaped set at a cap of 4), every block must take its share of
+/// them. Past 8, blocks fill from their longest length (`best_fit.rs`) as well as this would.
+const MOST_PIECES: usize = 8;
+
 /// One decision: `copies` blocks of the same lengths (`lengths[..pieces]`).
 #[derive(Clone, Copy)]
 struct Composition {
     copies: u32,
     pieces: u8,
-    lengths: [u32; 3],
+    lengths: [u32; MOST_PIECES],
 }
 
 /// A packing with at most `cap` (at least 2) lengths a block, of which at most 3 are used: a
@@ -47,10 +55,14 @@ pub(super) fn by_compositions(counts: &[u32], t_max: u32, cap: u32) -> Result<Op
     let work = WORK_ALLOWANCE + WORK_PER_LENGTH * items as u64;
     // Under a cap of 2 there is no pair to weigh: one rule.
     let weights = if cap == 2 { 0..=0 } else { WEIGHTS };
+    let most = (cap as usize).min(MOST_PIECES);
+    let sizes = [most.min(3), most];
+    let sizes = if most > 3 { &sizes[..] } else { &sizes[..1] };
     let mut best: Option<(u64, Vec<Composition>)> = None;
     let mut decisions = Vec::new();
-    for weight in weights {
-        if !decide(counts, t_max, cap, weight, work, &mut decisions)? {
+    let rules = sizes.iter().flat_map(|&size| weights.clone().map(move |w| (size, w)));
+    for (pieces, weight) in rules {
+        if !decide(counts, t_max, pieces, weight, work, &mut decisions)? {
             break;
         }
         let blocks = decisions.iter().map(|d| u64::from(d.copies)).sum();
@@ -74,11 +86,12 @@ pub(super) fn by_compositions(counts: &[u32], t_max: u32, cap: u32) -> Result<Op
     Ok(Some(packing))
 }
 
-/// The decisions of the rule with `weight`, in `decisions`; false where `work` ran out first.
+/// The decisions of the rule with blocks of at most `pieces` lengths and pairs weighed by
+/// `weight`, in `decisions`; false where `work` ran out first.
 fn decide(
     counts: &[u32],
     t_max: u32,
-    cap: u32,
+    pieces: usize,
     weight: u32,
     work: u64,
     decisions: &mut Vec<Composition>,
@@ -88,8 +101,25 @@ fn decide(
     let mut work_left = work;
     while let Some(opener) = pool.longest_at_most(t_max) {
         pool.take(opener);
-        let room = t_max - opener;
-        let fill = if cap == 2 {
+        let mut block = Composition {
+            copies: 1,
+            pieces: 1,
+            lengths: [opener, 0, 0, 0, 0, 0, 0, 0],
+        };
+        let mut room = t_max - opener;
+        // The shortest lengths first, leaving the last two places to a pair.
+        for _ in 3..pieces {
+            match pool.shortest().filter(|&shortest| shortest <= room) {
+                Some(length) => {
+                    pool.take(length);
+                    block.lengths[block.pieces as usize] = length;
+                    block.pieces += 1;
+                    room -= length;
+                }
+                None => break,
+            }
+        }
+        let fill = if pieces == 2 {
             pool.longest_at_most(room).map(|length| (length, None))
         } else {
             fullest_pair(&pool, room, weight, &mut work_left)
@@ -97,11 +127,6 @@ fn decide(
         if work_left == 0 {
             return Ok(false);
         }
-        let mut block = Composition {
-            copies: 1,
-            pieces: 1,
-            lengths: [opener, 0, 0],
-        };
         if let Some((first, second)) = fill {
             for length in std::iter::once(first).chain(second) {
                 pool.take(length);
@@ -192,9 +217,8 @@ mod tests {
 
     #[test]
     fn a_pair_is_preferred_to_a_single_length_of_the_same_sum() {
-        // Blocks of 12, at most 3: the first 8 takes 2 + 2 (not the 4), which leaves the 4 for
-        // the second: two blocks. Taking the 4 first would leave {8, 2, 2}... the same here, but
-        // a single length never wins a tie with a pair.
+        // Blocks of 12, at most 3: the first 8 takes 2 + 2 rather than the 4 (a pair wins a
+        // tie with a single length), and the second takes the 4.
         let counts = counts_of(&[8, 8, 4, 2, 2], 12);
         let packing = by_compositions(&counts, 12, 3).unwrap().unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
@@ -217,6 +241,19 @@ mod tests {
             .all(|block| block.len() <= 3 && block.iter().sum::<u32>() <= 12));
         // 51 steps: 5 blocks of 12 at least; {9,2,1} x3, {7,5}, {3}.
         assert_eq!(packing.ends.len(), 5);
+    }
+
+    #[test]
+    fn under_a_cap_of_four_short_lengths_are_shared_out() {
+        // Blocks of 10, at most 4. With 3 lengths a block: {7, 2, 1} twice, then the four 1s
+        // need two blocks. Taking the shortest before the pair: {7, 1, 1, 1} twice and {2, 2}.
+        let counts = counts_of(&[7, 7, 2, 2, 1, 1, 1, 1, 1, 1], 10);
+        let packing = by_compositions(&counts, 10, 4).unwrap().unwrap();
+        let blocks: Vec<&[u32]> = packing.blocks().collect();
+        assert_eq!(blocks, vec![&[7, 1, 1, 1][..], &[7, 1, 1, 1][..], &[2, 2][..]]);
+        // Under a cap of 3 only the first rule is open to it.
+        let packing = by_compositions(&counts, 10, 3).unwrap().unwrap();
+        assert_eq!(packing.ends.len(), 4);
     }
 
     #[test]
