@@ -60,7 +60,9 @@ pub(super) fn by_compositions(counts: &[u32], t_max: u32, cap: u32) -> Result<Op
     let sizes = if most > 3 { &sizes[..] } else { &sizes[..1] };
     let mut best: Option<(u64, Vec<Composition>)> = None;
     let mut decisions = Vec::new();
-    let rules = sizes.iter().flat_map(|&size| weights.clone().map(move |w| (size, w)));
+    let rules = sizes
+        .iter()
+        .flat_map(|&size| weights.clone().map(move |w| (size, w)));
     for (pieces, weight) in rules {
         if !decide(counts, t_max, pieces, weight, work, &mut decisions)? {
             break;
@@ -203,6 +205,50 @@ fn fullest_pair(
     None
 }
 
+/// The fewest blocks `counts` fit in with at most 2 items a block, exactly: the longest
+/// remaining length shares a block with the shortest if they fit together, otherwise it cannot
+/// share one with anything (the classic matching for two items a bin, optimal by an exchange
+/// argument), applied to every copy of a length at once. A true lower bound under a cap of 2,
+/// where the general bounds fall far short (on the Wikipedia histogram: 8,139,776 against the
+/// 10,099,081 blocks every packing needs).
+pub(crate) fn fewest_blocks_of_pairs(counts: &[u32]) -> Result<u64> {
+    let t_max = counts.len() - 1;
+    let mut left = crate::alloc::try_vec("the items not yet paired", counts.len(), 0u64)?;
+    for (left, &count) in left.iter_mut().zip(counts) {
+        *left = u64::from(count);
+    }
+    let (mut shortest, mut longest, mut blocks) = (1, t_max, 0);
+    loop {
+        while longest > 0 && left[longest] == 0 {
+            longest -= 1;
+        }
+        while shortest < longest && left[shortest] == 0 {
+            shortest += 1;
+        }
+        if longest == 0 {
+            return Ok(blocks);
+        }
+        if shortest == longest {
+            // One length left: in pairs if two fit together.
+            let copies = left[longest];
+            blocks += if 2 * longest <= t_max {
+                copies.div_ceil(2)
+            } else {
+                copies
+            };
+            left[longest] = 0;
+        } else if shortest + longest <= t_max {
+            let pairs = left[shortest].min(left[longest]);
+            blocks += pairs;
+            left[shortest] -= pairs;
+            left[longest] -= pairs;
+        } else {
+            blocks += left[longest];
+            left[longest] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,10 +296,28 @@ mod tests {
         let counts = counts_of(&[7, 7, 2, 2, 1, 1, 1, 1, 1, 1], 10);
         let packing = by_compositions(&counts, 10, 4).unwrap().unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
-        assert_eq!(blocks, vec![&[7, 1, 1, 1][..], &[7, 1, 1, 1][..], &[2, 2][..]]);
+        assert_eq!(
+            blocks,
+            vec![&[7, 1, 1, 1][..], &[7, 1, 1, 1][..], &[2, 2][..]]
+        );
         // Under a cap of 3 only the first rule is open to it.
         let packing = by_compositions(&counts, 10, 3).unwrap().unwrap();
         assert_eq!(packing.ends.len(), 4);
+    }
+
+    #[test]
+    fn pairs_are_counted_exactly() {
+        // Blocks of 10: {9}, {8, 2}, {7, 3}, {6, 4}, {5, 5}, {5}: 6.
+        let counts = counts_of(&[9, 8, 7, 6, 5, 5, 5, 4, 3, 2], 10);
+        assert_eq!(fewest_blocks_of_pairs(&counts).unwrap(), 6);
+        let packing = by_compositions(&counts, 10, 2).unwrap().unwrap();
+        assert_eq!(packing.ends.len(), 6);
+        // Nothing fits together: one block each.
+        assert_eq!(
+            fewest_blocks_of_pairs(&counts_of(&[6, 6, 7], 10)).unwrap(),
+            3
+        );
+        assert_eq!(fewest_blocks_of_pairs(&counts_of(&[], 10)).unwrap(), 0);
     }
 
     #[test]

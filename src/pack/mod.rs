@@ -10,6 +10,7 @@ mod improve;
 mod random_fill;
 
 pub(crate) use best_fit::best_fit;
+pub(crate) use compositions::fewest_blocks_of_pairs;
 pub(crate) use decreasing::best_fit_decreasing;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
