@@ -1,8 +1,9 @@
 //! `cargo bench --bench records`: bload beside the published packing records and the packers
 //! users pick, in one run (issue 38). Graphcore's Wikipedia histogram (16.3M sequences, t_max
 //! 512) with no cap, at most 12 sequences a block (LPFHP's published 99.8129%), at most 3
-//! (NNLSHP's published 99.75%), at most 4 and at most 2; Graphcore's SQuAD histogram (t_max 384); 1M and 10M lognormal
-//! lengths (median 200, t_max 2048, as `benches/plan.rs`). Beside bload: SPFHP written here from
+//! (NNLSHP's published 99.75%), at most 4 and at most 2; Graphcore's SQuAD histogram (t_max
+//! 384); 1M and 10M lognormal lengths (median 200, t_max 2048, as `benches/plan.rs`). Beside
+//! bload: SPFHP written here from
 //! the paper (`common/spfhp.rs`), on the histogram alone and then giving every sequence its pack,
 //! and seqpacker's OBFD (which has no cap, so it runs in the rows without one).
 //!

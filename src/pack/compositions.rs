@@ -13,8 +13,8 @@
 //! Every decision is on the counts alone and each one empties a length (or leaves it short of
 //! the copies the decision needs), so a rule makes at most about twice as many decisions as there
 //! are distinct lengths. The search for a pair costs (present lengths below half the room) per
-//! sum tried and is counted against a work allowance: past it, no packing is made and the caller
-//! keeps its own (`best_fit`, which keeps whichever of the two has fewer blocks).
+//! sum tried, and both are counted against a work allowance: past it, no packing is made and
+//! the caller keeps its own (`best_fit`, which keeps whichever of the two has fewer blocks).
 
 use super::{item_count, LengthPool, Packing};
 use crate::alloc::{try_push, try_with_capacity};
@@ -158,7 +158,7 @@ fn decide(
 /// The fullest fill of `room` by two lengths of `pool`, or by one where no pair is as full: among
 /// the pairs of the largest sum, the one whose scarcer length has the most copies, weighed by
 /// the longer length to the power `weight` (the shorter pair on ties). Spends a unit of
-/// `work_left` per length examined; at 0, gives up.
+/// `work_left` per sum tried and per length examined; at 0, gives up.
 fn fullest_pair(
     pool: &LengthPool,
     room: u32,
@@ -168,6 +168,11 @@ fn fullest_pair(
     let shortest = pool.shortest()?;
     let mut sum = room;
     while sum >= shortest {
+        // Each sum tried is work too, even where no length is examined (sparse lengths).
+        if *work_left == 0 {
+            return None;
+        }
+        *work_left -= 1;
         // (weighed plenty, shorter length), best so far. Products of integers in f64: the same
         // rounding on every machine.
         let mut best: Option<(f64, u32)> = None;
@@ -318,6 +323,40 @@ mod tests {
             3
         );
         assert_eq!(fewest_blocks_of_pairs(&counts_of(&[], 10)).unwrap(), 0);
+    }
+
+    #[test]
+    fn every_length_is_packed_once_within_the_cap_and_t_max() {
+        // Deterministic pseudo-random sets (an LCG): 400 lengths from 1 to t_max.
+        let mut state = 12_345u64;
+        let mut next = |below: u32| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            ((state >> 33) % u64::from(below)) as u32
+        };
+        for t_max in [7, 64, 300] {
+            for cap in [2, 3, 4, 5, 9] {
+                let mut counts = vec![0; t_max as usize + 1];
+                for _ in 0..400 {
+                    counts[1 + next(t_max) as usize] += 1;
+                }
+                let packing = by_compositions(&counts, t_max, cap).unwrap().unwrap();
+                let mut packed = vec![0; t_max as usize + 1];
+                for block in packing.blocks() {
+                    assert!(block.len() <= cap as usize, "{block:?} over {cap}");
+                    assert!(block.iter().sum::<u32>() <= t_max, "{block:?} over {t_max}");
+                    for &length in block {
+                        packed[length as usize] += 1;
+                    }
+                }
+                assert_eq!(packed, counts, "t_max {t_max}, cap {cap}");
+                if cap == 2 {
+                    let fewest = fewest_blocks_of_pairs(&counts).unwrap();
+                    assert_eq!(packing.ends.len() as u64, fewest);
+                }
+            }
+        }
     }
 
     #[test]
