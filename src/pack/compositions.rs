@@ -12,9 +12,9 @@
 //!
 //! Every decision is on the counts alone and each one empties a length (or leaves it short of
 //! the copies the decision needs), so a rule makes at most about twice as many decisions as there
-//! are distinct lengths. The search for a pair costs (present lengths below half the room) per
-//! sum tried, and both are counted against a work allowance: past it, no packing is made and
-//! the caller keeps its own (`best_fit`, which keeps whichever of the two has fewer blocks).
+//! are distinct lengths. The search for a pair costs twice the present lengths below half the
+//! room, counted against a work allowance: a rule past it is dropped, and with no rule left no
+//! packing is made and the caller keeps its own (`best_fit` keeps whichever has fewer blocks).
 
 use super::{item_count, LengthPool, Packing};
 use crate::alloc::{try_push, try_with_capacity};
@@ -63,9 +63,15 @@ pub(super) fn by_compositions(counts: &[u32], t_max: u32, cap: u32) -> Result<Op
     let rules = sizes
         .iter()
         .flat_map(|&size| weights.clone().map(move |w| (size, w)));
+    // A size whose rule runs out of work is not tried with other weights (they cost as much).
+    let mut exhausted = None;
     for (pieces, weight) in rules {
+        if exhausted == Some(pieces) {
+            continue;
+        }
         if !decide(counts, t_max, pieces, weight, work, &mut decisions)? {
-            break;
+            exhausted = Some(pieces);
+            continue;
         }
         let blocks = decisions.iter().map(|d| u64::from(d.copies)).sum();
         if best.as_ref().is_none_or(|(fewest, _)| blocks < *fewest) {
@@ -158,56 +164,64 @@ fn decide(
 /// The fullest fill of `room` by two lengths of `pool`, or by one where no pair is as full: among
 /// the pairs of the largest sum, the one whose scarcer length has the most copies, weighed by
 /// the longer length to the power `weight` (the shorter pair on ties). Spends a unit of
-/// `work_left` per sum tried and per length examined; at 0, gives up.
+/// `work_left` per length examined (twice: for the fullest sum, then for its pairs); at 0,
+/// gives up.
 fn fullest_pair(
     pool: &LengthPool,
     room: u32,
     weight: u32,
     work_left: &mut u64,
 ) -> Option<(u32, Option<u32>)> {
-    let shortest = pool.shortest()?;
-    let mut sum = room;
-    while sum >= shortest {
-        // Each sum tried is work too, even where no length is examined (sparse lengths).
-        if *work_left == 0 {
+    let mut spend = || {
+        let spent = *work_left > 0;
+        *work_left = work_left.saturating_sub(1);
+        spent
+    };
+    // The fullest pair: for each shorter length, the longest partner that fits with it.
+    let mut pair_sum = 0;
+    let mut next = pool.longest_at_most(room / 2);
+    while let Some(shorter) = next {
+        if !spend() {
             return None;
         }
-        *work_left -= 1;
-        // (weighed plenty, shorter length), best so far. Products of integers in f64: the same
-        // rounding on every machine.
-        let mut best: Option<(f64, u32)> = None;
-        let mut next = pool.longest_at_most(sum / 2);
-        while let Some(shorter) = next {
-            if *work_left == 0 {
-                return None;
-            }
-            *work_left -= 1;
-            let longer = sum - shorter;
-            let plenty = if shorter == longer {
-                pool.count(shorter) / 2
-            } else {
-                pool.count(shorter).min(pool.count(longer))
-            };
-            let mut weighed = f64::from(plenty);
-            for _ in 0..weight {
-                weighed *= f64::from(longer);
-            }
-            if plenty > 0 && best.is_none_or(|(most, _)| weighed >= most) {
-                best = Some((weighed, shorter));
-            }
-            next = shorter.checked_sub(1).and_then(|l| pool.longest_at_most(l));
+        let partner = pool.longest_at_most(room - shorter);
+        if let Some(longer) = partner.filter(|&l| l > shorter || pool.count(shorter) >= 2) {
+            pair_sum = pair_sum.max(shorter + longer);
         }
-        if let Some((_, shorter)) = best {
-            return Some((sum - shorter, Some(shorter)));
-        }
-        if pool.count(sum) > 0 {
-            return Some((sum, None));
-        }
-        // Nothing of this sum: the next fullest is the longest single length below it, or a
-        // pair summing to less.
-        sum -= 1;
+        next = shorter.checked_sub(1).and_then(|l| pool.longest_at_most(l));
     }
-    None
+    let single = pool.longest_at_most(room).unwrap_or(0);
+    if single > pair_sum {
+        return Some((single, None));
+    }
+    if pair_sum == 0 {
+        return None;
+    }
+    // Among the pairs of that sum, the most plentiful (weighed). Products of integers in f64:
+    // the same rounding on every machine.
+    let sum = pair_sum;
+    let mut best: Option<(f64, u32)> = None;
+    let mut next = pool.longest_at_most(sum / 2);
+    while let Some(shorter) = next {
+        if !spend() {
+            return None;
+        }
+        let longer = sum - shorter;
+        let plenty = if shorter == longer {
+            pool.count(shorter) / 2
+        } else {
+            pool.count(shorter).min(pool.count(longer))
+        };
+        let mut weighed = f64::from(plenty);
+        for _ in 0..weight {
+            weighed *= f64::from(longer);
+        }
+        if plenty > 0 && best.is_none_or(|(most, _)| weighed >= most) {
+            best = Some((weighed, shorter));
+        }
+        next = shorter.checked_sub(1).and_then(|l| pool.longest_at_most(l));
+    }
+    best.map(|(_, shorter)| (sum - shorter, Some(shorter)))
 }
 
 /// The fewest blocks `counts` fit in with at most 2 items a block, exactly: the longest
