@@ -152,8 +152,12 @@ pub(crate) fn round_up(blocks: u64, multiple: u64) -> u64 {
 
 /// The fewest blocks that items with `counts[len]` of each length `1..=t_max` fit in, at most
 /// `cap` items a block (`u32::MAX`: no cap). Every bound of the uncapped problem holds under a
-/// cap too (a capped packing is a packing), and a cap adds its own: `ceil(items / cap)`.
+/// cap too (a capped packing is a packing), and a cap adds its own: `ceil(items / cap)`, and at
+/// a cap of 2 the exact fewest (`fewest_blocks_of_pairs`).
 pub(crate) fn packing_bound(counts: &[u32], cap: u32) -> Result<u64> {
+    if cap == 2 {
+        return crate::pack::fewest_blocks_of_pairs(counts);
+    }
     let t_max = counts.len() as u64 - 1;
     let steps: u64 = (0..).zip(counts).map(|(len, &c)| len * u64::from(c)).sum();
     let bound = steps.div_ceil(t_max).max(martello_toth_l2(counts)?);

@@ -12,6 +12,7 @@
 //! blocks, may waste less: both run, and the one with fewer blocks is kept.
 
 use super::capped::{capped_fill, CappedSum};
+use super::compositions::by_compositions;
 use super::{
     best_fit_decreasing, improve, item_count, most_blocks_closed_when_full, LengthPool, Packing,
 };
@@ -36,7 +37,16 @@ pub(super) const FILL: &str = "the lengths of a block";
 /// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have with
 /// at most `cap` items a block (`u32::MAX`: no cap).
 pub(crate) fn best_fit(counts: &[u32], t_max: u32, cap: u32, bound: u64) -> Result<Packing> {
-    let filled = fill_blocks(counts, t_max, cap)?;
+    let mut filled = fill_blocks(counts, t_max, cap)?;
+    // Under a small cap, filling each block from its longest length strands the short ones
+    // (see `compositions.rs`); the packing in length space is kept where it has fewer blocks.
+    if (2..u32::MAX).contains(&cap) && filled.ends.len() as u64 > bound {
+        if let Some(composed) = by_compositions(counts, t_max, cap)? {
+            if composed.ends.len() < filled.ends.len() {
+                filled = composed;
+            }
+        }
+    }
     if filled.ends.len() as u64 <= bound {
         return Ok(filled);
     }

@@ -4,11 +4,13 @@
 
 mod best_fit;
 mod capped;
+mod compositions;
 mod decreasing;
 mod improve;
 mod random_fill;
 
 pub(crate) use best_fit::best_fit;
+pub(crate) use compositions::fewest_blocks_of_pairs;
 pub(crate) use decreasing::best_fit_decreasing;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
@@ -139,6 +141,13 @@ impl LengthPool {
         Some(highest_bit(below, self.nonempty[below]))
     }
 
+    /// The shortest remaining length, if any.
+    pub fn shortest(&self) -> Option<u32> {
+        let word = self.nonempty_words.iter().position(|&bits| bits != 0)?;
+        let word = word * 64 + self.nonempty_words[word].trailing_zeros() as usize;
+        Some((word * 64 + self.nonempty[word].trailing_zeros() as usize) as u32)
+    }
+
     pub fn take(&mut self, length: u32) {
         self.take_many(length, 1);
     }
@@ -218,5 +227,8 @@ mod tests {
         pool.put_back(64);
         assert_eq!(pool.longest_at_most(100), Some(64));
         assert_eq!(pool.longest_at_most(5000), Some(130));
+        assert_eq!(pool.shortest(), Some(3));
+        pool.take(3);
+        assert_eq!(pool.shortest(), Some(64));
     }
 }
