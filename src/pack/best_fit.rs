@@ -296,14 +296,7 @@ fn highest_set_bit(bits: &[u64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn counts_of(lengths: &[u32], t_max: u32) -> Vec<u32> {
-        let mut counts = vec![0; t_max as usize + 1];
-        for &length in lengths {
-            counts[length as usize] += 1;
-        }
-        counts
-    }
+    use crate::pack::counts_of;
 
     #[test]
     fn subset_sum_finds_the_exact_fill_greedy_misses() {

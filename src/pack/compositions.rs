@@ -271,14 +271,7 @@ pub(crate) fn fewest_blocks_of_pairs(counts: &[u32]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn counts_of(lengths: &[u32], t_max: u32) -> Vec<u32> {
-        let mut counts = vec![0; t_max as usize + 1];
-        for &length in lengths {
-            counts[length as usize] += 1;
-        }
-        counts
-    }
+    use crate::pack::counts_of;
 
     #[test]
     fn a_pair_is_preferred_to_a_single_length_of_the_same_sum() {

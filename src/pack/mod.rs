@@ -204,6 +204,17 @@ fn highest_set_below(bits: &[u64], position: usize) -> Option<usize> {
     }
 }
 
+/// How many lengths of each value `lengths` holds, indexed by length up to `t_max`: the form the
+/// length-space packers' tests give them.
+#[cfg(test)]
+pub(crate) fn counts_of(lengths: &[u32], t_max: u32) -> Vec<u32> {
+    let mut counts = vec![0; t_max as usize + 1];
+    for &length in lengths {
+        counts[length as usize] += 1;
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
