@@ -1,13 +1,17 @@
 """BlockSampler's pickles and states, checked as data from outside: a pickle's parts (the
 planner's lengths and options, the saved state) and a state's keys and ints, each refused with
-an error naming the part and its value rather than failing where it breaks."""
+an error naming the part and its value rather than failing where it breaks; and the planner made
+again from a pickle's parts."""
 
 import json
 import numbers
 
 import torch
 
-__all__ = ["check_state_values", "damaged", "stored_planner", "tensor_bytes"]
+from bload import mixture
+from bload._arguments import stored_cap
+
+__all__ = ["check_state_values", "damaged", "pickled_planner", "stored_planner", "tensor_bytes"]
 
 
 def check_state_values(state):
@@ -59,6 +63,29 @@ def stored_planner(stored):
     if not isinstance(options, dict):
         raise ValueError(damaged("_planner", stored[2], "the planner's options as a JSON object"))
     return lengths, options, sources
+
+
+def pickled_planner(lengths, options, sources, stored):
+    """The planner of a pickle's _planner (`stored`), from what stored_planner read of it; an
+    option missing or of the wrong type is refused, naming the pickle's part."""
+    try:
+        if sources:
+            return mixture.stored_planner(lengths, sources, options)
+        return torch.classes.bload.Planner(
+            lengths,
+            options["t_max"],
+            blocks_per_batch=options["blocks_per_batch"],
+            world_size=options["world_size"],
+            seed=options["seed"],
+            policy=options["policy"],
+            split_oversized=options["oversize"] == "split",
+            cost=options.get("cost", "steps"),  # pickles from before the option: by steps
+            max_pieces=stored_cap(options),
+        )
+    except (KeyError, TypeError) as err:
+        raise ValueError(
+            damaged("_planner", stored[2], f"the planner's options (no {err})")
+        ) from None
 
 
 def tensor_bytes(tensor):

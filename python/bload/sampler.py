@@ -21,9 +21,14 @@ from bload._arguments import (
     integer,
     lengths_tensor,
     piece_cap,
-    stored_cap,
 )
-from bload._sampler_pickle import check_state_values, damaged, stored_planner, tensor_bytes
+from bload._sampler_pickle import (
+    check_state_values,
+    damaged,
+    pickled_planner,
+    stored_planner,
+    tensor_bytes,
+)
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import resume_of as _resume_of
@@ -368,25 +373,7 @@ class BlockSampler(torch.utils.data.Sampler):
         lengths, options, sources = stored_planner(stored)
         self.__dict__.update(state)
         self._check_against(options)
-        try:
-            if sources:
-                self.planner = mixture.stored_planner(lengths, sources, options)
-            else:
-                self.planner = torch.classes.bload.Planner(
-                    lengths,
-                    options["t_max"],
-                    blocks_per_batch=options["blocks_per_batch"],
-                    world_size=options["world_size"],
-                    seed=options["seed"],
-                    policy=options["policy"],
-                    split_oversized=options["oversize"] == "split",
-                    cost=options.get("cost", "steps"),  # pickles from before the option: by steps
-                    max_pieces=stored_cap(options),
-                )
-        except (KeyError, TypeError) as err:
-            raise ValueError(
-                damaged("_planner", stored[2], f"the planner's options (no {err})")
-            ) from None
+        self.planner = pickled_planner(lengths, options, sources, stored)
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
