@@ -1,0 +1,58 @@
+//! The improvement search reaches the bound greedy filling missed, keeps a packing at the bound
+//! (or beyond its reach) as it is, and keeps to the cap.
+
+use super::*;
+
+fn packing(blocks: &[&[u32]]) -> Packing {
+    let mut packing = Packing::default();
+    for block in blocks {
+        packing.lengths.extend_from_slice(block);
+        packing.ends.push(packing.lengths.len() as u32);
+    }
+    packing
+}
+
+fn sorted(mut lengths: Vec<u32>) -> Vec<u32> {
+    lengths.sort_unstable();
+    lengths
+}
+
+#[test]
+fn trades_reach_the_bound_greedy_missed() {
+    // 30 steps in blocks of 10 packed in 4; {6, 4}, {5, 5}, {4, 3, 3} fill 3 exactly.
+    let greedy = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
+    let improved = improve(packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]), 10, u32::MAX, 3);
+    let improved = improved.unwrap();
+    assert_eq!(improved.ends.len(), 3);
+    assert!(improved
+        .blocks()
+        .all(|block| block.iter().sum::<u32>() <= 10));
+    assert_eq!(sorted(improved.lengths), sorted(greedy.lengths));
+}
+
+#[test]
+fn a_packing_at_the_bound_or_beyond_reach_is_kept() {
+    let at_bound = improve(packing(&[&[6, 4], &[5, 5]]), 10, u32::MAX, 2).unwrap();
+    assert_eq!(
+        (at_bound.lengths, at_bound.ends),
+        (vec![6, 4, 5, 5], vec![2, 4])
+    );
+    // Three 6s need three blocks whatever the bound says: the search gives up, unchanged.
+    let stuck = improve(packing(&[&[6], &[6], &[6]]), 10, u32::MAX, 2).unwrap();
+    assert_eq!((stuck.lengths, stuck.ends), (vec![6, 6, 6], vec![1, 2, 3]));
+}
+
+#[test]
+fn trades_keep_to_the_cap() {
+    // Blocks of 10, at most 2 lengths: {5, 5}, {4, 3, 3} would reach 3 blocks by volume
+    // but holds 3; the only packings in 4 blocks keep pairs.
+    let start = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
+    let improved = improve(start, 10, 2, 3).unwrap();
+    assert!(improved.blocks().all(|block| block.len() <= 2));
+    assert_eq!(improved.ends.len(), 4);
+    // {6, 4}, {5, 5}, {3, 3} in 3 with two a block, from 4.
+    let start = packing(&[&[6], &[5, 4], &[5, 3], &[3]]);
+    let improved = improve(start, 10, 2, 3).unwrap();
+    assert!(improved.blocks().all(|block| block.len() <= 2));
+    assert_eq!(improved.ends.len(), 3);
+}
