@@ -189,9 +189,23 @@ def main():
         "--figure", help="draw the C++ module's padding and epoch time per policy to this SVG file"
     )
     parser.add_argument("--no-lanes", action="store_true", help="skip the lanes table")
+    parser.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help="the policies of the first table, comma-separated (best_fit among them)",
+    )
+    parser.add_argument(
+        "--sequences", type=int, help="the first table on the first N sequences only"
+    )
     args = parser.parse_args()
+    policies = args.policies.split(",")
+    if "best_fit" not in policies or not set(policies) <= set(POLICIES):
+        parser.error(
+            f"--policies {args.policies}: expected some of {', '.join(POLICIES)}, best_fit among them"
+        )
 
     extra = ["--device", args.device] if args.device else []
+    first_table = extra + (["--sequences", str(args.sequences)] if args.sequences else [])
     print(f"`{' '.join(sys.argv)}`\n")
     print(f"load average at the start: {load_average()}\n")
     print(
@@ -204,16 +218,16 @@ def main():
     commands = {
         (model, policy): [args.trainer, "--world-size", str(args.world_size), "--model", model]
         + ["--policy", policy]
-        + extra
+        + first_table
         for model in ["cpp", args.model]
-        for policy in POLICIES
+        for policy in policies
     }
     runs_of, device = alternating_runs(commands, args.repeats)
     for model in ["cpp", args.model]:
         best_runs = runs_of[(model, "best_fit")]
         best = statistics.median(run["seconds"] for run in best_runs)
         best_steps = best_runs[0]["padding"] + best_runs[0]["frames"]
-        for policy in POLICIES:
+        for policy in policies:
             runs = runs_of[(model, policy)]
             seconds = statistics.median(run["seconds"] for run in runs)
             epoch = runs[0]

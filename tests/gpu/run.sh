@@ -14,6 +14,15 @@
 #             Python trainer (flex_attention with the BlockMask on cuda, SDPA on cpu)
 #   trainer   a one-rank epoch of the C++ trainer (NCCL on cuda, gloo on cpu)
 #   bench     pack beside torch.cat on the device (benches/pack_device.py; BENCHMARKS.md)
+# Then the report's benchmarks (BENCHMARKS.md, "On a GPU"; on --cpu each on a tiny case, once):
+#   epoch     the paper's claim: one-rank epochs of the C++ trainer, pad_to_max against best_fit,
+#             the C++ module and the TorchScript one (benches/ddp_epoch.py)
+#   feed-gru, feed-transformer
+#             the share of each step the loop waits for its batch, the Python trainer with 2
+#             workers, pinned memory and non_blocking copies
+#   llm       a small causal transformer's real tokens/s: bload with flex_attention, SDPA and
+#             varlen_attn against a padded loader (benches/llm_tokens.py)
+#   mask      block_mask() against create_block_mask, eager and compiled (benches/block_mask.py)
 #
 #   tests/gpu/run.sh                 # on cuda; exits 1 where torch sees no GPU
 #   tests/gpu/run.sh --cpu           # every step on the CPU (`make test` runs this: the script
@@ -21,9 +30,13 @@
 #   options: --build-dir DIR (default build/gpu)
 #   environment: PYTHON (default .venv/bin/python, else python3), BLOAD_RUST_PREBUILT (default
 #   build/rust: lib/libbload_cxx.a, include/, bin/bload), BLOAD_GLOO_INCLUDE_DIR (gloo's headers
-#   for the trainer: /usr/include or build/gloo/usr/include where they are), CMAKE (default cmake)
+#   for the trainer: /usr/include or build/gloo/usr/include where they are), CMAKE (default cmake),
+#   BLOAD_CMAKE_ARGS (more arguments for CMake's configure, split at spaces:
+#   BLOAD_CMAKE_ARGS=-DBLOAD_TORCH_FROM_PYTHON=ON takes torch's paths from Python, not from
+#   find_package(Torch))
 # The whole run is bounded: each step has a time limit (STEP_TIMEOUT seconds, default 240; the
-# build BUILD_TIMEOUT, default 1800, for a first build on a small machine).
+# build BUILD_TIMEOUT, default 1800, for a first build on a small machine; the benchmarks
+# BENCH_TIMEOUT, default 300).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -53,6 +66,7 @@ if [[ -z "${BLOAD_GLOO_INCLUDE_DIR:-}" ]]; then
 fi
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-1800}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
 mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(realpath "$BUILD_DIR")
 LOGS=$BUILD_DIR/test-gpu-logs
@@ -98,12 +112,15 @@ cat "$LOGS/device.txt"
 
 # The library, and the DDP trainer of tests/harness where gloo's headers are found: not the C++
 # tests (no GoogleTest needed), nor examples/cpp's short trainer, which no step runs. A unity
-# build (sources compiled eight to a translation unit): this directory is built once, not edited,
-# and torch's headers, most of each source's compile time, are then read a few times rather than
-# once a source (about 40% less compile time; BENCHMARKS.md, "Where `make test`'s time goes").
+# build (sources compiled eight to a translation unit on a small machine): this directory is
+# built once, not edited, and torch's headers, most of each source's compile time, are then read
+# a few times rather than once a source (about 40% less compile time; BENCHMARKS.md, "Where
+# `make test`'s time goes"). With 8 cores or more, two to a unit: the units then keep every core
+# busy.
+unity_batch=8; [[ $(nproc) -ge 8 ]] && unity_batch=2
 configure=("$CMAKE" -S . -B "$BUILD_DIR" -DBLOAD_BUILD_TESTS=OFF -DBLOAD_BUILD_EXAMPLES=OFF
            -DBLOAD_BUILD_HARNESS=ON -DBLOAD_RUST_PREBUILT="$PREBUILT" -DPython3_EXECUTABLE="$PYTHON"
-           -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+           -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=$unity_batch)
 ninja=$(command -v ninja || true)
 [[ -z "$ninja" && -x "$(dirname "$PYTHON")/ninja" ]] && ninja=$(dirname "$PYTHON")/ninja
 # Ninja where there is one (a directory configured with make keeps make).
@@ -111,6 +128,8 @@ ninja=$(command -v ninja || true)
 [[ -n "${BLOAD_GLOO_INCLUDE_DIR:-}" ]] && configure+=(-DBLOAD_GLOO_INCLUDE_DIR="$BLOAD_GLOO_INCLUDE_DIR")
 # On cuda the trainer must have NCCL: a trainer that fell back to gloo would check nothing.
 [[ $DEVICE == cuda ]] && configure+=(-DBLOAD_REQUIRE_NCCL=ON)
+read -r -a more_args <<< "${BLOAD_CMAKE_ARGS:-}"
+configure+=("${more_args[@]}")
 if step configure "${configure[@]}" &&
    LIMIT=$BUILD_TIMEOUT step build "$CMAKE" --build "$BUILD_DIR" --parallel "$(nproc)"; then
   step planner "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/python/test_planner.py
@@ -131,19 +150,45 @@ if step configure "${configure[@]}" &&
   bench=("$PYTHON" benches/pack_device.py --device "$DEVICE")
   [[ $DEVICE == cpu ]] && bench+=(--quick)
   step bench "${bench[@]}"
+
+  # The report's benchmarks: on --cpu each on a tiny case, once, so that they cannot rot.
+  export LIMIT=$BENCH_TIMEOUT
+  quick=(); [[ $DEVICE == cpu ]] && quick=(--sequences 300)
+  if step model "$PYTHON" examples/packed_gru.py "$BUILD_DIR/packed_gru.pt"; then
+    repeats=2; [[ $DEVICE == cpu ]] && repeats=1
+    step epoch "$PYTHON" benches/ddp_epoch.py --trainer "$BUILD_DIR/tests/harness/cpp/ddp_trainer" \
+      --model "$BUILD_DIR/packed_gru.pt" --world-size 1 --device "$DEVICE" --no-lanes \
+      --policies pad_to_max,best_fit --repeats $repeats "${quick[@]}"
+  fi
+  for model in gru transformer; do
+    step "feed-$model" "$PYTHON" tests/harness/ddp_trainer.py --world-size 1 --device "$DEVICE" \
+      --workers 2 --model $model --attention "${attention[0]}" --epochs 1 --json "${quick[@]}"
+  done
+  llm=("$PYTHON" benches/llm_tokens.py --device "$DEVICE")
+  [[ $DEVICE == cpu ]] && llm+=(--quick)
+  step llm "${llm[@]}"
+  mask=("$PYTHON" benches/block_mask.py --device "$DEVICE" --t-max 4096 8192 --compiled)
+  [[ $DEVICE == cpu ]] && mask=("$PYTHON" benches/block_mask.py --device cpu --t-max 256)
+  step mask "${mask[@]}"
+  unset LIMIT
 fi
 
 echo
 echo "== report (tests/gpu/run.sh on $DEVICE)"
 cat "$LOGS/device.txt"
 printf '%s\n' "${REPORT[@]}"
-for name in ops loader attention transformer trainer bench; do
+for name in ops loader attention transformer trainer bench epoch feed-gru feed-transformer llm mask; do
   [[ -f "$LOGS/$name.log" ]] || continue
   echo "-- $name"
   case $name in
     ops|attention) tail -n 1 "$LOGS/$name.log" ;;
     transformer) tail -n 2 "$LOGS/$name.log" ;;
     trainer) grep -v $'\r' "$LOGS/$name.log" | tail -n 4 ;;
+    feed-*) tail -n 1 "$LOGS/$name.log" | "$PYTHON" -c 'import json, sys
+epoch = json.loads(sys.stdin.read())["epochs"][0]
+share, batches = epoch["loader_wait_share"], epoch["batches_per_rank"][0]
+seconds = epoch["seconds"]
+print(f"waits for its batch {100 * share:.2f}% of the epoch after the first batch; {batches} batches, {seconds:.2f} s")' ;;
     *) cat "$LOGS/$name.log" ;;
   esac
 done
