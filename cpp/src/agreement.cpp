@@ -140,9 +140,19 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
   }
 }
 
+// Whether `group` has a backend for CPU tensors (gloo). torch before 2.12 has no
+// ProcessGroup::hasBackendForDeviceType; getBackend, in every version, throws where there is none.
+static bool has_cpu_backend(c10d::ProcessGroup& group) {
+  try {
+    return group.getBackend(c10::kCPU) != nullptr;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
 void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner) {
-  const c10::Device device =
-      group.hasBackendForDeviceType(c10::kCPU) ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
+  // On the CPU where the group can (no copy to the GPU and back), else on CUDA (NCCL alone).
+  const c10::Device device = has_cpu_backend(group) ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
   const auto mine = agreement_values(plan, planner).to(device);
   std::vector<std::vector<at::Tensor>> all(1);
   for (int rank = 0; rank < group.getSize(); ++rank) all[0].push_back(at::empty_like(mine));

@@ -117,7 +117,9 @@ cat "$LOGS/device.txt"
 # a few times rather than once a source (about 40% less compile time; BENCHMARKS.md, "Where
 # `make test`'s time goes"). With 8 cores or more, two to a unit: the units then keep every core
 # busy.
-unity_batch=8; [[ $(nproc) -ge 8 ]] && unity_batch=2
+# (nproc counts OMP_NUM_THREADS, set above for the tests: not for the build.)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+unity_batch=8; [[ $cores -ge 8 ]] && unity_batch=2
 configure=("$CMAKE" -S . -B "$BUILD_DIR" -DBLOAD_BUILD_TESTS=OFF -DBLOAD_BUILD_EXAMPLES=OFF
            -DBLOAD_BUILD_HARNESS=ON -DBLOAD_RUST_PREBUILT="$PREBUILT" -DPython3_EXECUTABLE="$PYTHON"
            -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=$unity_batch)
@@ -131,7 +133,7 @@ ninja=$(command -v ninja || true)
 read -r -a more_args <<< "${BLOAD_CMAKE_ARGS:-}"
 configure+=("${more_args[@]}")
 if step configure "${configure[@]}" &&
-   LIMIT=$BUILD_TIMEOUT step build "$CMAKE" --build "$BUILD_DIR" --parallel "$(nproc)"; then
+   LIMIT=$BUILD_TIMEOUT step build "$CMAKE" --build "$BUILD_DIR" --parallel "$cores"; then
   step planner "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/python/test_planner.py
   step ops "$PYTHON" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning -k "$DEVICE" \
     tests/python/test_ops.py tests/python/test_pack_paths.py
