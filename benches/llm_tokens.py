@@ -11,10 +11,12 @@ model, documents and tokens, loaded and attended four ways, for BENCHMARKS.md (i
                      padded step comes after every real one of its row, so the causal mask alone
                      keeps it out of them), as many documents a batch as bload's average
 
-Every loader is a DataLoader with workers and pin_memory, each batch moved with
-.to(device, non_blocking=True). Each step ends with loss.item(), so while the loop waits for the
-next batch the GPU is idle too: "wait" is that time over the epoch's, the first batch's (the
-workers' start) left out. Documents are lognormal (median 600 tokens, sigma 1) cut at t_max, as a
+Every loader is a DataLoader with workers and pin_memory, read through bload.DevicePrefetcher:
+each batch taken, moved with .to(device, non_blocking=True) and its mask made in a background
+thread, ahead of the loop; "bload + flex, in the loop" does the same in the training thread, as
+the first GPU run did. Each step ends with loss.item(), so while the loop waits for the next batch
+the GPU is idle too: "wait" is that time over the epoch's, the first batch's (the workers' start)
+left out. Documents are lognormal (median 600 tokens, sigma 1) cut at t_max, as a
 tokenizer's max_length cuts them; their tokens are random (the speed does not depend on them).
 Each way first trains WARM steps untimed (compiling flex_attention), then one epoch timed.
 
@@ -115,38 +117,34 @@ def varlen_attend(batch):
     return attend
 
 
-def bload_steps(way, loader, device, compiled_flex):
-    """(tokens, positions, targets, attend, real tokens) of each of bload's batches."""
-    for batch in loader:
-        on = batch.to(device, non_blocking=True)
+def bload_step(way, compiled_flex):
+    """What a step needs from one of bload's batches (on the device): (tokens, positions,
+    targets, attend, real tokens), the mask made here."""
+
+    def prepare(on):
         if way == "flex":
             mask = on.block_mask()
-            attend = lambda q, k, v, mask=mask: compiled_flex(q, k, v, block_mask=mask)  # noqa: E731
+            attend = lambda q, k, v: compiled_flex(q, k, v, block_mask=mask)  # noqa: E731
         elif way == "sdpa":
             mask = on.attention_mask().unsqueeze(1)
-            attend = lambda q, k, v, mask=mask: F.scaled_dot_product_attention(  # noqa: E731
-                q, k, v, attn_mask=mask
-            )
+            attend = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # noqa: E731
         else:
             attend = varlen_attend(on)
-        yield on.data, on.position_ids, on.target, attend, batch.valid.sum().item()
+        real = int(on.table[:, 2].sum())  # the pieces' lengths, from the host's table: no sync
+        return on.data, on.position_ids, on.target, attend, real
+
+    return prepare
 
 
 def causal(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def padded_steps(loader, device):
-    """(tokens, positions, targets, attend, real tokens) of each padded batch."""
-    for tokens, targets, valid in loader:
-        positions = torch.arange(tokens.size(1)).expand_as(tokens)
-        yield (
-            tokens.to(device, non_blocking=True),
-            positions.to(device, non_blocking=True),
-            targets.to(device, non_blocking=True),
-            causal,
-            int(valid.sum()),
-        )
+def padded_step(moved):
+    """What a step needs from a padded batch (on the device)."""
+    tokens, targets, valid = moved
+    positions = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
+    return tokens, positions, targets, causal, int(valid.sum())
 
 
 def train(model, steps, device, dtype, limit=None):
@@ -186,7 +184,7 @@ def main():
     parser.add_argument("--blocks", type=int, default=4, help="blocks of t_max a batch")
     parser.add_argument("--documents", type=int, default=1500)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--ways", default="flex,sdpa,varlen,padded")
+    parser.add_argument("--ways", default="flex,flex-loop,sdpa,varlen,padded")
     args = parser.parse_args()
     if args.quick:
         args.t_max, args.blocks, args.documents = 128, 2, 60
@@ -238,16 +236,24 @@ def main():
         "varlen": "bload + varlen_attn",
         "padded": "padded to each batch's longest + SDPA causal",
     }
+    for way in args.ways.split(","):
+        if way.removesuffix("-loop") not in names:
+            parser.error(
+                f"--ways: {way!r}: expected some of {', '.join(names)}, each also with -loop"
+            )
     rows = {}
     for way in args.ways.split(","):
-        if way in ("flex", "varlen") and device != "cuda":
+        if way.removesuffix("-loop") in ("flex", "varlen") and device != "cuda":
             print(f"{way}: skipped (CUDA only here)", flush=True)
             continue
 
         def steps(way=way):
-            if way == "padded":
-                return padded_steps(padded_loader(), device)
-            return bload_steps(way, bload_loader(), device, compiled_flex)
+            attention = way.removesuffix("-loop")
+            loader = padded_loader() if way == "padded" else bload_loader()
+            prepare = padded_step if way == "padded" else bload_step(attention, compiled_flex)
+            if way.endswith("-loop"):  # taken, moved and prepared in the training thread
+                return (prepare(batch.to(device, non_blocking=True)) for batch in loader)
+            return bload.DevicePrefetcher(loader, device, prepare=prepare)
 
         torch.manual_seed(0)
         model = CausalLM(vocabulary, width, heads, layers, args.t_max).to(device)
@@ -266,7 +272,7 @@ def main():
     for way, (seconds, real, in_all, wait, losses) in rows.items():
         ratio = f"{(real / seconds) / (padded[1] / padded[0]):.2f}x" if padded else "-"
         print(
-            f"| {names[way]} | {real:,} | {in_all:,} | {seconds:.2f} | {real / seconds:,.0f} | "
+            f"| {names[way.removesuffix('-loop')]}{', in the loop' if way.endswith('-loop') else ''} | {real:,} | {in_all:,} | {seconds:.2f} | {real / seconds:,.0f} | "
             f"{ratio} | {100 * wait:.2f}% | {losses[0]:.3f}, {losses[-1]:.3f} |"
         )
 

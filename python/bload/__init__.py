@@ -19,6 +19,7 @@ from bload import _library, distributed, nn, ops, store
 from bload._library import library_path
 from bload.batch import PackedBatch
 from bload.dataset import BlockDataset, collate
+from bload.device_prefetch import DevicePrefetcher
 from bload.hf import HFSequences
 from bload.isolation import IsolationReport, assert_isolated, check_isolation
 from bload.item_pool import ItemPool
@@ -33,6 +34,7 @@ __all__ = [
     "BlockBatch",
     "BlockDataset",
     "BlockSampler",
+    "DevicePrefetcher",
     "HFSequences",
     "IsolationReport",
     "ItemPool",
