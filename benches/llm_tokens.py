@@ -136,6 +136,13 @@ def bload_step(way, compiled_flex):
     return prepare
 
 
+def moved(batch, device):
+    """A bload batch, or a padded batch's tensors, on `device` (non_blocking)."""
+    if isinstance(batch, bload.PackedBatch):
+        return batch.to(device, non_blocking=True)
+    return tuple(tensor.to(device, non_blocking=True) for tensor in batch)
+
+
 def causal(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
@@ -147,10 +154,13 @@ def padded_step(moved):
     return tokens, positions, targets, causal, int(valid.sum())
 
 
-def train(model, steps, device, dtype, limit=None):
+def train(model, steps, device, dtype, limit=None, sleep=None):
     """Trains on `steps` (at most `limit` of them): (seconds, real tokens, steps in all (padding
-    too), wait share, losses)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    too), wait share, losses). With `sleep`, each step is a sleep of that many seconds instead
+    (the loader's side alone: the wait of a loop whose steps take that long; losses are 0)."""
+    optimizer = (
+        None if sleep else torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    )
     seconds = waited = first_wait = 0.0
     tokens_seen, in_all, losses = 0, 0, []
     start = waiting = time.perf_counter()
@@ -160,6 +170,12 @@ def train(model, steps, device, dtype, limit=None):
             waited += now - waiting
         else:
             first_wait = now - waiting
+        if sleep:
+            time.sleep(sleep)  # releases the GIL, as a wait for the GPU does
+            losses.append(0.0)
+            tokens_seen, in_all = tokens_seen + real, in_all + tokens.numel()
+            waiting = time.perf_counter()
+            continue
         with torch.autocast(device, dtype=dtype, enabled=dtype != torch.float32):
             logits = model(tokens, positions, attend)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
@@ -184,6 +200,12 @@ def main():
     parser.add_argument("--blocks", type=int, default=4, help="blocks of t_max a batch")
     parser.add_argument("--documents", type=int, default=1500)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--sleep-step",
+        type=float,
+        help="no model: each step a sleep of this many seconds (the loader's wait alone; flex and "
+        "varlen then only make their masks and tables, on any device)",
+    )
     parser.add_argument("--ways", default="flex,flex-loop,sdpa,varlen,padded")
     args = parser.parse_args()
     if args.quick:
@@ -201,8 +223,14 @@ def main():
     per_batch = max(1, round(len(lengths) / len(sampler)))
     print(
         f"{len(lengths)} documents, {sum(lengths)} tokens (median {median}, sigma 1, cut at "
-        f"t_max {args.t_max}); model: vocabulary {vocabulary}, width {width}, {heads} heads, "
-        f"{layers} layers, {dtype}; {args.workers} workers, pin_memory={device == 'cuda'}; "
+        f"t_max {args.t_max}); "
+        + (
+            f"no model: each step a sleep of {args.sleep_step} s; "
+            if args.sleep_step
+            else f"model: vocabulary {vocabulary}, width {width}, {heads} heads, {layers} layers, "
+            f"{dtype}; "
+        )
+        + f"{args.workers} workers, pin_memory={device == 'cuda'}; "
         f"bload: {len(sampler)} batches of {args.blocks} blocks; padded: {per_batch} documents a "
         f"batch",
         flush=True,
@@ -243,23 +271,27 @@ def main():
             )
     rows = {}
     for way in args.ways.split(","):
-        if way.removesuffix("-loop") in ("flex", "varlen") and device != "cuda":
+        if (
+            way.removesuffix("-loop") in ("flex", "varlen")
+            and device != "cuda"
+            and not args.sleep_step
+        ):
             print(f"{way}: skipped (CUDA only here)", flush=True)
             continue
 
         def steps(way=way):
             attention = way.removesuffix("-loop")
-            loader = padded_loader() if way == "padded" else bload_loader()
-            prepare = padded_step if way == "padded" else bload_step(attention, compiled_flex)
+            loader = padded_loader() if attention == "padded" else bload_loader()
+            prepare = padded_step if attention == "padded" else bload_step(attention, compiled_flex)
             if way.endswith("-loop"):  # taken, moved and prepared in the training thread
-                return (prepare(batch.to(device, non_blocking=True)) for batch in loader)
+                return (prepare(moved(batch, device)) for batch in loader)
             return bload.DevicePrefetcher(loader, device, prepare=prepare)
 
         torch.manual_seed(0)
         model = CausalLM(vocabulary, width, heads, layers, args.t_max).to(device)
         try:
-            train(model, steps(), device, dtype, limit=WARM)  # compiles; not timed
-            rows[way] = train(model, steps(), device, dtype)
+            train(model, steps(), device, dtype, WARM, args.sleep_step)  # compiles; not timed
+            rows[way] = train(model, steps(), device, dtype, None, args.sleep_step)
         except Exception as error:  # one way's failure is reported, the others still run
             print(f"{way}: FAILED: {type(error).__name__}: {str(error)[:500]}", flush=True)
             continue

@@ -31,6 +31,17 @@ class RunningSum(torch.utils.data.Dataset):
         self.generator = torch.Generator()  # reseeded per sequence: cheaper than a new one
         self.roots = torch.arange(1, max(lengths, default=1) + 1).sqrt().unsqueeze(1)  # sqrt(t + 1)
 
+    def __getstate__(self):
+        # Without the generator, which is reseeded per sequence anyway: torch's shared-memory
+        # pickling of a Generator fails in a spawned DataLoader worker ("unable to resize file
+        # ... Invalid argument"), where CUDA trainers' workers are spawned (tests/gpu/run.sh's
+        # feed steps failed so on the first GPU run).
+        return {key: value for key, value in self.__dict__.items() if key != "generator"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.generator = torch.Generator()
+
     def __len__(self):
         return len(self.lengths)
 
