@@ -204,8 +204,8 @@ test-prebuilt: plugin python
 # The CUDA paths in one command, on a machine with a CUDA torch, CMake and nvcc and no Rust: the
 # plugin from a carried Rust prebuilt (BLOAD_RUST_PREBUILT, default build/rust), the operator
 # tests on cuda, the loader with pinned memory, a one-rank NCCL epoch of the C++ trainer, and pack
-# beside torch.cat on the GPU (docs/gpu.md). Where the Makefile's venv is absent, PYTHON names
-# the Python with torch.
+# beside torch.cat on the GPU, then the report's benchmarks (BENCHES; docs/gpu.md). Where the
+# Makefile's venv is absent, PYTHON names the Python with torch.
 test-gpu:
 	tests/gpu/run.sh
 

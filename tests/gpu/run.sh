@@ -31,6 +31,7 @@
 #   environment: PYTHON (default .venv/bin/python, else python3), BLOAD_RUST_PREBUILT (default
 #   build/rust: lib/libbload_cxx.a, include/, bin/bload), BLOAD_GLOO_INCLUDE_DIR (gloo's headers
 #   for the trainer: /usr/include or build/gloo/usr/include where they are), CMAKE (default cmake),
+#   BENCHES (the benchmark steps to run, default "epoch feed llm mask"; "" for the tests alone),
 #   BLOAD_CMAKE_ARGS (more arguments for CMake's configure, split at spaces:
 #   BLOAD_CMAKE_ARGS=-DBLOAD_TORCH_FROM_PYTHON=ON takes torch's paths from Python, not from
 #   find_package(Torch))
@@ -156,22 +157,24 @@ if step configure "${configure[@]}" &&
   # The report's benchmarks: on --cpu each on a tiny case, once, so that they cannot rot.
   export LIMIT=$BENCH_TIMEOUT
   quick=(); [[ $DEVICE == cpu ]] && quick=(--sequences 300)
-  if step model "$PYTHON" examples/packed_gru.py "$BUILD_DIR/packed_gru.pt"; then
+  benches=" ${BENCHES-epoch feed llm mask} "
+  if [[ $benches == *" epoch "* ]] && step model "$PYTHON" examples/packed_gru.py "$BUILD_DIR/packed_gru.pt"; then
     repeats=2; [[ $DEVICE == cpu ]] && repeats=1
     step epoch "$PYTHON" benches/ddp_epoch.py --trainer "$BUILD_DIR/tests/harness/cpp/ddp_trainer" \
       --model "$BUILD_DIR/packed_gru.pt" --world-size 1 --device "$DEVICE" --no-lanes \
       --policies pad_to_max,best_fit --repeats $repeats "${quick[@]}"
   fi
   for model in gru transformer; do
+    [[ $benches == *" feed "* ]] || continue
     step "feed-$model" "$PYTHON" tests/harness/ddp_trainer.py --world-size 1 --device "$DEVICE" \
       --workers 2 --model $model --attention "${attention[0]}" --epochs 1 --json "${quick[@]}"
   done
   llm=("$PYTHON" benches/llm_tokens.py --device "$DEVICE")
-  [[ $DEVICE == cpu ]] && llm+=(--quick)
-  step llm "${llm[@]}"
+  [[ $DEVICE == cpu ]] && llm+=(--quick --ways sdpa,sdpa-loop,padded)
+  [[ $benches == *" llm "* ]] && step llm "${llm[@]}"
   mask=("$PYTHON" benches/block_mask.py --device "$DEVICE" --t-max 4096 8192 --compiled)
   [[ $DEVICE == cpu ]] && mask=("$PYTHON" benches/block_mask.py --device cpu --t-max 256)
-  step mask "${mask[@]}"
+  [[ $benches == *" mask "* ]] && step mask "${mask[@]}"
   unset LIMIT
 fi
 
