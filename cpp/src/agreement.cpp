@@ -152,7 +152,8 @@ static bool has_cpu_backend(c10d::ProcessGroup& group) {
 
 void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner) {
   // On the CPU where the group can (no copy to the GPU and back), else on CUDA (NCCL alone).
-  const c10::Device device = has_cpu_backend(group) ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
+  const c10::Device device =
+      has_cpu_backend(group) ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
   const auto mine = agreement_values(plan, planner).to(device);
   std::vector<std::vector<at::Tensor>> all(1);
   for (int rank = 0; rank < group.getSize(); ++rank) all[0].push_back(at::empty_like(mine));
