@@ -11,6 +11,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from bload import ops
+from bload._device import host_to_device
 from bload.labels import causal_labels
 
 __all__ = [
@@ -58,7 +59,7 @@ def block_mask(batch, causal=True, block_size=128):
     over all. On the batch's device."""
     tiles = ops.kv_blocks(batch.table, batch.blocks, batch.t_max, block_size, causal)
     if batch.device is not None:
-        tiles = [tensor.to(batch.device) for tensor in tiles]
+        tiles = [host_to_device(tensor, batch.device) for tensor in tiles]
     return DocumentBlockMask.from_kv_blocks(
         *tiles,
         BLOCK_SIZE=block_size,

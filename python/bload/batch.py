@@ -16,6 +16,7 @@ made and travels with it.
 import torch
 
 from bload import _library, attention
+from bload._device import host_to_device
 from bload.fields import BATCH_FIELDS, TABLE_FIELDS
 
 _library.load()
@@ -114,7 +115,7 @@ class PackedBatch:
                 self.positions,
             )
             if self.device is not None:
-                made = [tensor.to(self.device, non_blocking=True) for tensor in made]
+                made = [host_to_device(tensor, self.device) for tensor in made]
             self._tables = dict(zip(TABLE_FIELDS, made))
         return self._tables
 
@@ -168,7 +169,7 @@ class PackedBatch:
         """bool [blocks, t_max, t_max], the same mask dense (SDPA: .unsqueeze(1)), on the batch's
         device."""
         mask = torch.ops.bload.attention_mask(self.table, self.blocks, self.t_max, causal)
-        return mask if self.device is None else mask.to(self.device)
+        return mask if self.device is None else host_to_device(mask, self.device)
 
     def hf_kwargs(self, input_ids=None, labels=None, separator_id=-100):
         """The keys and layout of transformers' DataCollatorWithFlattening for the batch's pieces
