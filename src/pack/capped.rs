@@ -211,13 +211,10 @@ fn shift_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pack::counts_of;
 
     fn pool_of(lengths: &[u32], t_max: u32) -> LengthPool {
-        let mut counts = vec![0; t_max as usize + 1];
-        for &length in lengths {
-            counts[length as usize] += 1;
-        }
-        LengthPool::new(&counts).unwrap()
+        LengthPool::new(&counts_of(lengths, t_max)).unwrap()
     }
 
     #[test]
