@@ -32,6 +32,7 @@ import time
 import bload
 import torch
 import torch.nn.functional as F
+from bload.device_prefetch import to_device
 from padded_batches import pad_collate_with_mask
 from torch import nn
 from torch.nn.attention.flex_attention import flex_attention
@@ -130,26 +131,20 @@ def bload_step(way, compiled_flex):
             attend = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # noqa: E731
         else:
             attend = varlen_attend(on)
-        real = int(on.table[:, 2].sum())  # the pieces' lengths, from the host's table: no sync
+        # The pieces' lengths, from the host's table: no sync.
+        real = int(on.table[:, bload.ops.COLUMN["length"]].sum())
         return on.data, on.position_ids, on.target, attend, real
 
     return prepare
-
-
-def moved(batch, device):
-    """A bload batch, or a padded batch's tensors, on `device` (non_blocking)."""
-    if isinstance(batch, bload.PackedBatch):
-        return batch.to(device, non_blocking=True)
-    return tuple(tensor.to(device, non_blocking=True) for tensor in batch)
 
 
 def causal(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def padded_step(moved):
+def padded_step(batch):
     """What a step needs from a padded batch (on the device)."""
-    tokens, targets, valid = moved
+    tokens, targets, valid = batch
     positions = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
     return tokens, positions, targets, causal, int(valid.sum())
 
@@ -173,16 +168,16 @@ def train(model, steps, device, dtype, limit=None, sleep=None):
         if sleep:
             time.sleep(sleep)  # releases the GIL, as a wait for the GPU does
             losses.append(0.0)
-            tokens_seen, in_all = tokens_seen + real, in_all + tokens.numel()
-            waiting = time.perf_counter()
-            continue
-        with torch.autocast(device, dtype=dtype, enabled=dtype != torch.float32):
-            logits = model(tokens, positions, attend)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())  # the step's end: the GPU has finished it
+        else:
+            with torch.autocast(device, dtype=dtype, enabled=dtype != torch.float32):
+                logits = model(tokens, positions, attend)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
+            )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())  # the step's end: the GPU has finished it
         tokens_seen, in_all = tokens_seen + real, in_all + tokens.numel()
         waiting = time.perf_counter()
         if limit is not None and len(losses) == limit:
@@ -284,7 +279,7 @@ def main():
             loader = padded_loader() if attention == "padded" else bload_loader()
             prepare = padded_step if attention == "padded" else bload_step(attention, compiled_flex)
             if way.endswith("-loop"):  # taken, moved and prepared in the training thread
-                return (prepare(moved(batch, device)) for batch in loader)
+                return (prepare(to_device(batch, device)) for batch in loader)
             return bload.DevicePrefetcher(loader, device, prepare=prepare)
 
         torch.manual_seed(0)

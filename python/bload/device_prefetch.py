@@ -37,15 +37,15 @@ class _Failure:
         self.error = error
 
 
-def _moved(value, device):
+def to_device(value, device):
     """`value` (a PackedBatch, a tensor, or tuples, lists and dicts of them) on `device`,
     non_blocking; anything else as it is."""
     if isinstance(value, (PackedBatch, torch.Tensor)):
         return value.to(device, non_blocking=True)
     if isinstance(value, (tuple, list)):
-        return type(value)(_moved(item, device) for item in value)
+        return type(value)(to_device(item, device) for item in value)
     if isinstance(value, dict):
-        return {key: _moved(item, device) for key, item in value.items()}
+        return {key: to_device(item, device) for key, item in value.items()}
     return value
 
 
@@ -92,7 +92,7 @@ class DevicePrefetcher:
                 )
                 with context:
                     for batch in self.loader:
-                        moved = _moved(batch, self.device)
+                        moved = to_device(batch, self.device)
                         if not put(self.prepare(moved) if self.prepare else moved):
                             return
                 put(_END)

@@ -164,11 +164,12 @@ if step configure "${configure[@]}" &&
       --model "$BUILD_DIR/packed_gru.pt" --world-size 1 --device "$DEVICE" --no-lanes \
       --policies pad_to_max,best_fit --repeats 1 "${quick[@]}"
   fi
-  for model in gru transformer; do
-    [[ $benches == *" feed "* ]] || continue
-    step "feed-$model" "$PYTHON" tests/harness/ddp_trainer.py --world-size 1 --device "$DEVICE" \
-      --workers 2 --model $model --attention "${attention[0]}" --epochs 1 --json "${quick[@]}"
-  done
+  if [[ $benches == *" feed "* ]]; then
+    for model in gru transformer; do
+      step "feed-$model" "$PYTHON" tests/harness/ddp_trainer.py --world-size 1 --device "$DEVICE" \
+        --workers 2 --model $model --attention "${attention[0]}" --epochs 1 "${quick[@]}"
+    done
+  fi
   llm=("$PYTHON" benches/llm_tokens.py --device "$DEVICE")
   [[ $DEVICE == cpu ]] && llm+=(--quick --ways sdpa,sdpa-loop,padded)
   [[ $benches == *" llm "* ]] && step llm "${llm[@]}"
@@ -189,11 +190,7 @@ for name in ops loader attention transformer trainer bench epoch feed-gru feed-t
     ops|attention) tail -n 1 "$LOGS/$name.log" ;;
     transformer) tail -n 2 "$LOGS/$name.log" ;;
     trainer) grep -v $'\r' "$LOGS/$name.log" | tail -n 4 ;;
-    feed-*) tail -n 1 "$LOGS/$name.log" | "$PYTHON" -c 'import json, sys
-epoch = json.loads(sys.stdin.read())["epochs"][0]
-share, batches = epoch["loader_wait_share"], epoch["batches_per_rank"][0]
-seconds = epoch["seconds"]
-print(f"waits for its batch {100 * share:.2f}% of the epoch after the first batch; {batches} batches, {seconds:.2f} s")' ;;
+    feed-*) grep '^epoch' "$LOGS/$name.log" ;;  # the trainer's line: its loader wait
     *) cat "$LOGS/$name.log" ;;
   esac
 done
