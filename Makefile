@@ -39,14 +39,14 @@ rust-tests: build
 
 $(VENV)/installed: requirements-dev.txt requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-dev.txt
 	touch $@
 
 # What the demo alone needs (requirements-demo.txt: torch, numpy, CMake, ninja); a venv that has
 # the test stack has it already.
 $(VENV)/demo-installed: requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-demo.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-demo.txt
 	touch $@
 
 # gloo's headers, which the DDP trainer's c10d includes need and PyPI's torch lacks: the system's,
