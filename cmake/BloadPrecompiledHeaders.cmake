@@ -16,3 +16,15 @@ function(bload_precompile_headers target)
     target_precompile_headers(${target} PRIVATE ${ARGN})
   endif()
 endfunction()
+
+# bload_reuse_headers(OWNER TARGET...): each TARGET reads OWNER's precompiled header rather than
+# parsing torch's headers again. GCC takes a precompiled header only where the flags and macros
+# are those it was made with: TARGET must have OWNER's (here: an executable of one source that
+# links bload::bload alone), or -Winvalid-pch says why it was not used and the build fails.
+function(bload_reuse_headers owner)
+  if(BLOAD_PRECOMPILED_HEADERS)
+    foreach(target IN LISTS ARGN)
+      target_precompile_headers(${target} REUSE_FROM ${owner})
+    endforeach()
+  endif()
+endfunction()

@@ -4,6 +4,7 @@
 
 #include "test_support.h"
 
+namespace agreement_test {
 namespace {
 
 using bload_test::contains;
@@ -127,3 +128,5 @@ TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {
 }
 
 }  // namespace
+
+}  // namespace agreement_test

@@ -4,6 +4,7 @@
 
 #include "test_support.h"
 
+namespace bad_inputs_test {
 namespace {
 
 using bload_test::contains;
@@ -121,3 +122,5 @@ TEST(BlockDataset, RefusesADatasetOfAnotherSize) {
 }
 
 }  // namespace
+
+}  // namespace bad_inputs_test

@@ -6,6 +6,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+namespace batch_test {
 namespace {
 
 using bload_test::contains;
@@ -132,3 +133,5 @@ TEST(LaneState, CarriesEachLanesStateAndResumesInOtherFactors) {
 }
 
 }  // namespace
+
+}  // namespace batch_test

@@ -3,6 +3,7 @@
 
 #include "test_support.h"
 
+namespace cost_test {
 namespace {
 
 using bload_test::action_genome_lengths;
@@ -106,3 +107,5 @@ TEST(MaxPieces, EveryBlockKeepsToTheCapAndBadCapsAreNamed) {
   const auto message = error_of([&] { bload::Planner(lengths, lanes); });
   EXPECT_TRUE(contains(message, "max_pieces = 2: expected no cap with the lanes policy"));
 }
+
+}  // namespace cost_test

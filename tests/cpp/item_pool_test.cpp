@@ -15,6 +15,7 @@
 
 #include "test_support.h"
 
+namespace item_pool_test {
 namespace {
 
 const std::vector<int64_t> kLengths{5, 17, 3, 40, 9, 22, 1, 30, 12, 7, 26, 14, 8, 19, 2, 33, 11, 6};
@@ -339,3 +340,5 @@ TEST(ItemPool, TheDocsExampleRuns) {
 }
 
 }  // namespace
+
+}  // namespace item_pool_test

@@ -12,6 +12,7 @@
 
 #include "bload/planner.h"
 
+namespace lengths_test {
 namespace {
 
 struct Case {
@@ -63,3 +64,5 @@ TEST(ReadLengths, EachTrickyFileReadsAsExpectedEverywhere) {
 }
 
 }  // namespace
+
+}  // namespace lengths_test

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+namespace liveness_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -112,3 +113,5 @@ TEST(Liveness, BadArgumentsAreNamed) {
 }
 
 }  // namespace
+
+}  // namespace liveness_test

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+namespace mixture_test {
 namespace {
 
 using bload_test::contains;
@@ -95,3 +96,5 @@ TEST(Mixture, BadSourcesAreNamed) {
 }
 
 }  // namespace
+
+}  // namespace mixture_test

@@ -9,6 +9,7 @@
 #include "../../cpp/src/ops/checks.h"  // bload::ops::pack_by_gather, not installed
 #include "test_support.h"
 
+namespace pack_paths_test {
 namespace {
 
 using bload_test::SyntheticSequences;
@@ -126,3 +127,5 @@ TEST(BlockDataset, ReusesABatchsBuffersOnceTheBatchIsGone) {
 }
 
 }  // namespace
+
+}  // namespace pack_paths_test

@@ -5,6 +5,7 @@
 
 #include "test_support.h"
 
+namespace packing_test {
 namespace {
 
 using bload_test::action_genome_lengths;
@@ -198,3 +199,5 @@ TEST(PackedGRU, GradientsEqualTheSumOverSequencesRunAlone) {
 }
 
 }  // namespace
+
+}  // namespace packing_test

@@ -10,6 +10,7 @@
 #include "bload/sequence_store.h"
 #include "test_support.h"
 
+namespace read_ahead_test {
 namespace {
 
 using Piece = std::tuple<int64_t, int64_t, int64_t>;  // sequence, offset, length
@@ -148,3 +149,5 @@ TEST(ReadAhead, AHookThatThrowsIsReported) {
 }
 
 }  // namespace
+
+}  // namespace read_ahead_test

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+namespace sampler_archive_test {
 namespace {
 
 using bload_test::action_genome_lengths;
@@ -330,3 +331,5 @@ TEST(BlockSamplerArchive, ResumesOnAnotherWorldSize) {
 }
 
 }  // namespace
+
+}  // namespace sampler_archive_test

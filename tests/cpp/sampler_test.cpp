@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+namespace sampler_test {
 namespace {
 
 using bload_test::action_genome_lengths;
@@ -237,3 +238,5 @@ TEST(BlockSampler, EveryPolicyOfTheCoreIsReachedByName) {
 }
 
 }  // namespace
+
+}  // namespace sampler_test

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <unistd.h>
 
+namespace shared_plan_test {
 namespace {
 
 using bload_test::action_genome_lengths;
@@ -138,3 +139,5 @@ TEST(SharedPlan, ADamagedFileIsRefusedByName) {
 }
 
 }  // namespace
+
+}  // namespace shared_plan_test

@@ -8,6 +8,7 @@
 
 #include <map>
 
+namespace state_fields_test {
 namespace {
 
 using bload_test::contains;
@@ -102,3 +103,5 @@ TEST(LaneState, GathersByStateInAndScattersByStateOut) {
 }
 
 }  // namespace
+
+}  // namespace state_fields_test

@@ -15,6 +15,7 @@
 #include "bload/sampler.h"
 #include "bload/sequence_store.h"
 
+namespace store_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -169,3 +170,5 @@ TEST(SequenceStore, AFileTruncatedWhileMappedIsAnErrorNotASigbus) {
 }
 
 }  // namespace
+
+}  // namespace store_test
