@@ -20,7 +20,9 @@ turn for --rounds rounds; the figures are medians:
   no DataLoader workers: that many threads prepare the items of the batches ahead in plan order
   (and the pool's packer thread packs each batch ahead once its items are read);
   again with each item's cost as the pool's cost hint (the slowest started first), and with
-  processes=True (that many processes).
+  processes=True (that many processes);
+- the plain DataLoader and the item pool again, each iterated through bload.DevicePrefetcher
+  (device "cpu": its background thread takes the loader's next batch during the step).
 
 Loader wait is the time the loop spends in next() (the first batch's, worker start included),
 as a share of the epoch's wall time; "first s" is the first batch's part of it (starting the
@@ -147,6 +149,16 @@ def main():
             cost=lambda index, offset, length: cost[index]
         )
         configs[f"bload ItemPool({workers}, processes=True)"] = lambda: bload_pool(processes=True)
+    if hasattr(bload, "DevicePrefetcher"):
+        # Each loader's next() run in a background thread during the step, as on a GPU, where
+        # the prefetcher also moves the batch: the loop's next() only takes a ready batch.
+        configs[f"plain DataLoader, {workers} processes, DevicePrefetcher"] = lambda: (
+            bload.DevicePrefetcher(plain(True), "cpu")
+        )
+        if hasattr(bload, "ItemPool"):
+            configs[f"bload ItemPool({workers}), threads, DevicePrefetcher"] = lambda: (
+                bload.DevicePrefetcher(bload_pool(), "cpu")
+            )
     figures = {name: [] for name in configs}
     for _ in range(args.rounds):
         for name, make in configs.items():
