@@ -2,6 +2,7 @@ import os
 import pathlib
 
 import bload
+import numpy as np
 import pytest
 import torch
 
@@ -51,3 +52,29 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def store_sequences(count=40, seed=0):
+    """40 sequences of 1 to 29 steps: (float32 data [T, 3], int64 target [T])."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        length = int(rng.integers(1, 30))
+        out.append(
+            (
+                rng.standard_normal((length, 3)).astype(np.float32),
+                np.arange(length, dtype=np.int64) + i,
+            )
+        )
+    return out
+
+
+# The items and the store that test_store.py and test_store_faults.py share.
+@pytest.fixture
+def items():
+    return store_sequences()
+
+
+@pytest.fixture
+def store(tmp_path, items):
+    return bload.SequenceStore(bload.store.write(tmp_path / "s", items, progress=False))
