@@ -7,7 +7,6 @@ state and checkpoint calls.
     torchrun --nproc-per-node 2 examples/train.py --policy lanes --t-max 32
     python examples/train.py --model build/packed_gru.pt      # a TorchScript model
     python examples/train.py --checkpoint run.pt              # resumes from run.pt if it exists
-    python examples/train.py --workers 0                      # loads in the training process
 
 The data are made up: sequence i has 16 features per step and, as target, the running sum of its
 first feature, so the model must carry its state along a sequence and start each one afresh.
@@ -68,9 +67,6 @@ def parse():
     parser.add_argument(
         "--checkpoint", default="", help="save here after each epoch; resume from it"
     )
-    parser.add_argument(
-        "--workers", type=int, default=1, help="loader processes (0: load in the training one)"
-    )
     return parser.parse_args()
 
 
@@ -88,15 +84,15 @@ def main():
         lengths, args.t_max, args.blocks_per_batch, policy=args.policy, split=args.policy != "lanes"
     )
     dataset = bload.BlockDataset(RunningSums(lengths), args.t_max)
-    # Workers started afresh, once: a worker forked from a rank whose process group already runs
-    # threads can inherit a lock one of them held, and hang the rank (and so every rank).
-    workers = dict(multiprocessing_context="spawn", persistent_workers=True) if args.workers else {}
     loader = DataLoader(
         dataset,
         batch_sampler=sampler,
         collate_fn=bload.collate,
-        num_workers=args.workers,
-        **workers,
+        num_workers=1,
+        # A worker started afresh, once: a worker forked from a rank whose process group already
+        # runs threads can inherit a lock one of them held, and hang the rank (and so every rank).
+        multiprocessing_context="spawn",
+        persistent_workers=True,
     )
 
     torch.manual_seed(0)  # the same initial weights on every rank

@@ -61,9 +61,6 @@ def test_a_resumed_run_ends_as_the_run_left_alone(language, ranks, policy, tmp_p
     assert [epoch for epoch, _, _ in alone] == ["0", "1"]
     assert all(int(batches) > 0 for _, batches, _ in alone)
     checkpoint = str(tmp_path / "run.pt")
-    # Python's runs in two parts load in the training process (the run alone has its worker): a
-    # worker's start-up is most of a short run's time, and the batches are the same without one.
-    options += ["--workers", "0"] if language == "python" else []
     first = run(language, ranks, tmp_path, *options, "--epochs", "1", "--checkpoint", checkpoint)
     assert os.path.exists(checkpoint) and first == alone[:1]
     resumed = run(language, ranks, tmp_path, *options, "--epochs", "2", "--checkpoint", checkpoint)
