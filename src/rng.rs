@@ -62,12 +62,53 @@ impl PlanRng {
 
     /// Fisher-Yates shuffle. Slices handed to it hold fewer than 2^32 items (the planner checks
     /// that an epoch's blocks, the most items it shuffles, fit 32-bit positions).
+    ///
+    /// On slices larger than the caches each swap would wait for memory in turn; there the picks
+    /// are drawn `PICKS_AHEAD` swaps early (in the same order, so the permutation is the same)
+    /// and their items are asked of memory then, so that many loads are in flight at once.
     pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
-        for last in (1..items.len()).rev() {
-            let pick = self.below(last as u32 + 1) as usize;
+        let n = items.len();
+        if n <= PICKS_AHEAD || std::mem::size_of_val(items) < CACHED_BYTES {
+            for last in (1..n).rev() {
+                let pick = self.below(last as u32 + 1) as usize;
+                items.swap(last, pick);
+            }
+            return;
+        }
+        // picks[last % PICKS_AHEAD]: the pick of swap `last`, drawn PICKS_AHEAD swaps early.
+        let mut picks = [0usize; PICKS_AHEAD];
+        for last in (n - PICKS_AHEAD..n).rev() {
+            picks[last % PICKS_AHEAD] = self.below(last as u32 + 1) as usize;
+        }
+        for last in (1..n).rev() {
+            let pick = picks[last % PICKS_AHEAD];
+            if let Some(ahead) = last.checked_sub(PICKS_AHEAD).filter(|&ahead| ahead >= 1) {
+                let early = self.below(ahead as u32 + 1) as usize;
+                picks[ahead % PICKS_AHEAD] = early;
+                prefetch(&items[early]);
+            }
             items.swap(last, pick);
         }
     }
+}
+
+/// Swaps ahead whose picks `shuffle` draws early on large slices.
+const PICKS_AHEAD: usize = 32;
+/// Slices of fewer bytes stay in the caches, where drawing early gains nothing.
+const CACHED_BYTES: usize = 1 << 20;
+
+/// Asks for the cache line holding `item`, without waiting for it.
+#[inline(always)]
+fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing and cannot fault, and `item` is a valid
+    // reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((item as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
 }
 
 #[cfg(test)]
@@ -118,5 +159,32 @@ mod tests {
         assert_ne!(items, (0..100).collect::<Vec<_>>());
         items.sort_unstable();
         assert_eq!(items, (0..100).collect::<Vec<_>>());
+    }
+
+    /// Plain Fisher-Yates, as `shuffle` did before it drew ahead on large slices.
+    fn swap_by_swap<T>(rng: &mut PlanRng, items: &mut [T]) {
+        for last in (1..items.len()).rev() {
+            let pick = rng.below(last as u32 + 1) as usize;
+            items.swap(last, pick);
+        }
+    }
+
+    #[test]
+    fn drawing_ahead_shuffles_as_swap_by_swap() {
+        // Sizes about the threshold, and some whose count is not a multiple of PICKS_AHEAD.
+        let threshold = CACHED_BYTES / 4;
+        for n in [threshold - 1, threshold, threshold + 1, threshold + 37, 3 * threshold + 5] {
+            let mut ahead: Vec<u32> = (0..n as u32).collect();
+            let mut plain = ahead.clone();
+            PlanRng::new(9, 4, Stream::Identities).shuffle(&mut ahead);
+            swap_by_swap(&mut PlanRng::new(9, 4, Stream::Identities), &mut plain);
+            assert_eq!(ahead, plain, "{n} items");
+            // The stream is left where swap-by-swap leaves it.
+            let mut after = PlanRng::new(9, 4, Stream::Identities);
+            after.shuffle(&mut ahead);
+            let mut after_plain = PlanRng::new(9, 4, Stream::Identities);
+            swap_by_swap(&mut after_plain, &mut plain);
+            assert_eq!(after.below(1000), after_plain.below(1000), "{n} items");
+        }
     }
 }

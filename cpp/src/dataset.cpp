@@ -125,7 +125,7 @@ std::vector<ItemRead> item_reads(const at::Tensor& table, bool ranges) {
     if (ranges) {
       reads.push_back({index, piece[kOffset], piece[kLength], false});
     } else if (read.insert(piece[kSequence]).second) {
-      reads.push_back({index, 0, 0, true});
+      reads.push_back({index, piece[kOffset], piece[kLength], true});
     }
   }
   if (table.size(0) == 0) reads.push_back({0, 0, 0, true});

@@ -1,7 +1,8 @@
 // The item pool's run (bload/item_pool.h): the reads of the batches in reach, started in plan
 // order while fewer than max_items are started and not taken (and, with max_bytes, the read ones
-// hold no more than it), read by the pool's threads; each batch's caller takes its items in
-// order as they are read, and packs the batch itself.
+// hold no more than it), read by the pool's threads (in the order started, or with a cost the
+// costliest first); each batch's caller takes its items in order as they are read, and packs
+// the batch itself.
 //
 // A generation numbers the pool's threads: stopping them (a new pass, an item that threw, the
 // epoch's end, the destructor) starts a new one, and a thread of an older one ends once it has
@@ -22,40 +23,16 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
-#include "rust_bridge.h"
-
 namespace bload {
-
-int64_t default_items_per_worker() { return ffi::item_pool_bounds()[0]; }
-int64_t max_pool_workers() { return ffi::item_pool_bounds()[1]; }
-
-ItemPool::ItemPool(int64_t workers) : workers_(workers) {
-  TORCH_CHECK(workers >= 1 && workers <= max_pool_workers(), "workers = ", workers,
-              ": expected an int from 1 to ", max_pool_workers(), " threads");
-}
-
-ItemPool& ItemPool::max_items(int64_t value) {
-  TORCH_CHECK(value >= 1, "max_items = ", value, ": expected at least 1 item");
-  max_items_ = value;
-  return *this;
-}
-
-int64_t ItemPool::max_items() const {
-  return max_items_.value_or(workers_ * default_items_per_worker());
-}
-
-ItemPool& ItemPool::max_bytes(int64_t value) {
-  TORCH_CHECK(value >= 1, "max_bytes = ", value, ": expected at least 1 byte");
-  max_bytes_ = value;
-  return *this;
-}
 
 namespace {
 
@@ -85,6 +62,8 @@ enum class Stage { kWaiting, kQueued, kReading, kDone, kDropped };
 struct Task {
   ItemRead read;
   int64_t batch = 0;
+  size_t position = 0;      // in its batch's reads
+  double cost = 0;          // ItemPool's cost of it (0 without one)
   uint64_t generation = 0;  // the threads' generation it was started in
   bool released = false;    // counted no more (its batch was skipped)
   Stage stage = Stage::kWaiting;
@@ -191,6 +170,22 @@ struct ItemPoolRun::State {
     return any;
   }
 
+  // The queued read a free thread takes: the first started, or with a cost the costliest (ties
+  // in plan order). Holding the lock; the queue holds at most max_items reads.
+  TaskPtr take_next() {
+    auto next = queue.begin();
+    if (pool.cost()) {
+      const auto costlier = [](const TaskPtr& a, const TaskPtr& b) {
+        if (a->cost != b->cost) return a->cost > b->cost;
+        return std::tie(a->batch, a->position) < std::tie(b->batch, b->position);
+      };
+      next = std::min_element(queue.begin(), queue.end(), costlier);
+    }
+    auto task = std::move(*next);
+    queue.erase(next);
+    return task;
+  }
+
   // A pool thread: reads queued items until its generation ends.
   void serve(uint64_t mine) {
     std::optional<Reader> reader;
@@ -205,8 +200,7 @@ struct ItemPoolRun::State {
     while (true) {
       work.wait(lock, [&] { return generation != mine || !queue.empty(); });
       if (generation != mine) return;
-      auto task = std::move(queue.front());
-      queue.pop_front();
+      auto task = take_next();
       task->stage = Stage::kReading;
       lock.unlock();
       torch::data::Example<> value;
@@ -260,6 +254,30 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
                   ", threw: ", message_of(std::current_exception()));
     }
   };
+  // The reads of the batch and of those ahead, with their costs: found before the lock, as the
+  // cost is the user's code (and most of them are of batches already registered: cheap).
+  std::vector<std::vector<ItemRead>> reads_of;
+  std::vector<std::vector<double>> costs_of;
+  for (size_t step = 0; step <= request.ahead.size(); ++step) {
+    const auto& reads = reads_of.emplace_back(
+        item_reads(step == 0 ? request.table : request.ahead[step - 1], ranges));
+    auto& costs = costs_of.emplace_back(reads.size(), 0.0);
+    const auto& cost = state.pool.cost();
+    for (size_t at = 0; cost && at < reads.size(); ++at) {
+      const auto& item = reads[at];
+      const auto call = "cost(" + std::to_string(item.index) + ", " + std::to_string(item.offset) +
+                        ", " + std::to_string(item.length) + "), of an item of batch " +
+                        std::to_string(index + static_cast<int64_t>(step));
+      try {
+        costs[at] = cost(item.index, item.offset, item.length);
+      } catch (...) {
+        TORCH_CHECK(false, "bload item pool: ", call,
+                    ", threw: ", message_of(std::current_exception()));
+      }
+      TORCH_CHECK(!std::isnan(costs[at]), "bload item pool: ", call,
+                  ", is NaN: expected a number (the costliest read is started first)");
+    }
+  }
   std::unique_lock<std::mutex> lock(state.mutex);
   if (state.pass != request.pass || state.taken.count(index)) {
     // Another pass (a new epoch, a loop started over, a state loaded), or a batch asked for
@@ -285,13 +303,14 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
   for (size_t step = 0; step <= request.ahead.size(); ++step) {
     const int64_t batch = index + static_cast<int64_t>(step);
     if (state.batches.count(batch) || state.taken.count(batch)) continue;
-    const auto& table = step == 0 ? request.table : request.ahead[step - 1];
     auto& tasks = state.batches[batch];
-    const auto reads = item_reads(table, ranges);
+    const auto& reads = reads_of[step];
     for (size_t position = 0; position < reads.size(); ++position) {
       auto task = std::make_shared<Task>();
       task->read = reads[position];
       task->batch = batch;
+      task->position = position;
+      task->cost = costs_of[step][position];
       if (state.failed) {
         task->stage = Stage::kDropped;  // read by its caller
       } else {

@@ -1,12 +1,14 @@
 // The item pool in C++ (bload/item_pool.h, docs/read_ahead.md "Slow items"): batches the same bit
 // for bit with and without it (several workers, more workers than items, max_items 1, DataLoader
 // worker threads); reads in plan order, ahead of the batch asked for, never more at once than
-// the bounds; an item that throws named with its batch, every pool thread joined; a resumed
-// epoch read from the resumed batch on; bad options refused by name.
+// the bounds, or with a cost the costliest first; an item (or its cost) that throws named with
+// its batch, every pool thread joined; a resumed epoch read from the resumed batch on; bad
+// options refused by name.
 // tests/python/test_item_pool.py checks Python's side.
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -146,8 +148,10 @@ void batches_are_the_plans() {
     const auto expected = plain_epoch<Ranges>(read_ahead);
     ASSERT_GT(expected.size(), 4u);
     // Several workers; more workers than items (a batch holds a few); one item at a time.
-    for (const auto& pool : {bload::ItemPool(3), bload::ItemPool(64),
-                             bload::ItemPool(4).max_items(1), bload::ItemPool(2).max_bytes(1)}) {
+    const auto longest_first = [](size_t, int64_t, int64_t length) { return double(length); };
+    for (const auto& pool :
+         {bload::ItemPool(3), bload::ItemPool(64), bload::ItemPool(4).max_items(1),
+          bload::ItemPool(2).max_bytes(1), bload::ItemPool(3).cost(longest_first)}) {
       bload::BlockSampler sampler(kLengths, options(read_ahead));
       bload::BlockDataset<SlowClips<Ranges>> dataset(SlowClips<Ranges>(), options(read_ahead),
                                                      pool);
@@ -220,6 +224,50 @@ TEST(ItemPool, ReadsTheBatchesAheadBeforeTheyAreAskedFor) {
     return clips.shared->reads.size() >= due && clips.shared->in_flight == 0;
   }));
   EXPECT_EQ(clips.shared->reads.size(), due);  // and nothing further
+}
+
+TEST(ItemPool, AFreeThreadTakesTheCostliestReadStartedFirst) {
+  bload::BlockSampler sampler(kLengths, options(2));
+  SlowClips<true> clips;
+  // One thread, and room for every read in reach: all of them are started at the first batch,
+  // and none after it (no other batch is asked for).
+  auto pool = bload::ItemPool(1).max_items(1000).cost(
+      [](size_t, int64_t, int64_t length) { return double(length); });
+  bload::BlockDataset<SlowClips<true>> dataset(clips, options(2), pool);
+  const auto request = *sampler.next();
+  const auto in_reach =
+      planned_reads({request.table, request.ahead.at(0), request.ahead.at(1)}, true);
+  dataset.get_batch(request);
+  std::unique_lock<std::mutex> lock(clips.shared->mutex);
+  ASSERT_TRUE(clips.shared->changed.wait_for(lock, std::chrono::seconds(30), [&] {
+    return clips.shared->reads.size() >= in_reach.size() && clips.shared->in_flight == 0;
+  }));
+  auto expected = in_reach;  // the longest first, ties in plan order
+  std::stable_sort(expected.begin(), expected.end(),
+                   [](const auto& a, const auto& b) { return a.length > b.length; });
+  ASSERT_NE(calls(expected), calls(in_reach));  // the cost changes the order here
+  EXPECT_EQ(calls(clips.shared->reads), calls(expected));
+}
+
+TEST(ItemPool, ACostThatThrowsOrIsNaNIsNamed) {
+  for (bool nan : {false, true}) {
+    bload::BlockSampler sampler(kLengths, options(2));
+    auto pool = bload::ItemPool(2).cost([nan](size_t index, int64_t, int64_t) -> double {
+      if (index != 3) return 1.0;
+      if (nan) return std::nan("");
+      throw std::runtime_error("no length for clip 3");
+    });
+    bload::BlockDataset<SlowClips<true>> dataset(SlowClips<true>(), options(2), pool);
+    std::string message;
+    try {
+      while (auto request = sampler.next()) dataset.get_batch(*request);
+    } catch (const c10::Error& error) {
+      message = error.what_without_backtrace();
+    }
+    EXPECT_TRUE(bload_test::contains(message, "bload item pool: cost(3, "));
+    EXPECT_TRUE(bload_test::contains(
+        message, nan ? ", is NaN: expected a number" : ", threw: no length for clip 3"));
+  }
 }
 
 TEST(ItemPool, AnItemThatThrowsNamesItsBatchAndStopsThePool) {

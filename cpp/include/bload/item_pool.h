@@ -44,15 +44,26 @@ class BLOAD_API ItemPool {
   // of tensors (data and target; those being read may add theirs on top): at least 1.
   ItemPool& max_bytes(int64_t value);
   std::optional<int64_t> max_bytes() const { return max_bytes_; }
+  // Optionally, what an item read costs, from its sequence's index and the piece it reads (for a
+  // read of the whole sequence, the piece of its first row in the batch: offset 0 and its length
+  // where the sequence is not split), e.g. its length: a free thread takes the costliest read
+  // started first (ties in plan order), so slow items get a head start. It orders work only: the
+  // reads started and the batches are the same. Called in the thread asking for a batch, before
+  // the pool's lock; what it throws ends that request, naming the call. Python's `cost`.
+  using Cost = std::function<double(size_t index, int64_t offset, int64_t length)>;
+  ItemPool& cost(Cost value);
+  const Cost& cost() const { return cost_; }
 
  private:
   int64_t workers_;
   std::optional<int64_t> max_items_;
   std::optional<int64_t> max_bytes_;
+  Cost cost_;
 };
 
 // One call of a BlockDataset's inner dataset: get(index) for a whole sequence, or
-// get_range(index, offset, length) for one piece.
+// get_range(index, offset, length) for one piece. A whole read keeps its first row's piece in
+// offset and length (what ItemPool's cost is given).
 struct BLOAD_API ItemRead {
   size_t index = 0;
   int64_t offset = 0;
