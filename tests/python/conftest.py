@@ -1,5 +1,7 @@
+import errno
 import os
 import pathlib
+import sys
 
 import bload
 import numpy as np
@@ -17,6 +19,42 @@ SUPPORT = ROOT / "tests" / "support"
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(SUPPORT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
 )
+
+
+def child_env(**variables):
+    """The environment of a Python process a test starts that must import what this one does
+    (bload under test, the test support): this one's sys.path as its PYTHONPATH, and
+    `variables` set."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, sys.path)), **variables)
+
+
+def full_disk_after(budget):
+    """An open() whose files' writes fail with ENOSPC once `budget` bytes are written (a full
+    disk, without filling one): monkeypatch it over a writer module's `open`."""
+    written = [0]
+
+    class File:
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            written[0] += len(memoryview(data).cast("B"))
+            if written[0] > budget:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    return lambda *args, **kwargs: File(open(*args, **kwargs))
+
+
 # The library under test: the installed package's, or the build named by BLOAD_LIBRARY.
 LIBRARY = pathlib.Path(bload.library_path())
 DATA = ROOT / "examples" / "data"

@@ -10,7 +10,7 @@ import sys
 import bload
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, child_env
 from ddp_support import HARD_TIMEOUT, torchrun
 from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
 
@@ -28,7 +28,7 @@ def two_rank_reports(tmp_path_factory):
     command = torchrun(
         [HERE / "integration_ranks.py", ",".join(FRAMEWORKS), out], out / "logs", ranks_per_node=2
     )
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    env = child_env(OMP_NUM_THREADS="1")  # this directory is on sys.path: pytest's rootdir
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=HARD_TIMEOUT, env=env, cwd=out
     )
@@ -212,7 +212,7 @@ def test_importing_bload_imports_no_framework():
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        env=child_env(),
     )
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, child_env, full_disk_after
 
 LENGTHS = [3, 1, 7, 2, 9]
 
@@ -157,7 +157,7 @@ def test_the_cache_from_python_and_from_the_command_lines(tmp_path):
     )
     cached = np.load(out)
     assert cached.dtype == np.int32 and cached.tolist() == LENGTHS
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env = child_env()
     run = subprocess.run(
         [
             sys.executable,
@@ -217,25 +217,7 @@ def test_a_full_disk_names_the_caches_path_not_its_temporary_file(tmp_path, monk
     lengths = tmp_path / "l.npy"
     np.save(lengths, np.array(LENGTHS))
 
-    class Full:
-        def __init__(self, file):
-            self.file = file
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-        def __getattr__(self, name):
-            return getattr(self.file, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.file.close()
-
-    monkeypatch.setattr(
-        bload.lengths, "open", lambda *args, **kwargs: Full(open(*args, **kwargs)), raising=False
-    )
+    monkeypatch.setattr(bload.lengths, "open", full_disk_after(0), raising=False)
     out = tmp_path / "out.npy"
     with pytest.raises(OSError, match=f"out = {out}: no space left") as error:
         bload.write_lengths_cache(lengths, out)
@@ -271,7 +253,7 @@ def test_the_formats_are_the_cores_and_an_unknown_one_is_named(tmp_path):
         + ["--lengths-format", "csv", "--out", str(tmp_path / "l.npy")],
         capture_output=True,
         text=True,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        env=child_env(),
         timeout=120,
     )
     assert run.returncode == 1

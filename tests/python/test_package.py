@@ -12,7 +12,7 @@ import sys
 import bload
 import pytest
 import torch
-from conftest import COLUMN, ROOT
+from conftest import COLUMN, ROOT, child_env
 from ddp_support import HARD_TIMEOUT, TORCHRUN, free_port
 
 T_MAX = 30
@@ -321,7 +321,7 @@ print("served", len(batch.table), len(list(copy)) == len(sampler) - 1)
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        env=child_env(),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("served ") and run.stdout.strip().endswith("True"), run.stdout

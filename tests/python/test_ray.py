@@ -12,6 +12,7 @@ import threading
 
 import pytest
 import torch
+from conftest import child_env
 from torch.utils.data import DataLoader
 
 ray = pytest.importorskip(
@@ -106,7 +107,7 @@ def ray_sessions_beside():
     Ray after ray.shutdown() ended it once)."""
     process = subprocess.Popen(
         [sys.executable, str(pathlib.Path(__file__).with_name("ray_sessions.py")), "2"],
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

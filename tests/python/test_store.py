@@ -12,6 +12,7 @@ import bload
 import numpy as np
 import pytest
 import torch
+from conftest import child_env
 
 
 def test_round_trip_lengths_items_and_ranges(store, items):
@@ -134,7 +135,7 @@ def test_the_store_command_from_npy_files_and_parquet(tmp_path, items):
         (tmp_path / "npy" / field).mkdir(parents=True)
         for i, item in enumerate(items[:5]):
             np.save(tmp_path / "npy" / field / f"{i}.npy", item[column])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env = child_env()
     command = [
         sys.executable,
         "-m",

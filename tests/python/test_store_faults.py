@@ -15,6 +15,7 @@ import zlib
 import bload
 import numpy as np
 import pytest
+from conftest import child_env, full_disk_after
 
 
 def rewrite(path, name, change):
@@ -101,7 +102,7 @@ except bload.StoreError as err:
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        env=child_env(),
     )
     assert run.returncode == 0, (run.returncode, run.stderr)
     assert (
@@ -118,33 +119,6 @@ def test_an_item_of_no_step_is_named_by_the_writer(tmp_path):
     with pytest.raises(ValueError, match="item 1: field 'data' has 0 steps: expected a sequence"):
         bload.store.write(tmp_path / "s", items, progress=False)
     assert os.listdir(tmp_path) == []
-
-
-def full_disk_after(budget):
-    """open() for the writer whose files' writes fail with ENOSPC once `budget` bytes are written
-    (a full disk, without filling one)."""
-    written = [0]
-
-    class File:
-        def __init__(self, file):
-            self.file = file
-
-        def write(self, data):
-            written[0] += len(memoryview(data).cast("B"))
-            if written[0] > budget:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            return self.file.write(data)
-
-        def __getattr__(self, name):
-            return getattr(self.file, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.file.close()
-
-    return lambda *args, **kwargs: File(open(*args, **kwargs))
 
 
 def test_a_full_disk_names_the_stores_path_and_leaves_nothing(tmp_path, items, monkeypatch):
