@@ -173,7 +173,13 @@ mod tests {
     fn drawing_ahead_shuffles_as_swap_by_swap() {
         // Sizes about the threshold, and some whose count is not a multiple of PICKS_AHEAD.
         let threshold = CACHED_BYTES / 4;
-        for n in [threshold - 1, threshold, threshold + 1, threshold + 37, 3 * threshold + 5] {
+        for n in [
+            threshold - 1,
+            threshold,
+            threshold + 1,
+            threshold + 37,
+            3 * threshold + 5,
+        ] {
             let mut ahead: Vec<u32> = (0..n as u32).collect();
             let mut plain = ahead.clone();
             PlanRng::new(9, 4, Stream::Identities).shuffle(&mut ahead);
