@@ -24,6 +24,10 @@ use std::time::Instant;
 
 mod common;
 use common::lognormal_lengths;
+#[path = "common/timing.rs"]
+#[allow(dead_code)] // this bench reads the median alone
+mod timing;
+use timing::timing_of;
 
 /// LLM-like document lengths: lognormal, drawn from a fixed xorshift stream (an input of the
 /// benchmark, not a plan's randomness).
@@ -55,11 +59,6 @@ fn planner(lengths: &[u32], t_max: u32, blocks_per_batch: u32, cost: Cost) -> Pl
     options.oversize = Oversize::Split;
     options.cost = cost;
     Planner::new(lengths.to_vec(), options).expect("the benchmark's lengths plan")
-}
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
 }
 
 fn row(set: &str, t_max: u32, blocks: u32, dealt: Cost, measured: Cost, plan: &EpochPlan) {
@@ -101,7 +100,7 @@ fn overhead(rounds: usize) {
         std::hint::black_box(plan.rank_cost_imbalance(Cost::Steps));
         measures.push(start.elapsed().as_secs_f64());
     }
-    let (plan, measure) = (median(plans), median(measures));
+    let (plan, measure) = (timing_of(plans).median, timing_of(measures).median);
     println!();
     println!("measuring the imbalance of a steps plan, 10M lognormal lengths, t_max 2048, 8 ranks");
     println!(
@@ -157,7 +156,13 @@ fn balance_tables(rounds: usize) {
                         std::hint::black_box(plan);
                     }
                 }
-                timings.push((*set, t_max, blocks, median(reference), median(balanced)));
+                timings.push((
+                    *set,
+                    t_max,
+                    blocks,
+                    timing_of(reference).median,
+                    timing_of(balanced).median,
+                ));
             }
         }
     }

@@ -30,6 +30,10 @@ use common::lognormal_lengths;
 #[path = "../tests/common/hard_sets.rs"]
 mod hard_sets;
 
+#[path = "common/timing.rs"]
+mod timing;
+use timing::{timing_of, Timing};
+
 #[path = "common/counting.rs"]
 mod counting;
 use counting::{CountingAllocator, LIVE, PEAK};
@@ -87,11 +91,6 @@ fn measure_on_copies<T>(
 const RUNS: usize = 5;
 /// The constructor alone takes milliseconds: more runs for a steadier median.
 const INGEST_RUNS: usize = 7;
-
-struct Timing {
-    median: f64,
-    fastest: f64,
-}
 
 struct Row {
     name: String,
@@ -323,15 +322,6 @@ fn lanes_rows() {
             lanes.median / best_fit.median,
             peak as f64 / size as f64,
         );
-    }
-}
-
-/// The median and fastest of `seconds`.
-fn timing_of(mut seconds: Vec<f64>) -> Timing {
-    seconds.sort_by(f64::total_cmp);
-    Timing {
-        median: seconds[seconds.len() / 2],
-        fastest: seconds[0],
     }
 }
 

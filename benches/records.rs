@@ -19,6 +19,9 @@ use std::time::Instant;
 
 mod common;
 use common::lognormal_lengths;
+#[path = "common/timing.rs"]
+mod timing;
+use timing::timing_of;
 #[path = "common/spfhp.rs"]
 mod spfhp;
 
@@ -191,16 +194,16 @@ fn row(title: &str, lengths: &[u32], t_max: u32, mut runs: Vec<Run>, published: 
     println!(
         "| packer | blocks | efficiency | most a block | median s | fastest s |\n|---|---|---|---|---|---|"
     );
-    for ((name, _), outcome) in runs.iter().zip(&mut outcomes) {
-        outcome.seconds.sort_by(f64::total_cmp);
+    for ((name, _), outcome) in runs.iter().zip(outcomes) {
         let efficiency = steps as f64 / (outcome.blocks * u64::from(t_max)) as f64;
+        let timing = timing_of(outcome.seconds);
         println!(
             "| {name} | {} | {:.4}% | {} | {:.4} | {:.4} |",
             outcome.blocks,
             efficiency * 100.0,
             outcome.deepest,
-            outcome.seconds[ROUNDS / 2],
-            outcome.seconds[0],
+            timing.median,
+            timing.fastest,
         );
     }
     for (name, efficiency) in published {

@@ -4,9 +4,8 @@ torch.distributed (gloo on CPU, NCCL on CUDA) and DistributedDataParallel: the P
 tests/harness/cpp/ddp_trainer/. Run from the repository root after `make` (which installs the
 bload package into .venv):
 
-    PYTHONPATH=tests/support .venv/bin/python tests/harness/ddp_trainer.py --world-size 2
     PYTHONPATH=tests/support .venv/bin/python tests/harness/ddp_trainer.py --world-size 2 \
-        --model transformer
+        [--model transformer]
 
 It starts one process per rank itself; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set; LOCAL_RANK picks the GPU) it runs the rank it is given instead, on one machine or
@@ -35,8 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from trainer_args import parse
 from trainer_report import EpochFigures, Progress, ends_of, report
 
-# tests/support (the test models and data set) comes on PYTHONPATH: the tests set it, and so
-# does the command line above.
+# tests/support (the test models and data set) comes on PYTHONPATH: the tests set it, as above.
 try:
     import models
     from packed_transformer import with_block_mask, with_mask
