@@ -57,25 +57,27 @@ int64_t bytes_of(const torch::data::Example<>& value) {
   return bytes;
 }
 
-enum class Stage { kWaiting, kQueued, kReading, kDone, kDropped };
-
-struct Task {
-  ItemRead read;
-  int64_t batch = 0;
-  size_t position = 0;      // in its batch's reads
-  double cost = 0;          // ItemPool's cost of it (0 without one)
-  uint64_t generation = 0;  // the threads' generation it was started in
-  bool released = false;    // counted no more (its batch was skipped)
-  Stage stage = Stage::kWaiting;
-  torch::data::Example<> value;
-  std::optional<std::string> error;
-  int64_t bytes = 0;
-};
-using TaskPtr = std::shared_ptr<Task>;
-
 }  // namespace
 
 struct ItemPoolRun::State {
+  // A read and what became of it (nested, as the file's anonymous namespace would give this class
+  // fields of internal linkage).
+  enum class Stage { kWaiting, kQueued, kReading, kDone, kDropped };
+
+  struct Task {
+    ItemRead read;
+    int64_t batch = 0;
+    size_t position = 0;      // in its batch's reads
+    double cost = 0;          // ItemPool's cost of it (0 without one)
+    uint64_t generation = 0;  // the threads' generation it was started in
+    bool released = false;    // counted no more (its batch was skipped)
+    Stage stage = Stage::kWaiting;
+    torch::data::Example<> value;
+    std::optional<std::string> error;
+    int64_t bytes = 0;
+  };
+  using TaskPtr = std::shared_ptr<Task>;
+
   ItemPool pool;
   std::function<Reader()> make_reader;
 
@@ -306,13 +308,13 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
     auto& tasks = state.batches[batch];
     const auto& reads = reads_of[step];
     for (size_t position = 0; position < reads.size(); ++position) {
-      auto task = std::make_shared<Task>();
+      auto task = std::make_shared<State::Task>();
       task->read = reads[position];
       task->batch = batch;
       task->position = position;
       task->cost = costs_of[step][position];
       if (state.failed) {
-        task->stage = Stage::kDropped;  // read by its caller
+        task->stage = State::Stage::kDropped;  // read by its caller
       } else {
         state.waiting.emplace(std::make_pair(batch, position), task);
       }
@@ -341,8 +343,8 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
   std::vector<torch::data::Example<>> values;
   values.reserve(tasks.size());
   for (const auto& task : tasks) {
-    while (task->stage != Stage::kDone && task->stage != Stage::kDropped) {
-      if (task->stage != Stage::kWaiting) {
+    while (task->stage != State::Stage::kDone && task->stage != State::Stage::kDropped) {
+      if (task->stage != State::Stage::kWaiting) {
         state.done.wait(lock);
         continue;
       }
@@ -353,7 +355,7 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
       state.done.wait(lock);
       --state.kept_back;
     }
-    if (task->stage == Stage::kDropped) {
+    if (task->stage == State::Stage::kDropped) {
       lock.unlock();
       values.push_back(read_here(task->read));
       lock.lock();

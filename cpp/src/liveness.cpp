@@ -41,18 +41,19 @@ std::string seconds(Clock::duration duration) {
   return shown;
 }
 
-// What rank 0 knows of another rank.
-struct Seen {
-  bool joined = false;
-  std::string beat;  // the last "BEATS PROGRESS" read
-  Clock::time_point changed;
-  int64_t progress = 0;
-  Clock::time_point behind_since{};  // since when another rank is past this one's progress
-};
-
 }  // namespace
 
 struct Liveness::State {
+  // What rank 0 knows of another rank (nested: a member's type of the file's anonymous namespace
+  // would give this class of the library's namespace a field of internal linkage).
+  struct Seen {
+    bool joined = false;
+    std::string beat;  // the last "BEATS PROGRESS" read
+    Clock::time_point changed;
+    int64_t progress = 0;
+    Clock::time_point behind_since{};  // since when another rank is past this one's progress
+  };
+
   int64_t rank = 0, world_size = 0;
   LivenessOptions options;
   c10::intrusive_ptr<c10d::Store> store;

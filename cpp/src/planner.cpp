@@ -293,10 +293,13 @@ BatchRequest EpochPlan::batch(int64_t rank, int64_t index) const {
   auto table = at::empty({rows, kTableColumns}, at::kLong);
   std::copy(cells.begin(), cells.end(), table.mutable_data_ptr<int64_t>());
   const auto& options = impl_->options;
-  BatchRequest request{table,           options.blocks_per_batch(),        options.t_max(),
-                       carries_state(), rank * options.blocks_per_batch(), impl_->sequences};
-  request.index = index;
-  return request;
+  return BatchRequest{.table = table,
+                      .blocks = options.blocks_per_batch(),
+                      .t_max = options.t_max(),
+                      .carry = carries_state(),
+                      .first_lane = rank * options.blocks_per_batch(),
+                      .sequences = impl_->sequences,
+                      .index = index};
 }
 
 GlobalBatch EpochPlan::global_batch(int64_t index) const {

@@ -31,19 +31,20 @@ at::ScalarType scalar_type(const std::string& dtype) {
   TORCH_CHECK(false, "store field dtype = ", dtype, ": expected one the core knows");
 }
 
-// One mapped field file.
-struct Field {
-  std::string name, path;
-  at::ScalarType dtype;
-  std::vector<int64_t> shape;
-  int64_t step_bytes = 0, bytes = 0;
-  int fd = -1;
-  void* base = nullptr;
-};
-
 }  // namespace
 
 struct SequenceStore::Impl {
+  // One mapped field file (nested, as the file's anonymous namespace would give this class a
+  // field of internal linkage).
+  struct Field {
+    std::string name, path;
+    at::ScalarType dtype;
+    std::vector<int64_t> shape;
+    int64_t step_bytes = 0, bytes = 0;
+    int fd = -1;
+    void* base = nullptr;
+  };
+
   std::string path;
   std::vector<int64_t> offsets;
   Field data, target;
@@ -64,38 +65,35 @@ struct SequenceStore::Impl {
                 ": expected ", field.bytes,
                 " bytes, as the offsets say (the file changed while mapped)");
   }
+
+  // The store's field `name` opened and mapped into `field`, its size checked.
+  static void map_field(Field& field, const ffi::StoreInfo& info, const std::string& name) {
+    const ffi::StoreFieldInfo* found = nullptr;
+    std::string names;
+    for (const auto& candidate : info.fields) {
+      names += (names.empty() ? "" : ", ") + std::string(candidate.name);
+      if (std::string(candidate.name) == name) found = &candidate;
+    }
+    TORCH_CHECK(found != nullptr, "store field = ", name, ": expected one of the store's (", names,
+                ")");
+    field.name = name;
+    field.path = std::string(found->path);
+    field.dtype = scalar_type(std::string(found->dtype));
+    field.shape.assign(found->shape.begin(), found->shape.end());
+    field.step_bytes = found->step_bytes;
+    field.bytes = found->bytes;
+    field.fd = open(field.path.c_str(), O_RDONLY | O_CLOEXEC);
+    TORCH_CHECK(field.fd >= 0, field.path, " = unreadable (", std::strerror(errno),
+                "): expected a store's field file");
+    check_size(field);
+    if (field.bytes > 0) {
+      // Copy-on-write: writable for torch, private to this process, the file never changed.
+      field.base = mmap(nullptr, field.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, field.fd, 0);
+      TORCH_CHECK(field.base != MAP_FAILED, field.path, " = not mapped (", std::strerror(errno),
+                  "): expected a file that can be mapped");
+    }
+  }
 };
-
-namespace {
-
-void map_field(Field& field, const ffi::StoreInfo& info, const std::string& name) {
-  const ffi::StoreFieldInfo* found = nullptr;
-  std::string names;
-  for (const auto& candidate : info.fields) {
-    names += (names.empty() ? "" : ", ") + std::string(candidate.name);
-    if (std::string(candidate.name) == name) found = &candidate;
-  }
-  TORCH_CHECK(found != nullptr, "store field = ", name, ": expected one of the store's (", names,
-              ")");
-  field.name = name;
-  field.path = std::string(found->path);
-  field.dtype = scalar_type(std::string(found->dtype));
-  field.shape.assign(found->shape.begin(), found->shape.end());
-  field.step_bytes = found->step_bytes;
-  field.bytes = found->bytes;
-  field.fd = open(field.path.c_str(), O_RDONLY | O_CLOEXEC);
-  TORCH_CHECK(field.fd >= 0, field.path, " = unreadable (", std::strerror(errno),
-              "): expected a store's field file");
-  SequenceStore::Impl::check_size(field);
-  if (field.bytes > 0) {
-    // Copy-on-write: writable for torch, private to this process, the file never changed.
-    field.base = mmap(nullptr, field.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, field.fd, 0);
-    TORCH_CHECK(field.base != MAP_FAILED, field.path, " = not mapped (", std::strerror(errno),
-                "): expected a file that can be mapped");
-  }
-}
-
-}  // namespace
 
 SequenceStore::SequenceStore(const std::string& path, const std::string& data,
                              const std::string& target) {
@@ -103,8 +101,8 @@ SequenceStore::SequenceStore(const std::string& path, const std::string& data,
   auto impl = std::make_shared<Impl>();
   impl->path = path;
   impl->offsets.assign(info.offsets.begin(), info.offsets.end());
-  map_field(impl->data, info, data);
-  map_field(impl->target, info, target);
+  Impl::map_field(impl->data, info, data);
+  Impl::map_field(impl->target, info, target);
   impl_ = std::move(impl);
 }
 
@@ -132,7 +130,7 @@ torch::data::Example<> SequenceStore::get_range(size_t index, int64_t offset, in
   TORCH_CHECK(offset >= 0 && length >= 0 && offset <= steps - length, "steps [", offset, ", ",
               offset + length, ") of sequence ", index, ": expected a range within its ", steps,
               " steps (", impl_->path, ")");
-  auto view = [&](const Field& field) {
+  auto view = [&](const Impl::Field& field) {
     Impl::check_size(field);
     std::vector<int64_t> shape{length};
     shape.insert(shape.end(), field.shape.begin(), field.shape.end());
@@ -151,7 +149,7 @@ void SequenceStore::prefetch_table(const at::Tensor& table) const {
               " dimensions: expected int64 [pieces, ", kTableColumns, "]");
   static const int64_t page = sysconf(_SC_PAGESIZE);
   const auto& offsets = impl_->offsets;
-  for (const Field* field : {&impl_->data, &impl_->target}) {
+  for (const Impl::Field* field : {&impl_->data, &impl_->target}) {
     if (field->bytes == 0) continue;
     auto ranges = rethrowing([&] {
       return ffi::store_read_ranges(rust::Slice<const int64_t>(offsets.data(), offsets.size()),

@@ -146,7 +146,7 @@ struct BatchRequest {
   int64_t index = 0;
   int64_t pass = 0;
   int64_t read_ahead = 0;
-  std::vector<at::Tensor> ahead;
+  std::vector<at::Tensor> ahead{};
   // The global batch this one is part of (every rank's batch of the same index): its real steps,
   // pieces and loss scales, from the plan. BlockSampler fills it in (EpochPlan::global_batch);
   // EpochPlan::batch and a request made by hand leave it 0.
