@@ -1,6 +1,7 @@
 import errno
 import os
 import pathlib
+import subprocess
 import sys
 
 import bload
@@ -26,6 +27,18 @@ def child_env(**variables):
     (bload under test, the test support): this one's sys.path as its PYTHONPATH, and
     `variables` set."""
     return dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, sys.path)), **variables)
+
+
+def run_python(code, timeout=120):
+    """`code` run by this Python in a process of its own with child_env(): its CompletedProcess,
+    output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+    )
 
 
 def full_disk_after(budget):

@@ -5,12 +5,11 @@ and what each integration refuses. (torchdata: test_integration_torchdata.py.)""
 import json
 import os
 import subprocess
-import sys
 
 import bload
 import pytest
 import torch
-from conftest import ROOT, child_env
+from conftest import ROOT, child_env, run_python
 from ddp_support import HARD_TIMEOUT, torchrun
 from integration_support import BLOCKS, SEED, T_MAX, Numbered, lengths_of, plan_tables
 
@@ -207,13 +206,7 @@ def test_importing_bload_imports_no_framework():
         "frameworks = ['accelerate', 'transformers', 'lightning', 'torchdata']\n"
         "print([name for name in frameworks if name in sys.modules])"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=child_env(),
-    )
+    result = run_python(code)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
 
 

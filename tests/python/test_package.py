@@ -7,12 +7,11 @@ import os
 import pickle
 import re
 import subprocess
-import sys
 
 import bload
 import pytest
 import torch
-from conftest import COLUMN, ROOT, child_env
+from conftest import COLUMN, ROOT, run_python
 from ddp_support import HARD_TIMEOUT, TORCHRUN, free_port
 
 T_MAX = 30
@@ -316,12 +315,6 @@ batch = next(iter(sampler))
 copy = pickle.loads(pickle.dumps(sampler))  # goes on after the batch served
 print("served", len(batch.table), len(list(copy)) == len(sampler) - 1)
 """
-    run = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=child_env(),
-    )
+    run = run_python(script)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("served ") and run.stdout.strip().endswith("True"), run.stdout

@@ -15,7 +15,7 @@ import zlib
 import bload
 import numpy as np
 import pytest
-from conftest import child_env, full_disk_after
+from conftest import full_disk_after, run_python
 
 
 def rewrite(path, name, change):
@@ -97,13 +97,7 @@ try:
 except bload.StoreError as err:
     print("refused:", err)
 """
-    run = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=child_env(),
-    )
+    run = run_python(script)
     assert run.returncode == 0, (run.returncode, run.stderr)
     assert (
         "refused:" in run.stdout
