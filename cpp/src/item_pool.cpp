@@ -267,16 +267,18 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
     const auto& cost = state.pool.cost();
     for (size_t at = 0; cost && at < reads.size(); ++at) {
       const auto& item = reads[at];
-      const auto call = "cost(" + std::to_string(item.index) + ", " + std::to_string(item.offset) +
-                        ", " + std::to_string(item.length) + "), of an item of batch " +
-                        std::to_string(index + static_cast<int64_t>(step));
+      const auto call = [&] {  // made only for an error: this runs for every read
+        return "cost(" + std::to_string(item.index) + ", " + std::to_string(item.offset) + ", " +
+               std::to_string(item.length) + "), of an item of batch " +
+               std::to_string(index + static_cast<int64_t>(step));
+      };
       try {
         costs[at] = cost(item.index, item.offset, item.length);
       } catch (...) {
-        TORCH_CHECK(false, "bload item pool: ", call,
+        TORCH_CHECK(false, "bload item pool: ", call(),
                     ", threw: ", message_of(std::current_exception()));
       }
-      TORCH_CHECK(!std::isnan(costs[at]), "bload item pool: ", call,
+      TORCH_CHECK(!std::isnan(costs[at]), "bload item pool: ", call(),
                   ", is NaN: expected a number (the costliest read is started first)");
     }
   }
