@@ -1,7 +1,7 @@
 //! The `bload` command line, run as a user would.
 
+use crate::cli_support;
 use std::path::PathBuf;
-mod cli_support;
 
 use cli_support::{bload, bload_args};
 use std::process::Output;

@@ -1,6 +1,6 @@
 //! `--cost`: dealing blocks to ranks by what they cost, as `stats` and `plan` take it.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{bload, bload_args, json};
 

@@ -2,7 +2,7 @@
 //! on every command print that help on stdout and exit 0, `--version` and `-V` print the
 //! version, and a malformed command line is still an error with exit code 2 and the usage.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::bload;
 use std::process::Output;

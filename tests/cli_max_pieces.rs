@@ -1,6 +1,6 @@
 //! `--max-pieces`: the cap on a block's pieces, as `stats` and `plan` take it.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{bload, json};
 

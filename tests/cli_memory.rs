@@ -5,9 +5,7 @@
 
 #![cfg(target_os = "linux")]
 
-#[path = "common/hard_sets.rs"]
-#[allow(dead_code)] // the sets themselves are for the other tests
-mod hard_sets;
+use crate::common::hard_sets;
 
 use bload::Policy;
 use std::io;

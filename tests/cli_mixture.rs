@@ -1,6 +1,6 @@
 //! `bload stats/plan --source PATH:WEIGHT`: a mixture of lengths files, run as a user would.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{bload, bload_args, AG};
 use std::process::Output;

@@ -1,9 +1,9 @@
 //! `bload sweep`, run as a user would: a row per block size, the numbers `bload stats` gives for
 //! each, block sizes that cannot be planned said so, and the chart.
 
+use crate::cli_support;
 use serde_json::Value;
 use std::path::PathBuf;
-mod cli_support;
 
 use cli_support::{bload, bload_args, AG};
 

@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod cli_support;
+use crate::cli_support;
 use cli_support::{bload, AG};
 
 #[test]

@@ -7,10 +7,9 @@ use bload::{EpochPlan, Options, Oversize, Planner, Policy};
 
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
+use crate::common::hard_sets;
 use common::options_strategy;
-#[path = "common/hard_sets.rs"]
-mod hard_sets;
 
 /// Lengths mostly up to `short`, some up to `long`, so split mode is exercised.
 fn lengths_strategy(short: u32, long: u32) -> impl Strategy<Value = Vec<u32>> {

@@ -3,8 +3,7 @@
 use bload::stats::{mix, truncate};
 use bload::{Options, Oversize, Planner, Policy};
 
-#[path = "common/data.rs"]
-mod data;
+use crate::common::data;
 use data::data;
 
 #[test]

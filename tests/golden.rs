@@ -1,8 +1,7 @@
 //! Pins plan hashes, so a change to plans (packing, shuffling, sharding, the generator) is never
 //! accidental. If a change is meant, update the hashes in the same commit and say why.
 
-#[path = "common/data.rs"]
-mod data;
+use crate::common::data;
 
 use bload::{Options, Oversize, Planner, Policy};
 use data::data;

@@ -7,8 +7,7 @@
 use bload::{Column, EpochPlan, Options, Planner, Policy};
 use proptest::prelude::*;
 
-#[path = "common/data.rs"]
-mod data;
+use crate::common::data;
 use data::data;
 
 fn lanes_options(t_max: u32, world_size: u32, blocks_per_batch: u32, seed: u64) -> Options {

@@ -6,8 +6,7 @@
 use bload::{detect_format, read_lengths, read_lengths_as, write_npy, LengthsFormat, NpyDtype};
 use std::path::PathBuf;
 
-#[path = "common/lengths_files.rs"]
-mod lengths_files;
+use crate::common::lengths_files;
 use lengths_files::{dict, idx, npy};
 
 fn file(name: &str, bytes: &[u8]) -> PathBuf {

@@ -9,13 +9,11 @@ use bload::{read_lengths, read_lengths_as, LengthsFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-#[path = "common/within.rs"]
-mod within;
+use crate::common::within;
 use std::process::{Command, Stdio};
 use within::within;
 
-#[path = "common/lengths_files.rs"]
-mod lengths_files;
+use crate::common::lengths_files;
 use lengths_files::{dict, idx, npy};
 
 fn dir() -> PathBuf {

@@ -7,7 +7,7 @@ use bload::{EpochPlan, Options, Oversize, Planner};
 
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 use common::options_strategy;
 
 /// One stretch of training: `world_size` ranks, each serving `batches` (taken modulo what is

@@ -9,8 +9,7 @@ use bload::{Options, Planner};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[path = "common/within.rs"]
-mod within;
+use crate::common::within;
 use within::within;
 
 const WAIT: Duration = Duration::from_secs(2);

@@ -24,7 +24,6 @@ pub fn bload(line: &str) -> Output {
 }
 
 /// The JSON object a successful command line prints (`--json`).
-#[allow(dead_code)] // not every command-line test reads JSON
 pub fn json(line: &str) -> serde_json::Value {
     let out = bload(line);
     assert!(

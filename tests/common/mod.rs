@@ -1,6 +1,13 @@
-//! What the property tests share: random plan options over every policy, both oversize modes and
-//! the costs blocks are dealt by (steps only for lanes, which refuse others), with the ranges each
-//! test chooses for t_max and the world size.
+//! What the integration tests share: the bundled length sets (`data`), small hard sets
+//! (`hard_sets`), lengths files written byte by byte (`lengths_files`), a bound on calls that
+//! could block (`within`), and, for the property tests, random plan options over every policy,
+//! both oversize modes and the costs blocks are dealt by (steps only for lanes, which refuse
+//! others), with the ranges each test chooses for t_max and the world size.
+
+pub mod data;
+pub mod hard_sets;
+pub mod lengths_files;
+pub mod within;
 
 use bload::{Cost, Options, Oversize, Policy};
 use proptest::prelude::*;
