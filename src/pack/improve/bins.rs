@@ -63,6 +63,7 @@ impl Bins {
     }
 
     /// The bin of `item` (NONE: in none).
+    #[inline]
     pub fn bin_of(&self, item: u32) -> u32 {
         self.bin[item as usize]
     }
@@ -73,16 +74,19 @@ impl Bins {
     }
 
     /// The slots of `bin`, newest first.
+    #[inline]
     pub fn slots(&self, bin: u32) -> &[Slot] {
         let run = self.runs[bin as usize];
         &self.slots[run.start as usize..(run.start + run.len) as usize]
     }
 
+    #[inline]
     pub fn fill(&self, bin: u32) -> u32 {
         self.runs[bin as usize].fill
     }
 
     /// The lengths in `bin`.
+    #[inline]
     pub fn len(&self, bin: u32) -> u32 {
         self.runs[bin as usize].len
     }

@@ -325,7 +325,7 @@ impl Search {
 
 /// Items among `items` (NONE: absent).
 fn count_of(items: [u32; 2]) -> u32 {
-    items.iter().filter(|&&item| item != NONE).count() as u32
+    u32::from(items[0] != NONE) + u32::from(items[1] != NONE)
 }
 
 #[cfg(test)]

@@ -30,6 +30,39 @@ fn finding(sets: usize) -> u64 {
     1 + u64::from(usize::BITS - sets.leading_zeros())
 }
 
+/// The trades with one bin weighed so far: the best, and the work of finding them.
+struct Weighing {
+    /// The steps the bin has room for.
+    room: u32,
+    work: u64,
+    best: Option<Trade>,
+}
+
+impl Weighing {
+    /// Weighs giving out `out` (`items` of them, of `steps`) for `into`, found in `found` work:
+    /// true once a trade fills the bin (none can do better).
+    // Inlined into each of the three loops of `weigh`, the innermost code of the search: left
+    // to the compiler it stayed a call, with a fifth of the search's samples in `perf`.
+    #[inline(always)]
+    fn weigh(&mut self, out: [u32; 2], steps: u32, items: u32, (found, into): (u64, Set)) -> bool {
+        self.work += found;
+        // Nothing for nothing is no trade.
+        if items == 0 && into.1 == NONE {
+            return false;
+        }
+        let gain = i64::from(into.0) - i64::from(steps);
+        let score = gain * 8 + i64::from(items) - i64::from(count_of([into.1, into.2]));
+        if self.best.is_none_or(|best| score > best.score) {
+            self.best = Some(Trade {
+                out,
+                into: [into.1, into.2],
+                score,
+            });
+        }
+        gain == i64::from(self.room)
+    }
+}
+
 impl Search {
     /// The best trade with `bin` by what it does to the pool: fewest steps left in it, then
     /// most (and so shortest) lengths. `score` is positive for trades that fill the bin more.
@@ -37,67 +70,68 @@ impl Search {
         self.refresh_pool_sets();
         // Items the bin may take in besides those it gives out.
         let free = self.cap - self.contents.len(bin);
+        // Most bins, most of the time: no pool item is tabu and the cap (if any) leaves room
+        // for a pair, so every set fits.
         let (work, best) = if free >= 2 && self.tabu_ends <= self.trades && !self.within.is_empty()
         {
-            // Most bins, most of the time: no pool item is tabu and the cap (if any) leaves
-            // room for a pair, so every set fits, and the fullest within a limit is the first
-            // that `scan` would look at (one unit of work).
-            self.weigh(bin, |limit, _| {
-                let within = self.within[limit as usize];
-                let scanned = u64::from(within.sets > 0);
-                (finding(within.sets as usize) + scanned, within.fullest)
-            })
+            self.weigh::<true>(bin, free)
         } else {
-            self.weigh(bin, |limit, out| {
-                self.scan(bin, limit, free.saturating_add(out))
-            })
+            self.weigh::<false>(bin, free)
         };
         self.work += work;
         best
     }
 
-    /// The best trade with `bin` and the work of finding it, given `fullest`: for a limit of
-    /// steps and the number of items given out, the fullest set that fits and the work of
-    /// finding it. Out of the bin: two items, one, or nothing, first to last.
-    fn weigh(&self, bin: u32, fullest: impl Fn(u32, u32) -> (u64, Set)) -> (u64, Option<Trade>) {
+    /// The best trade with `bin` and the work of finding it, where it may take in `free` items
+    /// besides those it gives out (and where `EVERY_SET_FITS`, every pool set fits it). Out of
+    /// the bin: two items, one, or nothing, first to last.
+    fn weigh<const EVERY_SET_FITS: bool>(&self, bin: u32, free: u32) -> (u64, Option<Trade>) {
+        let fullest = |limit, out| self.fullest::<EVERY_SET_FITS>(bin, limit, out, free);
         let slots = self.contents.slots(bin);
         let room = self.t_max - self.contents.fill(bin);
-        let mut work = 0;
-        let mut best: Option<Trade> = None;
-        // Weighs giving out `out` (`items` of them, of `steps`): true once a trade fills the bin
-        // (none can do better).
-        let mut weigh_out = |out: [u32; 2], steps: u32, items: u32| {
-            let (found, into) = fullest(steps + room, items);
-            work += found;
-            // Nothing for nothing is no trade.
-            if items == 0 && into.1 == NONE {
-                return false;
-            }
-            let gain = i64::from(into.0) - i64::from(steps);
-            let score = gain * 8 + i64::from(items) - i64::from(count_of([into.1, into.2]));
-            if best.is_none_or(|best| score > best.score) {
-                best = Some(Trade {
-                    out,
-                    into: [into.1, into.2],
-                    score,
-                });
-            }
-            gain == i64::from(room)
+        let mut weighing = Weighing {
+            room,
+            work: 0,
+            best: None,
         };
         'weighed: {
             for (first, a) in slots.iter().enumerate() {
                 for b in &slots[first + 1..] {
-                    if weigh_out([a.item, b.item], a.steps + b.steps, 2) {
+                    let steps = a.steps + b.steps;
+                    let into = fullest(steps + room, 2);
+                    if weighing.weigh([a.item, b.item], steps, 2, into) {
                         break 'weighed;
                     }
                 }
-                if weigh_out([a.item, NONE], a.steps, 1) {
+                let into = fullest(a.steps + room, 1);
+                if weighing.weigh([a.item, NONE], a.steps, 1, into) {
                     break 'weighed;
                 }
             }
-            weigh_out([NONE, NONE], 0, 0);
+            weighing.weigh([NONE, NONE], 0, 0, fullest(room, 0));
         }
-        (work, best)
+        (weighing.work, weighing.best)
+    }
+
+    /// The fullest pool set of at most `limit` steps that `bin` may take in place of `out`
+    /// items, and the work of finding it; see `weigh`.
+    // Inlined into each of the three loops of `weigh`, for the same reason as `Weighing::weigh`.
+    #[inline(always)]
+    fn fullest<const EVERY_SET_FITS: bool>(
+        &self,
+        bin: u32,
+        limit: u32,
+        out: u32,
+        free: u32,
+    ) -> (u64, Set) {
+        if EVERY_SET_FITS {
+            // The fullest within the limit is then the first that `scan` would look at.
+            let within = self.within[limit as usize];
+            let scanned = u64::from(within.sets > 0);
+            (finding(within.sets as usize) + scanned, within.fullest)
+        } else {
+            self.scan(bin, limit, free.saturating_add(out))
+        }
     }
 
     /// The fullest pool set of at most `limit` steps that `bin` may take (at most `room_for`
