@@ -29,6 +29,7 @@ struct Run {
     fill: u32,
 }
 
+/// The lengths of every bin, and the bin of every length.
 pub(super) struct Bins {
     runs: Vec<Run>,
     slots: Vec<Slot>,
@@ -80,6 +81,7 @@ impl Bins {
         &self.slots[run.start as usize..(run.start + run.len) as usize]
     }
 
+    /// The steps in `bin`.
     #[inline]
     pub fn fill(&self, bin: u32) -> u32 {
         self.runs[bin as usize].fill
@@ -107,7 +109,8 @@ impl Bins {
         }
         self.slots.clear();
         self.slots.resize(start as usize, Slot::default());
-        // Filled from the end of each run back, so that the first item ends first.
+        // Each bin filled from the end of its items back, the last item first, so that they
+        // lie in the order of their indices.
         for run in &mut self.runs[..bins] {
             run.start += run.len;
             run.len = 0;
@@ -189,6 +192,8 @@ impl Bins {
         if self.slots.len() + room > self.slots.capacity() {
             self.compact();
         }
+        // Compacted, the bins leave room to move any one of them (see `new`): no reallocation.
+        debug_assert!(self.slots.len() + room <= self.slots.capacity());
         let run = self.runs[b];
         let start = self.slots.len();
         self.slots
