@@ -17,13 +17,16 @@
 //! on larger ones only the blocks with room (a full block cannot get fuller, and nearly all
 //! blocks of a large set are full), and past `MAX_LENGTHS` of those, none.
 
+mod bins;
 mod split;
 mod trades;
+mod weigh;
 
 use super::Packing;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;
 use crate::rng::{PlanRng, Stream};
+use bins::Bins;
 
 /// The search may examine this many trades per length it holds (plus a fixed allowance), and
 /// never more than `MAX_WORK`: a few milliseconds for a few hundred lengths, and a bounded cost
@@ -41,7 +44,7 @@ const MAX_POOL_FOR_PAIRS: usize = 64;
 const MAX_SPLIT_SUMS: usize = 1 << 16;
 /// Trades during which a length pushed out of a block by force may not return to it.
 const TABU_TENURE: u64 = 8;
-/// Blocks of up to this many steps keep a table of the pool's sets by steps (see `sets_upto`);
+/// Blocks of up to this many steps keep a table of the pool's sets by steps (see `within`);
 /// larger ones search the sorted sets instead.
 const MAX_TABLE: u32 = 1 << 14;
 /// Random bins tried for one forced placement.
@@ -93,12 +96,9 @@ pub(crate) fn improve(packing: Packing, t_max: u32, cap: u32, bound: u64) -> Res
         }
         start = end as usize;
     }
-    for bin in 0..search.bins {
-        let mut item = search.head[bin];
-        while item != NONE {
-            improved.lengths.push(search.size[item as usize]);
-            item = search.next[item as usize];
-        }
+    for bin in 0..search.bins as u32 {
+        let slots = search.contents.slots(bin);
+        improved.lengths.extend(slots.iter().map(|slot| slot.steps));
         improved.close_block();
     }
     Ok(improved)
@@ -117,28 +117,26 @@ struct Search {
     t_max: u32,
     /// The most items a bin may hold.
     cap: u32,
-    /// Per length (item): its steps, its bin (NONE: in the pool), and its neighbours in its bin.
+    /// Per length (item): its steps.
     size: Vec<u32>,
-    bin: Vec<u32>,
-    next: Vec<u32>,
-    prev: Vec<u32>,
     /// Where an item pushed out by force may not return, and until which trade.
     tabu_bin: Vec<u32>,
     tabu_until: Vec<u64>,
-    /// Per bin: its first item and its steps. Bins `0..bins` are in use.
-    head: Vec<u32>,
-    fill: Vec<u32>,
-    /// Per bin: its items.
-    items: Vec<u32>,
+    /// No item is tabu from this trade on: the latest `tabu_until`.
+    tabu_ends: u64,
+    /// The items of each bin, and the bin of each item. Bins `0..bins` are in use, of
+    /// `contents.bins()` in all.
+    contents: Bins,
     bins: usize,
     pool: Vec<u32>,
     pool_steps: u64,
     /// Every pool item and (while the pool is small) pair: (steps, first, second or NONE), by steps.
-    pool_sets: Vec<(u32, u32, u32)>,
-    /// `sets_upto[s]`: how many of `pool_sets` have at most `s` steps (empty for blocks of
-    /// more than MAX_TABLE steps): one look-up where a binary search over the sets was the
-    /// largest cost of the search. It finds the same place, so plans are the same.
-    sets_upto: Vec<u32>,
+    pool_sets: Vec<weigh::Set>,
+    /// `within[s]`: how many of `pool_sets` have at most `s` steps, and the fullest of them
+    /// (empty for blocks of more than MAX_TABLE steps): one look-up where a binary search over
+    /// the sets was the largest cost of the search. It finds the same place, so plans are the
+    /// same.
+    within: Vec<weigh::Within>,
     pool_changed: bool,
     /// Bins the pool may fill (one fewer than were dissolved into it).
     spare: u32,
@@ -148,8 +146,8 @@ struct Search {
     reached: Vec<u32>,
     merged: Vec<u32>,
     split: Vec<u32>,
-    /// The items of the bin being traded with.
-    scratch: Vec<u32>,
+    /// The items of the bin a forced placement tries.
+    scratch: Vec<bins::Slot>,
     trades: u64,
     work: u64,
     budget: u64,
@@ -172,20 +170,17 @@ impl Search {
             t_max,
             cap: u32::MAX,
             size: try_with_capacity("the lengths searched", items)?,
-            bin: try_with_capacity("the bin of each length searched", items)?,
-            next: try_vec("the next length in each bin", items, NONE)?,
-            prev: try_vec("the previous length in each bin", items, NONE)?,
             tabu_bin: try_vec("the bin each length may not return to", items, NONE)?,
             tabu_until: try_vec("how long each length may not return", items, 0)?,
-            head: try_vec("the first length of each bin", bins, NONE)?,
-            fill: try_vec("the steps of each bin", bins, 0)?,
-            items: try_vec("the lengths in each bin", bins, 0)?,
+            tabu_ends: 0,
+            contents: Bins::new(bins, items)?,
             bins: 0,
             pool: try_with_capacity("the pool of lengths", items)?,
             pool_steps: 0,
             pool_sets: try_with_capacity("the pool's lengths and pairs", items + pairs)?,
-            sets_upto: if t_max <= MAX_TABLE {
-                try_vec("the pool's sets up to each sum", t_max as usize + 1, 0)?
+            within: if t_max <= MAX_TABLE {
+                let within = weigh::Within::default();
+                try_vec("the pool's sets up to each sum", t_max as usize + 1, within)?
             } else {
                 Vec::new()
             },
@@ -201,41 +196,35 @@ impl Search {
             budget,
             rng: PlanRng::new(0, 0, Stream::Improve),
         };
+        let mut bin = try_with_capacity("the bin of each length searched", items)?;
         let mut start = 0;
         for &end in &packing.ends {
             let block = &packing.lengths[start..end as usize];
             if every_block || block.iter().sum::<u32>() < t_max {
-                for &length in block {
-                    search.size.push(length);
-                    search.bin.push(NONE);
-                }
-                search.bin[search.size.len() - block.len()..].fill(search.bins as u32);
+                search.size.extend_from_slice(block);
+                bin.resize(search.size.len(), search.bins as u32);
                 search.bins += 1;
             }
             start = end as usize;
         }
-        search.link_all();
+        search.lay_out(&bin);
         Ok(search)
     }
 
-    /// Rebuilds the bins' lists and steps from `bin`; the pool is empty.
-    fn link_all(&mut self) {
-        self.head[..self.bins].fill(NONE);
-        self.fill[..self.bins].fill(0);
-        self.items[..self.bins].fill(0);
+    /// Lays the bins out afresh from `bin` (each item's bin), each in the order of its items'
+    /// indices; the pool is empty.
+    fn lay_out(&mut self, bin: &[u32]) {
+        self.contents.lay_out(bin, &self.size, self.bins);
         self.pool.clear();
         self.pool_steps = 0;
         self.pool_changed = true;
-        for item in (0..self.size.len() as u32).rev() {
-            self.link(item, self.bin[item as usize]);
-        }
     }
 
     /// Takes one block off the bins at a time while the bound (`fewest` bins) allows one
     /// fewer; true if it took any. The bins are left as they were after the last success.
     fn run(&mut self, fewest: u64) -> Result<bool> {
         let mut saved = try_vec("the best bins found", self.size.len(), 0u32)?;
-        saved.copy_from_slice(&self.bin);
+        saved.copy_from_slice(self.contents.all_bins());
         let mut saved_bins = self.bins;
         while self.bins as u64 > fewest.max(1) && self.work < self.budget {
             // Aim for one bin fewer: all but three bins (two if only two), and a pool that
@@ -256,16 +245,14 @@ impl Search {
             };
             let first = self.bins as u32;
             for bin in self.bins..self.bins + needed {
-                self.head[bin] = NONE;
-                self.fill[bin] = 0;
-                self.items[bin] = 0;
+                self.contents.clear(bin as u32);
             }
             for at in 0..self.split.len() {
                 self.link(self.split[at], first);
             }
             for at in 0..self.pool.len() {
                 let item = self.pool[at];
-                if self.bin[item as usize] == NONE {
+                if self.contents.bin_of(item) == NONE {
                     self.link(item, first + needed as u32 - 1);
                 }
             }
@@ -273,13 +260,12 @@ impl Search {
             self.pool.clear();
             self.pool_steps = 0;
             self.pool_changed = true;
-            saved.copy_from_slice(&self.bin);
+            saved.copy_from_slice(self.contents.all_bins());
             saved_bins = self.bins;
         }
-        let better = saved_bins < self.head.len();
-        self.bin.copy_from_slice(&saved);
+        let better = saved_bins < self.contents.bins();
         self.bins = saved_bins;
-        self.link_all();
+        self.lay_out(&saved);
         Ok(better)
     }
 
@@ -296,10 +282,9 @@ impl Search {
                 return false;
             }
             let bins = self.bins as u32;
-            let start = self.rng.below(bins);
+            let mut bin = self.rng.below(bins);
             let mut improved = false;
-            for offset in 0..bins {
-                let bin = (start + offset) % bins;
+            for _ in 0..bins {
                 if let Some(trade) = self.best_trade(bin).filter(|trade| trade.score > 0) {
                     self.apply(bin, trade);
                     improved = true;
@@ -307,6 +292,8 @@ impl Search {
                         break;
                     }
                 }
+                // The next bin, round from the last to the first (no division on this path).
+                bin = if bin + 1 == bins { 0 } else { bin + 1 };
             }
             if !improved {
                 self.kick();
@@ -316,57 +303,29 @@ impl Search {
 
     /// Moves every item of the emptiest bin to the pool and takes the bin away.
     fn dissolve_emptiest(&mut self) {
-        let fills = &self.fill[..self.bins];
-        let emptiest = (0..self.bins).min_by_key(|&bin| fills[bin]).unwrap_or(0);
-        while self.head[emptiest] != NONE {
-            let item = self.head[emptiest];
-            self.unlink(item);
-            self.pool.push(item);
-            self.pool_steps += u64::from(self.size[item as usize]);
-        }
+        let contents = &self.contents;
+        let emptiest = (0..self.bins as u32)
+            .min_by_key(|&bin| contents.fill(bin))
+            .unwrap_or(0);
         // The last bin takes its place.
         self.bins -= 1;
-        let last = self.bins;
-        if emptiest != last {
-            self.head[emptiest] = self.head[last];
-            self.fill[emptiest] = self.fill[last];
-            self.items[emptiest] = self.items[last];
-            let mut item = self.head[emptiest];
-            while item != NONE {
-                self.bin[item as usize] = emptiest as u32;
-                item = self.next[item as usize];
-            }
-        }
+        let (pool, pool_steps) = (&mut self.pool, &mut self.pool_steps);
+        self.contents
+            .dissolve(emptiest, self.bins as u32, |item, steps| {
+                pool.push(item);
+                *pool_steps += u64::from(steps);
+            });
         self.pool_changed = true;
     }
 
     fn link(&mut self, item: u32, bin: u32) {
-        let (i, b) = (item as usize, bin as usize);
-        self.bin[i] = bin;
-        self.prev[i] = NONE;
-        self.next[i] = self.head[b];
-        if self.head[b] != NONE {
-            self.prev[self.head[b] as usize] = item;
-        }
-        self.head[b] = item;
-        self.fill[b] += self.size[i];
-        self.items[b] += 1;
+        self.contents.link(item, self.size[item as usize], bin);
     }
+}
 
-    fn unlink(&mut self, item: u32) {
-        let i = item as usize;
-        let b = self.bin[i] as usize;
-        match self.prev[i] {
-            NONE => self.head[b] = self.next[i],
-            prev => self.next[prev as usize] = self.next[i],
-        }
-        if self.next[i] != NONE {
-            self.prev[self.next[i] as usize] = self.prev[i];
-        }
-        self.fill[b] -= self.size[i];
-        self.items[b] -= 1;
-        self.bin[i] = NONE;
-    }
+/// Items among `items` (NONE: absent).
+fn count_of(items: [u32; 2]) -> u32 {
+    u32::from(items[0] != NONE) + u32::from(items[1] != NONE)
 }
 
 #[cfg(test)]

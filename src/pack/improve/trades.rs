@@ -1,66 +1,9 @@
 //! The moves of the improvement search: trades of up to two lengths for up to two between a bin
-//! and the pool, and forced placements when no trade helps.
+//! and the pool (weighed in `weigh.rs`), and forced placements when no trade helps.
 
-use super::{Search, Trade, KICK_TRIES, MAX_POOL_FOR_PAIRS, NONE, TABU_TENURE};
+use super::{count_of, Search, Trade, KICK_TRIES, NONE, TABU_TENURE};
 
 impl Search {
-    /// The best trade with `bin` by what it does to the pool: fewest steps left in it, then
-    /// most (and so shortest) lengths. `score` is positive for trades that fill the bin more.
-    pub(super) fn best_trade(&mut self, bin: u32) -> Option<Trade> {
-        self.refresh_pool_sets();
-        self.collect(bin);
-        let room = self.t_max - self.fill[bin as usize];
-        let mut best: Option<Trade> = None;
-        let count = self.scratch.len();
-        // Out of the bin: nothing, one item, or two; into it, the fullest pool set that fits.
-        for first in 0..=count {
-            for second in first..=count {
-                if second == first && first != count {
-                    continue;
-                }
-                let out = [self.out_item(first), self.out_item(second)];
-                let out_steps = self.steps_of(out);
-                let limit = out_steps + room;
-                let mut at = match self.sets_upto.get(limit as usize) {
-                    Some(&sets) => sets as usize,
-                    None => self.pool_sets.partition_point(|set| set.0 <= limit),
-                };
-                self.work += 1 + u64::from(usize::BITS - at.leading_zeros());
-                // Items the bin may take in: what the cap leaves once `out` has gone.
-                let room_for = (self.cap - self.items[bin as usize]).saturating_add(count_of(out));
-                // Nothing in, unless some pool set fits (and nothing for nothing is no trade).
-                let mut into = (0, NONE, NONE);
-                while at > 0 {
-                    at -= 1;
-                    self.work += 1;
-                    let (_, a, b) = self.pool_sets[at];
-                    let fits = count_of([a, b]) <= room_for;
-                    if fits && !self.is_tabu(a, bin) && !self.is_tabu(b, bin) {
-                        into = self.pool_sets[at];
-                        break;
-                    }
-                }
-                if out[0] == NONE && into.1 == NONE {
-                    continue;
-                }
-                let moved = |items: [u32; 2]| items.iter().filter(|&&i| i != NONE).count() as i64;
-                let gain = i64::from(into.0) - i64::from(out_steps);
-                let score = gain * 8 + moved(out) - moved([into.1, into.2]);
-                if best.is_none_or(|best| score > best.score) {
-                    best = Some(Trade {
-                        out,
-                        into: [into.1, into.2],
-                        score,
-                    });
-                }
-                if gain == i64::from(room) {
-                    return best;
-                }
-            }
-        }
-        best
-    }
-
     /// Forces a random pool item into a random bin, pushing out the fewest steps that make room;
     /// what it pushes out may not return there for a while.
     pub(super) fn kick(&mut self) {
@@ -68,10 +11,11 @@ impl Search {
         let steps = self.size[item as usize];
         for _ in 0..KICK_TRIES {
             let bin = self.rng.below(self.bins as u32);
-            self.collect(bin);
-            let need = (self.fill[bin as usize] + steps).saturating_sub(self.t_max);
+            self.scratch.clear();
+            self.scratch.extend_from_slice(self.contents.slots(bin));
+            let need = (self.contents.fill(bin) + steps).saturating_sub(self.t_max);
             // Items to push out so that the bin stays within the cap.
-            let need_items = (self.items[bin as usize] + 1).saturating_sub(self.cap);
+            let need_items = (self.contents.len(bin) + 1).saturating_sub(self.cap);
             let count = self.scratch.len();
             let mut best: Option<(u32, [u32; 2])> = None;
             for first in 0..=count {
@@ -96,6 +40,7 @@ impl Search {
                 };
                 self.apply(bin, trade);
                 let until = self.trades + TABU_TENURE;
+                self.tabu_ends = until;
                 for pushed in out.into_iter().filter(|&pushed| pushed != NONE) {
                     self.tabu_bin[pushed as usize] = bin;
                     self.tabu_until[pushed as usize] = until;
@@ -107,7 +52,7 @@ impl Search {
 
     pub(super) fn apply(&mut self, bin: u32, trade: Trade) {
         for item in trade.out.into_iter().filter(|&item| item != NONE) {
-            self.unlink(item);
+            self.contents.unlink(item);
             self.pool.push(item);
             self.pool_steps += u64::from(self.size[item as usize]);
         }
@@ -122,44 +67,9 @@ impl Search {
         self.trades += 1;
     }
 
-    pub(super) fn refresh_pool_sets(&mut self) {
-        if !self.pool_changed {
-            return;
-        }
-        let sets = &mut self.pool_sets;
-        sets.clear();
-        for (at, &a) in self.pool.iter().enumerate() {
-            sets.push((self.size[a as usize], a, NONE));
-            if self.pool.len() <= MAX_POOL_FOR_PAIRS {
-                for &b in &self.pool[at + 1..] {
-                    sets.push((self.size[a as usize] + self.size[b as usize], a, b));
-                }
-            }
-        }
-        sets.sort_unstable();
-        self.work += sets.len() as u64;
-        let mut below = 0;
-        for (steps, upto) in (0u32..).zip(self.sets_upto.iter_mut()) {
-            while below < sets.len() && sets[below].0 <= steps {
-                below += 1;
-            }
-            *upto = below as u32;
-        }
-        self.pool_changed = false;
-    }
-
-    fn collect(&mut self, bin: u32) {
-        self.scratch.clear();
-        let mut item = self.head[bin as usize];
-        while item != NONE {
-            self.scratch.push(item);
-            item = self.next[item as usize];
-        }
-    }
-
-    /// The `at`-th item of the bin collected, or NONE past its end.
+    /// The `at`-th item of the bin in `scratch`, or NONE past its end.
     fn out_item(&self, at: usize) -> u32 {
-        self.scratch.get(at).copied().unwrap_or(NONE)
+        self.scratch.get(at).map_or(NONE, |slot| slot.item)
     }
 
     fn steps_of(&self, items: [u32; 2]) -> u32 {
@@ -169,15 +79,4 @@ impl Search {
             .map(|item| self.size[item as usize])
             .sum()
     }
-
-    fn is_tabu(&self, item: u32, bin: u32) -> bool {
-        item != NONE
-            && self.tabu_bin[item as usize] == bin
-            && self.tabu_until[item as usize] > self.trades
-    }
-}
-
-/// Items among `items` (NONE: absent).
-fn count_of(items: [u32; 2]) -> u32 {
-    items.iter().filter(|&&item| item != NONE).count() as u32
 }
