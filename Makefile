@@ -37,9 +37,10 @@ build:
 rust-tests: build
 	$(CARGO) test --release --locked --workspace --no-run
 
-# --no-compile: pip would byte-compile every module of every package (about 20,000, 90 s of CPU
-# here), most of which no test imports; Python compiles the ones imported, once, when first imported.
-PIP_INSTALL := $(VPY) -m pip install --quiet --disable-pip-version-check --no-cache-dir --no-compile
+# pip byte-compiles every module it installs (about 20,000, 90 s of CPU here), most of which no
+# test imports. Kept: where PYTHONDONTWRITEBYTECODE is set (as on this project's CI machines),
+# Python would otherwise compile each module again in every process that imports it.
+PIP_INSTALL := $(VPY) -m pip install --quiet --disable-pip-version-check --no-cache-dir
 
 $(VENV)/installed: requirements-dev.txt requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)

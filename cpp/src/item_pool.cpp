@@ -28,6 +28,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <unordered_set>
@@ -256,33 +257,52 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
                   ", threw: ", message_of(std::current_exception()));
     }
   };
-  // The reads of the batch and of those ahead, with their costs: found before the lock, as the
-  // cost is the user's code (and most of them are of batches already registered: cheap).
-  std::vector<std::vector<ItemRead>> reads_of;
-  std::vector<std::vector<double>> costs_of;
-  for (size_t step = 0; step <= request.ahead.size(); ++step) {
-    const auto& reads = reads_of.emplace_back(
-        item_reads(step == 0 ? request.table : request.ahead[step - 1], ranges));
-    auto& costs = costs_of.emplace_back(reads.size(), 0.0);
+  // The reads of a batch (`step` batches after this one), with their costs.
+  struct Prepared {
+    std::vector<ItemRead> reads;
+    std::vector<double> costs;
+  };
+  const auto prepare = [&](size_t step) {
+    Prepared prepared{item_reads(step == 0 ? request.table : request.ahead[step - 1], ranges), {}};
+    prepared.costs.assign(prepared.reads.size(), 0.0);
     const auto& cost = state.pool.cost();
-    for (size_t at = 0; cost && at < reads.size(); ++at) {
-      const auto& item = reads[at];
+    for (size_t at = 0; cost && at < prepared.reads.size(); ++at) {
+      const auto& item = prepared.reads[at];
       const auto call = [&] {  // made only for an error: this runs for every read
         return "cost(" + std::to_string(item.index) + ", " + std::to_string(item.offset) + ", " +
                std::to_string(item.length) + "), of an item of batch " +
                std::to_string(index + static_cast<int64_t>(step));
       };
       try {
-        costs[at] = cost(item.index, item.offset, item.length);
+        prepared.costs[at] = cost(item.index, item.offset, item.length);
       } catch (...) {
         TORCH_CHECK(false, "bload item pool: ", call(),
                     ", threw: ", message_of(std::current_exception()));
       }
-      TORCH_CHECK(!std::isnan(costs[at]), "bload item pool: ", call(),
+      TORCH_CHECK(!std::isnan(prepared.costs[at]), "bload item pool: ", call(),
                   ", is NaN: expected a number (the costliest read is started first)");
     }
-  }
+    return prepared;
+  };
+  // Only the batches this request registers (its own and those ahead no caller has) are prepared:
+  // the cost is called once a read. Without the lock, as the cost is the user's code; a look
+  // under it says which are new, made again if a pass started over meanwhile.
+  const size_t steps = request.ahead.size() + 1;
+  std::vector<std::optional<Prepared>> prepared(steps);
   std::unique_lock<std::mutex> lock(state.mutex);
+  for (;;) {
+    const bool starts_over = state.pass != request.pass || state.taken.count(index);
+    std::vector<size_t> missing;
+    for (size_t step = 0; step < steps; ++step) {
+      const int64_t batch = index + static_cast<int64_t>(step);
+      const bool known = !starts_over && (state.batches.count(batch) || state.taken.count(batch));
+      if (!known && !prepared[step]) missing.push_back(step);
+    }
+    if (missing.empty()) break;
+    lock.unlock();
+    for (size_t step : missing) prepared[step] = prepare(step);
+    lock.lock();
+  }
   if (state.pass != request.pass || state.taken.count(index)) {
     // Another pass (a new epoch, a loop started over, a state loaded), or a batch asked for
     // again: nothing prepared belongs to it.
@@ -307,14 +327,17 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
   for (size_t step = 0; step <= request.ahead.size(); ++step) {
     const int64_t batch = index + static_cast<int64_t>(step);
     if (state.batches.count(batch) || state.taken.count(batch)) continue;
+    // New at the last look (the lock held since, but while a pass that started over, and so
+    // had every batch prepared, waits for its threads).
+    TORCH_INTERNAL_ASSERT(prepared[step], "bload item pool: batch ", batch, " was not prepared");
     auto& tasks = state.batches[batch];
-    const auto& reads = reads_of[step];
+    const auto& [reads, costs] = *prepared[step];
     for (size_t position = 0; position < reads.size(); ++position) {
       auto task = std::make_shared<State::Task>();
       task->read = reads[position];
       task->batch = batch;
       task->position = position;
-      task->cost = costs_of[step][position];
+      task->cost = costs[position];
       if (state.failed) {
         task->stage = State::Stage::kDropped;  // read by its caller
       } else {

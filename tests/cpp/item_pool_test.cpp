@@ -1,11 +1,12 @@
 // The item pool in C++ (bload/item_pool.h, docs/read_ahead.md "Slow items"): batches the same bit
 // for bit with and without it (several workers, more workers than items, max_items 1, DataLoader
 // worker threads); reads in plan order, ahead of the batch asked for, never more at once than
-// the bounds, or with a cost the costliest first; an item (or its cost) that throws named with
-// its batch, every pool thread joined; a resumed epoch read from the resumed batch on; bad
-// options refused by name.
-// tests/python/test_item_pool.py checks Python's side.
+// the bounds, or with a cost the costliest first (the cost asked once a read); an item (or its
+// cost) that throws named with its batch, every pool thread joined; a resumed epoch read from the
+// resumed batch on; bad options refused by name. tests/python/test_item_pool.py checks Python's
+// side.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -247,6 +248,30 @@ TEST(ItemPool, AFreeThreadTakesTheCostliestReadStartedFirst) {
                    [](const auto& a, const auto& b) { return a.length > b.length; });
   ASSERT_NE(calls(expected), calls(in_reach));  // the cost changes the order here
   EXPECT_EQ(calls(clips.shared->reads), calls(expected));
+}
+
+TEST(ItemPool, TheCostOfEachReadIsAskedOnce) {
+  // Each request prepares only the batches no caller has registered yet, with workers asking in
+  // any order too.
+  auto planned = calls(planned_reads(epoch0_tables(3), true));
+  std::sort(planned.begin(), planned.end());
+  for (size_t loader_workers : {0, 3}) {
+    std::mutex mutex;
+    std::vector<std::string> asked;
+    auto pool = bload::ItemPool(2).cost([&](size_t index, int64_t offset, int64_t length) {
+      std::lock_guard<std::mutex> lock(mutex);
+      asked.push_back(bload::ItemRead{index, offset, length, false}.call());
+      return double(length);
+    });
+    auto loader = torch::data::make_data_loader(
+        bload::BlockDataset<SlowClips<true>>(SlowClips<true>(), options(3), pool),
+        bload::BlockSampler(kLengths, options(3)),
+        torch::data::DataLoaderOptions().workers(loader_workers));
+    for (auto& batch : *loader) ASSERT_GT(batch.global.valid, 0);
+    std::lock_guard<std::mutex> lock(mutex);
+    std::sort(asked.begin(), asked.end());
+    EXPECT_EQ(asked, planned) << loader_workers << " loader workers";
+  }
 }
 
 TEST(ItemPool, ACostThatThrowsOrIsNaNIsNamed) {
