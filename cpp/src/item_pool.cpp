@@ -93,6 +93,8 @@ struct ItemPoolRun::State {
   std::optional<int64_t> pass;
   std::map<int64_t, std::vector<TaskPtr>> batches;
   std::unordered_set<int64_t> taken;
+  std::unordered_set<int64_t> claimed;  // being prepared by a request, without the lock
+  uint64_t restarts = 0;                // passes started over
   std::optional<int64_t> end;
   std::optional<std::pair<int64_t, std::string>> failed;
   // Reads not started, in plan order (batch, position); those started and not picked by a
@@ -284,67 +286,80 @@ std::vector<torch::data::Example<>> ItemPoolRun::take(const BatchRequest& reques
     }
     return prepared;
   };
-  // Only the batches this request registers (its own and those ahead no caller has) are prepared:
-  // the cost is called once a read. Without the lock, as the cost is the user's code; a look
-  // under it says which are new, made again if a pass started over meanwhile.
-  const size_t steps = request.ahead.size() + 1;
-  std::vector<std::optional<Prepared>> prepared(steps);
+  // Each batch is prepared by the one request that claims it (its own batch, or one ahead that no
+  // caller has registered or claimed), so the cost is called once a read: without the lock, as the
+  // cost is the user's code. A request whose own batch another claimed waits for it.
   std::unique_lock<std::mutex> lock(state.mutex);
-  for (;;) {
-    const bool starts_over = state.pass != request.pass || state.taken.count(index);
-    std::vector<size_t> missing;
-    for (size_t step = 0; step < steps; ++step) {
-      const int64_t batch = index + static_cast<int64_t>(step);
-      const bool known = !starts_over && (state.batches.count(batch) || state.taken.count(batch));
-      if (!known && !prepared[step]) missing.push_back(step);
+  while (true) {
+    if (state.pass != request.pass || state.taken.count(index)) {
+      // Another pass (a new epoch, a loop started over, a state loaded), or a batch asked for
+      // again: nothing prepared belongs to it.
+      auto threads = state.stop();
+      state.batches.clear();
+      state.taken.clear();
+      state.claimed.clear();
+      ++state.restarts;
+      state.end.reset();
+      state.failed.reset();
+      state.pass = request.pass;
+      lock.unlock();
+      for (auto& thread : threads) thread.join();
+      lock.lock();
+      continue;
     }
-    if (missing.empty()) break;
-    lock.unlock();
-    for (size_t step : missing) prepared[step] = prepare(step);
-    lock.lock();
-  }
-  if (state.pass != request.pass || state.taken.count(index)) {
-    // Another pass (a new epoch, a loop started over, a state loaded), or a batch asked for
-    // again: nothing prepared belongs to it.
-    auto threads = state.stop();
-    state.batches.clear();
-    state.taken.clear();
-    state.end.reset();
-    state.failed.reset();
-    state.pass = request.pass;
-    lock.unlock();
-    for (auto& thread : threads) thread.join();
-    lock.lock();
-  }
-  if (state.failed) {
-    const auto& [batch, message] = *state.failed;
-    if (index > batch) {
-      TORCH_CHECK(false, "bload item pool: batch ", index,
+    if (state.failed) {
+      const auto& [batch, message] = *state.failed;
+      TORCH_CHECK(index <= batch, "bload item pool: batch ", index,
                   " is not read: its pass stopped at batch ", batch, ", where ", message);
     }
-  }
-  // Registers the batch and those ahead that are new (DataLoader workers may ask in any order).
-  for (size_t step = 0; step <= request.ahead.size(); ++step) {
-    const int64_t batch = index + static_cast<int64_t>(step);
-    if (state.batches.count(batch) || state.taken.count(batch)) continue;
-    // New at the last look (the lock held since, but while a pass that started over, and so
-    // had every batch prepared, waits for its threads).
-    TORCH_INTERNAL_ASSERT(prepared[step], "bload item pool: batch ", batch, " was not prepared");
-    auto& tasks = state.batches[batch];
-    const auto& [reads, costs] = *prepared[step];
-    for (size_t position = 0; position < reads.size(); ++position) {
-      auto task = std::make_shared<State::Task>();
-      task->read = reads[position];
-      task->batch = batch;
-      task->position = position;
-      task->cost = costs[position];
-      if (state.failed) {
-        task->stage = State::Stage::kDropped;  // read by its caller
-      } else {
-        state.waiting.emplace(std::make_pair(batch, position), task);
+    std::vector<size_t> mine;  // steps after `index`
+    for (size_t step = 0; step <= request.ahead.size(); ++step) {
+      const int64_t batch = index + static_cast<int64_t>(step);
+      if (!state.batches.count(batch) && !state.taken.count(batch) && !state.claimed.count(batch)) {
+        mine.push_back(step);
       }
-      tasks.push_back(std::move(task));
     }
+    if (mine.empty()) {
+      if (state.batches.count(index)) break;
+      state.done.wait(lock);  // another request prepares this batch
+      continue;
+    }
+    for (size_t step : mine) state.claimed.insert(index + static_cast<int64_t>(step));
+    const uint64_t restarts = state.restarts;
+    lock.unlock();
+    std::vector<Prepared> prepared;
+    try {
+      for (size_t step : mine) prepared.push_back(prepare(step));
+    } catch (...) {
+      lock.lock();
+      if (state.restarts == restarts) {
+        for (size_t step : mine) state.claimed.erase(index + static_cast<int64_t>(step));
+      }
+      state.done.notify_all();
+      throw;
+    }
+    lock.lock();
+    if (state.restarts != restarts) continue;  // the pass started over meanwhile
+    for (size_t at = 0; at < mine.size(); ++at) {
+      const int64_t batch = index + static_cast<int64_t>(mine[at]);
+      state.claimed.erase(batch);
+      auto& tasks = state.batches[batch];
+      const auto& [reads, costs] = prepared[at];
+      for (size_t position = 0; position < reads.size(); ++position) {
+        auto task = std::make_shared<State::Task>();
+        task->read = reads[position];
+        task->batch = batch;
+        task->position = position;
+        task->cost = costs[position];
+        if (state.failed) {
+          task->stage = State::Stage::kDropped;  // read by its caller
+        } else {
+          state.waiting.emplace(std::make_pair(batch, position), task);
+        }
+        tasks.push_back(std::move(task));
+      }
+    }
+    state.done.notify_all();
   }
   if (request.read_ahead > 0 && static_cast<int64_t>(request.ahead.size()) < request.read_ahead) {
     state.end = index + static_cast<int64_t>(request.ahead.size()) + 1;
