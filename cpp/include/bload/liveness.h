@@ -128,7 +128,7 @@ class BLOAD_API Liveness {
 
   // What the watchdog found ("" where nothing yet): the text of the fault it acted on.
   std::string fault() const;
-  struct State;  // the connection, the threads and what they saw (liveness.cpp)
+  struct State;  // the connection, the threads and what they saw (cpp/src/liveness_state.h)
 
  private:
   std::shared_ptr<State> state_;
