@@ -5,8 +5,6 @@
 #include <ATen/StorageUtils.h>
 
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "bload/ops.h"
 #include "ops/checks.h"
@@ -115,20 +113,54 @@ std::string ItemRead::call() const {
          std::to_string(length) + ")";
 }
 
-std::vector<ItemRead> item_reads(const at::Tensor& table, bool ranges) {
-  std::vector<ItemRead> reads;
-  auto cells = table.accessor<int64_t, 2>();
-  std::unordered_set<int64_t> read;  // sequences read whole
-  for (int64_t row = 0; row < table.size(0); ++row) {
-    const auto piece = cells[row];
-    const auto index = static_cast<size_t>(piece[kSequence]);
-    if (ranges) {
-      reads.push_back({index, piece[kOffset], piece[kLength], false});
-    } else if (read.insert(piece[kSequence]).second) {
-      reads.push_back({index, piece[kOffset], piece[kLength], true});
-    }
+namespace {
+
+// For each row of a table whose sequences are read whole, the index of its sequence's read: a
+// sequence is read at its first row, and the reads are numbered in row order. Found by sorting
+// (sequence, row) pairs, with two allocations a table where a hash table of the sequences took
+// one a sequence, twice a batch (item_reads', then examples_by_row's): get_batch's time, beside
+// the packing of its data (build/pack_bench, docs/benchmarks/packing.md).
+std::vector<int64_t> whole_read_of_row(const at::TensorAccessor<int64_t, 2>& cells, int64_t rows) {
+  std::vector<std::pair<int64_t, int64_t>> by_sequence(static_cast<size_t>(rows));
+  for (int64_t row = 0; row < rows; ++row) by_sequence[row] = {cells[row][kSequence], row};
+  std::sort(by_sequence.begin(), by_sequence.end());
+  // Each row's sequence's first row (ties sort by row, so a run of one sequence starts there)...
+  std::vector<int64_t> read_of_row(static_cast<size_t>(rows));
+  for (size_t i = 0; i < by_sequence.size(); ++i) {
+    const bool first = i == 0 || by_sequence[i].first != by_sequence[i - 1].first;
+    read_of_row[by_sequence[i].second] =
+        first ? by_sequence[i].second : read_of_row[by_sequence[i - 1].second];
   }
-  if (table.size(0) == 0) reads.push_back({0, 0, 0, true});
+  // ... then, in row order, the read it names: a first row's is the next; a later row's, that of
+  // its first row, already numbered.
+  int64_t reads = 0;
+  for (int64_t row = 0; row < rows; ++row)
+    read_of_row[row] = read_of_row[row] == row ? reads++ : read_of_row[read_of_row[row]];
+  return read_of_row;
+}
+
+}  // namespace
+
+std::vector<ItemRead> item_reads(const at::Tensor& table, bool ranges) {
+  const int64_t rows = table.size(0);
+  std::vector<ItemRead> reads;
+  if (rows == 0) return {{0, 0, 0, true}};
+  auto cells = table.accessor<int64_t, 2>();
+  if (ranges) {
+    reads.reserve(static_cast<size_t>(rows));
+    for (int64_t row = 0; row < rows; ++row) {
+      const auto piece = cells[row];
+      reads.push_back(
+          {static_cast<size_t>(piece[kSequence]), piece[kOffset], piece[kLength], false});
+    }
+    return reads;
+  }
+  const auto read_of_row = whole_read_of_row(cells, rows);
+  for (int64_t row = 0; row < rows; ++row) {
+    if (read_of_row[row] != static_cast<int64_t>(reads.size())) continue;  // read at an earlier row
+    const auto piece = cells[row];
+    reads.push_back({static_cast<size_t>(piece[kSequence]), piece[kOffset], piece[kLength], true});
+  }
   return reads;
 }
 
@@ -145,14 +177,13 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> examples_by_row(
     }
     return {std::move(data), std::move(target)};
   }
-  auto cells = table.accessor<int64_t, 2>();
-  std::unordered_map<int64_t, size_t> read_at;  // a sequence's value, in reading order
+  const auto read_of_row = whole_read_of_row(table.accessor<int64_t, 2>(), rows);
   for (int64_t row = 0; row < rows; ++row) {
-    auto [at, first] = read_at.try_emplace(cells[row][kSequence], read_at.size());
-    TORCH_CHECK(at->second < values.size(), "examples_by_row: ", values.size(),
+    const auto read = static_cast<size_t>(read_of_row[row]);
+    TORCH_CHECK(read < values.size(), "examples_by_row: ", values.size(),
                 " values for a table of more sequences");
-    data.push_back(values[at->second].data);
-    target.push_back(values[at->second].target);
+    data.push_back(values[read].data);
+    target.push_back(values[read].target);
   }
   return {std::move(data), std::move(target)};
 }

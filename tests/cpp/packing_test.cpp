@@ -108,6 +108,33 @@ TEST(BlockDataset, RejectsExamplesOfTheWrongLength) {
   EXPECT_TRUE(contains(message, "has 5 steps: expected 4, the length of sequence 2"));
 }
 
+// A table whose sequences 7 and 2 come back in later rows (pieces of a split sequence in other
+// blocks of the batch): read whole, each sequence is read once, at its first row, in row order,
+// and every row gets its sequence's value; read as ranges, one read a row.
+TEST(BlockDataset, ReadsEachSequenceOnceAtItsFirstRow) {
+  const std::vector<int64_t> sequences{7, 2, 9, 7, 2, 7};
+  auto table = torch::zeros({6, 6}, torch::kInt64);  // six rows of the six TableColumns
+  for (int64_t row = 0; row < 6; ++row) {
+    table[row][bload::kSequence] = sequences[row];
+    table[row][bload::kOffset] = 10 * row;
+    table[row][bload::kLength] = row + 1;
+  }
+  std::vector<std::string> whole;
+  std::vector<torch::data::Example<>> values;
+  for (const auto& read : bload::item_reads(table, false)) {
+    whole.push_back(read.call());
+    values.push_back({torch::full({1}, static_cast<double>(read.index)), torch::zeros({1})});
+  }
+  EXPECT_EQ(whole, (std::vector<std::string>{"get(7)", "get(2)", "get(9)"}));
+  const auto [data, target] = bload::examples_by_row(table, false, values);
+  ASSERT_EQ(data.size(), sequences.size());
+  for (size_t row = 0; row < sequences.size(); ++row)
+    EXPECT_EQ(data[row].item<double>(), sequences[row]) << "row " << row;
+  const auto ranges = bload::item_reads(table, true);
+  ASSERT_EQ(ranges.size(), 6u);
+  EXPECT_EQ(ranges[3].call(), "get_range(7, 30, 4)");
+}
+
 // Every batch of one epoch through a DataLoader with `workers` threads.
 std::vector<bload::PackedBatch> loader_epoch(const std::vector<int64_t>& lengths,
                                              const bload::Options& options, size_t workers) {

@@ -204,9 +204,9 @@ class BlockDataset
       items = pool_->take(request, ReadsRanges<Inner>,
                           [this](const ItemRead& item) { return read(inner_, item); });
     } else {
-      for (const auto& item : item_reads(request.table, ReadsRanges<Inner>)) {
-        items.push_back(read(inner_, item));
-      }
+      const auto reads = item_reads(request.table, ReadsRanges<Inner>);
+      items.reserve(reads.size());
+      for (const auto& item : reads) items.push_back(read(inner_, item));
     }
     auto [data, target] = examples_by_row(request.table, ReadsRanges<Inner>, std::move(items));
     return pack_batch(request, data, target, options_, &buffers_);
