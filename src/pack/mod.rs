@@ -6,12 +6,14 @@ mod best_fit;
 mod capped;
 mod compositions;
 mod decreasing;
+mod decreasing_blocks;
 mod improve;
 mod random_fill;
 
 pub(crate) use best_fit::best_fit;
 pub(crate) use compositions::fewest_blocks_of_pairs;
 pub(crate) use decreasing::best_fit_decreasing;
+pub(crate) use decreasing_blocks::best_fit_decreasing_blocks;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
 
