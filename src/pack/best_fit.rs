@@ -152,12 +152,7 @@ fn fill_blocks(counts: &[u32], t_max: u32, cap: u32) -> Result<Packing> {
         if fill.iter().sum::<u32>() == room {
             let block_start = packing.lengths.len() - fill.len() - 1;
             let repeats = repeats_available(&pool, &packing.lengths[block_start..], &mut tally)?;
-            for _ in 0..repeats {
-                packing
-                    .lengths
-                    .extend_from_within(block_start..block_start + fill.len() + 1);
-                packing.close_block();
-            }
+            packing.repeat_last_block(repeats);
             for &(length, copies) in &tally {
                 pool.take_many(length, copies * repeats);
             }

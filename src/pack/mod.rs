@@ -45,6 +45,35 @@ impl Packing {
         self.ends.push(self.lengths.len() as u32);
     }
 
+    /// The last block closed, `repeats` times more. The copies are made a run of blocks at a
+    /// time, doubling, and their ends written in one loop: on Graphcore's Wikipedia histogram
+    /// the fill repeats 8M blocks of two or three lengths, and a copy and a push per block took
+    /// most of its time.
+    fn repeat_last_block(&mut self, repeats: u32) {
+        let end = self.lengths.len();
+        let start = self
+            .ends
+            .len()
+            .checked_sub(2)
+            .map_or(0, |k| self.ends[k] as usize);
+        let size = end - start;
+        debug_assert!(
+            self.ends.len() + repeats as usize <= self.ends.capacity()
+                && end + size * repeats as usize <= self.lengths.capacity(),
+            "blocks sized up front"
+        );
+        // `lengths[start..]` is the block over and over: copying its first `copied` steps
+        // (whole blocks) after it doubles it.
+        let target = end + size * repeats as usize;
+        while self.lengths.len() < target {
+            let copied = self.lengths.len() - start;
+            let more = copied.min(target - self.lengths.len());
+            self.lengths.extend_from_within(start..start + more);
+        }
+        self.ends
+            .extend((1..=repeats as usize).map(|k| (end + k * size) as u32));
+    }
+
     #[cfg(test)]
     pub fn blocks(&self) -> impl Iterator<Item = &[u32]> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
@@ -220,6 +249,33 @@ pub(crate) fn counts_of(lengths: &[u32], t_max: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_block_is_copied_whole_each_time() {
+        for (earlier, block, repeats) in [
+            (&[][..], &[7u32][..], 0),
+            (&[][..], &[7], 5),
+            (&[9, 1], &[5, 3, 2], 1),
+            (&[9, 1], &[5, 3, 2], 13),
+        ] {
+            let mut packing = Packing {
+                lengths: Vec::with_capacity(20 + block.len() * 14),
+                ends: Vec::with_capacity(20),
+            };
+            for one in [earlier, block] {
+                if !one.is_empty() {
+                    packing.lengths.extend_from_slice(one);
+                    packing.close_block();
+                }
+            }
+            packing.repeat_last_block(repeats);
+            let mut expected: Vec<&[u32]> = vec![block; repeats as usize + 1];
+            if !earlier.is_empty() {
+                expected.insert(0, earlier);
+            }
+            assert_eq!(packing.blocks().collect::<Vec<_>>(), expected);
+        }
+    }
 
     #[test]
     fn longest_at_most_scans_across_words() {
