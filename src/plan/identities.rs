@@ -38,7 +38,14 @@ impl Planner {
         // slots come up would touch every run at random and miss the cache on each slot.)
         let mut rng = PlanRng::new(self.options.seed, epoch, Stream::Identities);
         for run in starts.windows(2) {
-            rng.shuffle(&mut members[run[0] as usize..run[1] as usize]);
+            let run = &mut members[run[0] as usize..run[1] as usize];
+            // Read in order first: the scatter left the run in memory, where each of the
+            // shuffle's reads at random would wait for its line in turn (runs below the
+            // megabyte draw no picks ahead, `PlanRng::shuffle`); read in order, the lines stream
+            // into the cache together. On Graphcore's Wikipedia histogram (runs of up to 300 KB,
+            // one of 15 MB) the shuffles took about 65 ms instead of 100.
+            std::hint::black_box(run.iter().fold(0, |any, &member| any ^ member));
+            rng.shuffle(run);
         }
         for slot in &mut slots {
             let length = *slot as usize;
