@@ -14,7 +14,8 @@
 use super::capped::{capped_fill, CappedSum};
 use super::compositions::by_compositions;
 use super::{
-    best_fit_decreasing, improve, item_count, most_blocks_closed_when_full, LengthPool, Packing,
+    best_fit_decreasing, best_fit_decreasing_blocks, improve, item_count,
+    most_blocks_closed_when_full, LengthPool, Packing,
 };
 use crate::alloc::{try_push, try_vec, try_with_capacity};
 use crate::error::Result;
@@ -50,9 +51,10 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32, cap: u32, bound: u64) -> Resu
     if filled.ends.len() as u64 <= bound {
         return Ok(filled);
     }
-    let decreasing = best_fit_decreasing(counts, t_max, cap)?;
-    let better = if decreasing.ends.len() < filled.ends.len() {
-        decreasing
+    // Best-fit decreasing's block count comes cheaply (`decreasing_blocks.rs`); its packing is
+    // placed only where it is the better one.
+    let better = if best_fit_decreasing_blocks(counts, t_max, cap)? < filled.ends.len() as u64 {
+        best_fit_decreasing(counts, t_max, cap)?
     } else {
         filled
     };
@@ -150,12 +152,7 @@ fn fill_blocks(counts: &[u32], t_max: u32, cap: u32) -> Result<Packing> {
         if fill.iter().sum::<u32>() == room {
             let block_start = packing.lengths.len() - fill.len() - 1;
             let repeats = repeats_available(&pool, &packing.lengths[block_start..], &mut tally)?;
-            for _ in 0..repeats {
-                packing
-                    .lengths
-                    .extend_from_within(block_start..block_start + fill.len() + 1);
-                packing.close_block();
-            }
+            packing.repeat_last_block(repeats);
             for &(length, copies) in &tally {
                 pool.take_many(length, copies * repeats);
             }

@@ -6,16 +6,18 @@ mod best_fit;
 mod capped;
 mod compositions;
 mod decreasing;
+mod decreasing_blocks;
 mod improve;
 mod random_fill;
 
 pub(crate) use best_fit::best_fit;
 pub(crate) use compositions::fewest_blocks_of_pairs;
 pub(crate) use decreasing::best_fit_decreasing;
+pub(crate) use decreasing_blocks::best_fit_decreasing_blocks;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
 
-use crate::alloc::{try_vec, try_with_capacity};
+use crate::alloc::{try_vec, try_with_capacity_packed};
 use crate::error::Result;
 
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).
@@ -30,8 +32,8 @@ impl Packing {
     /// never reallocates.
     fn for_items(counts: &[u32], blocks: usize) -> Result<Self> {
         Ok(Packing {
-            lengths: try_with_capacity("the packed lengths", item_count(counts))?,
-            ends: try_with_capacity("the ends of the packed blocks", blocks)?,
+            lengths: try_with_capacity_packed("the packed lengths", item_count(counts))?,
+            ends: try_with_capacity_packed("the ends of the packed blocks", blocks)?,
         })
     }
 
@@ -41,6 +43,35 @@ impl Packing {
             "blocks sized up front"
         );
         self.ends.push(self.lengths.len() as u32);
+    }
+
+    /// The last block closed, `repeats` times more. The copies are made a run of blocks at a
+    /// time, doubling, and their ends written in one loop: on Graphcore's Wikipedia histogram
+    /// the fill repeats 8M blocks of two or three lengths, and a copy and a push per block took
+    /// most of its time.
+    fn repeat_last_block(&mut self, repeats: u32) {
+        let end = self.lengths.len();
+        let start = self
+            .ends
+            .len()
+            .checked_sub(2)
+            .map_or(0, |k| self.ends[k] as usize);
+        let size = end - start;
+        debug_assert!(
+            self.ends.len() + repeats as usize <= self.ends.capacity()
+                && end + size * repeats as usize <= self.lengths.capacity(),
+            "blocks sized up front"
+        );
+        // `lengths[start..]` is the block over and over: copying its first `copied` steps
+        // (whole blocks) after it doubles it.
+        let target = end + size * repeats as usize;
+        while self.lengths.len() < target {
+            let copied = self.lengths.len() - start;
+            let more = copied.min(target - self.lengths.len());
+            self.lengths.extend_from_within(start..start + more);
+        }
+        self.ends
+            .extend((1..=repeats as usize).map(|k| (end + k * size) as u32));
     }
 
     #[cfg(test)]
@@ -218,6 +249,33 @@ pub(crate) fn counts_of(lengths: &[u32], t_max: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_block_is_copied_whole_each_time() {
+        for (earlier, block, repeats) in [
+            (&[][..], &[7u32][..], 0),
+            (&[][..], &[7], 5),
+            (&[9, 1], &[5, 3, 2], 1),
+            (&[9, 1], &[5, 3, 2], 13),
+        ] {
+            let mut packing = Packing {
+                lengths: Vec::with_capacity(20 + block.len() * 14),
+                ends: Vec::with_capacity(20),
+            };
+            for one in [earlier, block] {
+                if !one.is_empty() {
+                    packing.lengths.extend_from_slice(one);
+                    packing.close_block();
+                }
+            }
+            packing.repeat_last_block(repeats);
+            let mut expected: Vec<&[u32]> = vec![block; repeats as usize + 1];
+            if !earlier.is_empty() {
+                expected.insert(0, earlier);
+            }
+            assert_eq!(packing.blocks().collect::<Vec<_>>(), expected);
+        }
+    }
 
     #[test]
     fn longest_at_most_scans_across_words() {

@@ -46,6 +46,7 @@ mod lanes;
 mod layout;
 mod mixture;
 mod resume;
+mod scatter;
 mod shard;
 mod shared;
 mod split;

@@ -1,6 +1,7 @@
 //! The first steps of a deal: the sequences shuffled, then sorted longest first, stably; and
 //! the shuffles themselves, prefetching the items they swap.
 
+use super::super::scatter::scatter;
 use super::{length_of, pair, sequence_of};
 use crate::alloc::{
     try_vec, try_with_capacity, try_with_capacity_to_scatter, try_with_capacity_to_shuffle,
@@ -72,7 +73,18 @@ pub(super) fn shuffled_longest_first(
         }
     }
     let mut sorted = try_with_capacity_to_scatter(SORTED, room.max(pairs.len()), pairs.len())?;
-    scatter(&pairs, &of_key, key, &mut sorted)?;
+    let mut starts = try_vec("the first place of each length", of_key.len() + 1, 0u32)?;
+    for k in 0..of_key.len() {
+        starts[k + 1] = starts[k] + of_key[k];
+    }
+    let key = |pair| Some(key(pair) as usize);
+    scatter(
+        &pairs,
+        &starts,
+        key,
+        |_, pair| sequence_of(pair),
+        &mut sorted,
+    )?;
     let present = (0..of_key.len()).filter(|&k| of_key[k] > 0);
     let mut runs = try_with_capacity("the lengths present", present.clone().count())?;
     runs.extend(present.map(|k| (longest - k as u32, of_key[k])));
@@ -82,59 +94,6 @@ pub(super) fn shuffled_longest_first(
         runs,
     })
 }
-
-/// The sequences of `pairs` into `sorted` (empty, with room for them) in the order of `key`,
-/// stably, `of_key[k]` of them with key `k`. The places are written once each, straight into
-/// the vector's room: zeroing them first (as `resize` does) took longer than the scatter saved,
-/// since the zeroed lines had left the cache before the scatter wrote them, and each was read
-/// back from memory. (Gathering a cache line's worth of each key before writing it out, which
-/// makes fewer, whole-line writes, was measured no faster.)
-fn scatter(
-    pairs: &[u64],
-    of_key: &[u32],
-    key: impl Fn(u64) -> u32,
-    sorted: &mut Vec<u32>,
-) -> Result<()> {
-    let mut next = try_vec("the next place of each length", of_key.len(), 0u32)?;
-    for k in 1..next.len() {
-        next[k] = next[k - 1] + of_key[k - 1];
-    }
-    let places = &mut sorted.spare_capacity_mut()[..pairs.len()];
-    for (at, &pair) in pairs.iter().enumerate() {
-        if let Some(&ahead) = pairs.get(at + SCATTER_AHEAD) {
-            if let Some(&place) = next.get(key(ahead) as usize) {
-                prefetch(places, place as usize);
-            }
-        }
-        let next = &mut next[key(pair) as usize];
-        places[*next as usize].write(sequence_of(pair));
-        *next += 1;
-    }
-    // Key `k`'s sequences were written one after another from its first place: if each key
-    // ended at the next key's first place, and the last at the end, every place was written.
-    let mut end = 0u32;
-    let every_place = (0..of_key.len()).all(|k| {
-        end += of_key[k];
-        next[k] == end
-    }) && end as usize == pairs.len();
-    assert!(
-        every_place,
-        "the counts of the lengths are those of the lengths sorted"
-    );
-    // SAFETY: every place up to `pairs.len()` was written, as just checked.
-    unsafe { sorted.set_len(pairs.len()) };
-    Ok(())
-}
-
-/// Sequences the scatter looks ahead: it prefetches the place where the sequence this many
-/// further on goes (the next place of its length now; a place or two on by then, in the same
-/// line as a rule). Writes that miss the cache hold up every later write, since they are made
-/// in order; prefetched, they do not. With the sorted vector's pages backed beforehand (see
-/// `try_with_capacity_to_scatter`), the scatter took 16 ms instead of 25 at 5M sequences and
-/// 190 instead of 290 at 50M (and 53 to back the pages). Without the backing, at 5M, looking
-/// 16, 64, 128 and 256 ahead took 24, 18, 17 and 17.5 ms; at 50M none was faster, as its
-/// pages were backed only as they were written (BENCHMARKS.md, issue 26, fifth pass).
-const SCATTER_AHEAD: usize = 128;
 
 /// Lengths over more values than a counting sort's table should hold: a radix sort of two
 /// 16-bit digits of `key`, the low one first (the second pass keeps the order of the first
