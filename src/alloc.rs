@@ -90,7 +90,8 @@ const HUGE_PAGE: usize = 2 << 20;
 /// its own when first written. Advised, the first shuffle of `lanes` took 45% less time at 50M
 /// sequences (BENCHMARKS.md, issue 26). Only for arrays shuffled whole, and a packer's output
 /// (`try_with_capacity_packed`): advising every large buffer made the later, written-in-order
-/// ones of `lanes` far slower to fault in at 50M on the machine measured. A hint only: it changes no result, and where it is refused the pages stay 4 KiB.
+/// ones of `lanes` far slower to fault in at 50M on the machine measured. A hint only: it
+/// changes no result, and where it is refused the pages stay 4 KiB.
 /// Only the huge pages wholly inside the allocation are advised, so nothing else is touched.
 fn advise_huge_pages<T>(vec: &mut Vec<T>) {
     #[cfg(target_os = "linux")]
