@@ -17,6 +17,7 @@ import torch
 
 from bload import _library, attention
 from bload._device import host_to_device
+from bload.block_batch import table_from_pickle, table_to_pickle
 from bload.fields import BATCH_FIELDS, TABLE_FIELDS
 
 _library.load()
@@ -216,7 +217,14 @@ class PackedBatch:
     def __reduce__(self):
         return (
             _rebuild,
-            (self.data, self.target, self.table, self.blocks, self.t_max, self._options()),
+            (
+                self.data,
+                self.target,
+                table_to_pickle(self.table),
+                self.blocks,
+                self.t_max,
+                self._options(),
+            ),
         )
 
     def __getitem__(self, key):
@@ -231,7 +239,7 @@ class PackedBatch:
 
 
 def _rebuild(data, target, table, blocks, t_max, options):
-    return PackedBatch(data, target, table, blocks, t_max, **options)
+    return PackedBatch(data, target, table_from_pickle(table), blocks, t_max, **options)
 
 
 def _table_field(name):

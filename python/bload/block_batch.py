@@ -3,6 +3,7 @@ plan as the sampler and the command line show it (PlanHash)."""
 
 import dataclasses
 
+import numpy as np
 import torch
 
 __all__ = ["BlockBatch", "PlanHash", "SAMPLER_NOT_BATCH_SAMPLER"]
@@ -53,6 +54,35 @@ class BlockBatch:
         # A batch used as an index: a DataLoader given the sampler as sampler= with batch_size=None
         # hands each batch to the dataset's __getitem__, whose list or tensor asks for this.
         raise TypeError(SAMPLER_NOT_BATCH_SAMPLER)
+
+    # Sent to a DataLoader worker with its tables' bytes in the pickle (table_to_pickle).
+    def __reduce__(self):
+        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        fields["table"] = table_to_pickle(self.table)
+        fields["ahead"] = tuple(table_to_pickle(table) for table in self.ahead)
+        return (_rebuild_block_batch, (fields,))
+
+
+def _rebuild_block_batch(fields):
+    fields["table"] = table_from_pickle(fields["table"])
+    fields["ahead"] = tuple(table_from_pickle(table) for table in fields["ahead"])
+    return BlockBatch(**fields)
+
+
+def table_to_pickle(table):
+    """A block table as it is pickled to or from a DataLoader worker: its bytes, as a numpy array
+    (a table on the host; anything else as it is). Between processes torch pickles a tensor as a
+    shared memory segment, whose descriptor the receiver then asks the sender for over a socket;
+    for a table of a few kilobytes that costs far more than the bytes, and it is paid in the main
+    process, which serves every worker (benches/loader.py; docs/benchmarks/loading.md)."""
+    if isinstance(table, torch.Tensor) and table.device.type == "cpu" and not table.requires_grad:
+        return table.numpy()
+    return table
+
+
+def table_from_pickle(table):
+    """table_to_pickle's table as a tensor again."""
+    return torch.from_numpy(table) if isinstance(table, np.ndarray) else table
 
 
 #: The error of a BlockSampler passed to a DataLoader as sampler=: each BlockBatch then reaches

@@ -67,16 +67,38 @@ def test_batch_tables_passes_opcheck():
             torch.library.opcheck(torch.ops.bload.batch_tables.default, (table, 3, T_MAX, carry, 6))
 
 
+def test_tables_cross_to_and_from_workers_in_the_pickle_not_in_shared_memory():
+    # As a DataLoader's queues pickle them (ForkingPickler, with torch's reductions): a tensor
+    # crosses as a shared memory segment, a descriptor asked of the sender over a socket; the
+    # block tables, a few kilobytes, cross as bytes. Data and target still cross as tensors.
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401 (registers torch's reductions)
+
+    sampler = bload.BlockSampler(lengths_of(40, seed=1), T_MAX, 3, read_ahead=2)
+    request = next(iter(sampler))
+    sent = bytes(ForkingPickler.dumps(request))
+    assert b"rebuild_storage" not in sent
+    again = pickle.loads(sent)
+    assert again.table.dtype == torch.int64 and torch.equal(again.table, request.table)
+    assert len(again.ahead) == len(request.ahead) == 2
+    assert all(torch.equal(a, b) for a, b in zip(again.ahead, request.ahead))
+    assert (again.index, again.global_batch) == (request.index, request.global_batch)
+
+    batch = next(iter(batches("lanes")))
+    sent = bytes(ForkingPickler.dumps(batch))
+    assert b"rebuild_storage" in sent  # data and target; the table: the test below
+    assert torch.equal(pickle.loads(sent).table, batch.table)
+
+
 def test_a_batch_crosses_as_data_target_and_table_and_makes_its_tables_where_it_is_used():
     batch = next(iter(batches("lanes")))
     batch.valid  # noqa: B018 (made here: still not sent)
     sent = pickle.loads(pickle.dumps(batch))
     tensors = [arg for arg in batch.__reduce__()[1] if isinstance(arg, torch.Tensor)]
-    assert [tensor.shape for tensor in tensors] == [
-        batch.data.shape,
-        batch.target.shape,
-        batch.table.shape,
-    ]
+    # The table's bytes are in the pickle, not in a tensor of their own (below).
+    assert [tensor.shape for tensor in tensors] == [batch.data.shape, batch.target.shape]
+    assert sent.table.dtype == torch.int64 and torch.equal(sent.table, batch.table)
     assert sent._tables is None
     for name in bload.fields.TABLE_FIELDS:
         assert torch.equal(getattr(sent, name), getattr(batch, name)), name
