@@ -1,9 +1,9 @@
 """What a BlockSampler hands a DataLoader for each batch (BlockBatch), and the fingerprint of a
 plan as the sampler and the command line show it (PlanHash)."""
 
+import ctypes
 import dataclasses
 
-import numpy as np
 import torch
 
 __all__ = ["BlockBatch", "PlanHash", "SAMPLER_NOT_BATCH_SAMPLER"]
@@ -69,20 +69,37 @@ def _rebuild_block_batch(fields):
     return BlockBatch(**fields)
 
 
+@dataclasses.dataclass(frozen=True)
+class _TableBytes:
+    """A tensor's bytes, shape and dtype, as table_to_pickle pickles a block table."""
+
+    data: bytes
+    shape: tuple
+    dtype: torch.dtype
+
+
 def table_to_pickle(table):
-    """A block table as it is pickled to or from a DataLoader worker: its bytes, as a numpy array
-    (a table on the host; anything else as it is). Between processes torch pickles a tensor as a
-    shared memory segment, whose descriptor the receiver then asks the sender for over a socket;
-    for a table of a few kilobytes that costs far more than the bytes, and it is paid in the main
-    process, which serves every worker (benches/loader.py; docs/benchmarks/loading.md)."""
+    """A block table as it is pickled to or from a DataLoader worker: its bytes (a table on the
+    host; anything else as it is). Between processes torch pickles a tensor as a shared memory
+    segment, whose descriptor the receiver then asks the sender for over a socket; for a table of
+    a few kilobytes that costs far more than the bytes, and it is paid in the main process, which
+    serves every worker (benches/loader.py; docs/benchmarks/loading.md)."""
     if isinstance(table, torch.Tensor) and table.device.type == "cpu" and not table.requires_grad:
-        return table.numpy()
+        table = table.contiguous()
+        # Read where they lie: NumPy, whose arrays would pickle as bytes too, is not among bload's
+        # requirements.
+        data = ctypes.string_at(table.data_ptr(), table.numel() * table.element_size())
+        return _TableBytes(data, tuple(table.shape), table.dtype)
     return table
 
 
 def table_from_pickle(table):
     """table_to_pickle's table as a tensor again."""
-    return torch.from_numpy(table) if isinstance(table, np.ndarray) else table
+    if not isinstance(table, _TableBytes):
+        return table
+    if not table.data:
+        return torch.empty(table.shape, dtype=table.dtype)
+    return torch.frombuffer(bytearray(table.data), dtype=table.dtype).reshape(table.shape)
 
 
 #: The error of a BlockSampler passed to a DataLoader as sampler=: each BlockBatch then reaches

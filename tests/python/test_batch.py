@@ -84,6 +84,8 @@ def test_tables_cross_to_and_from_workers_in_the_pickle_not_in_shared_memory():
     assert len(again.ahead) == len(request.ahead) == 2
     assert all(torch.equal(a, b) for a, b in zip(again.ahead, request.ahead))
     assert (again.index, again.global_batch) == (request.index, request.global_batch)
+    empty = torch.empty(0, 6, dtype=torch.long)
+    assert pickle.loads(pickle.dumps(bload.BlockBatch(empty, 3, T_MAX, 0, 0))).table.shape == (0, 6)
 
     batch = next(iter(batches("lanes")))
     sent = bytes(ForkingPickler.dumps(batch))
