@@ -28,23 +28,20 @@ pub(crate) fn try_reserve<T>(vec: &mut Vec<T>, what: &str, additional: usize) ->
         .map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))
 }
 
-/// [`try_with_capacity`] for a vector that is then shuffled across its whole length: its room
-/// is advised to use huge pages (`advise_huge_pages`), before anything is written to it.
-pub(crate) fn try_with_capacity_to_shuffle<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
-    let mut vec = try_with_capacity(what, capacity)?;
-    advise_huge_pages(&mut vec);
-    Ok(vec)
-}
-
-/// [`try_with_capacity`] for a packer's output (the packed lengths, which become the plan's
-/// pieces, and the ends of its blocks): its room is advised to use huge pages
-/// (`advise_huge_pages`). Written in order in 4 KiB pages, these faulted in a page at a time
-/// for most of the fill's time: on Graphcore's Wikipedia histogram (97 MB of them) `best_fit`'s
-/// fill took about 27 ms of CPU time instead of 85 (backing the 4 KiB pages beforehand,
-/// `MADV_POPULATE_WRITE`, saved nothing). At 50M sequences, `best_fit` with every large buffer
-/// advised took 0.95 s against 1.16 (BENCHMARKS.md, issue 26), where `lanes`, whose buffers
-/// are written later and larger, was slower; so only these, and the shuffled arrays, are.
-pub(crate) fn try_with_capacity_packed<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
+/// [`try_with_capacity`] whose room is advised to use huge pages (`advise_huge_pages`) before
+/// anything is written to it: for the large vectors written or read across their whole length,
+/// which in 4 KiB pages fault in a page at a time and miss the TLB at every random access.
+/// Its users, and what it saved each:
+/// - the vectors shuffled across their whole length (the plan's blocks, the sequences sorted by
+///   length);
+/// - a packer's output (the packed lengths, which become the plan's pieces, and the ends of its
+///   blocks): on Graphcore's Wikipedia histogram (97 MB of them) `best_fit`'s fill took about
+///   27 ms of CPU time instead of 85 (backing the 4 KiB pages beforehand,
+///   `MADV_POPULATE_WRITE`, saved nothing). At 50M sequences, `best_fit` with every large
+///   buffer advised took 0.95 s against 1.16 (BENCHMARKS.md, issue 26), where `lanes`, whose
+///   buffers are written later and larger, was slower; so only these are;
+/// - the lengths a planner copies from a caller's integers (`plan/ingest.rs`).
+pub(crate) fn try_with_capacity_huge<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
     let mut vec = try_with_capacity(what, capacity)?;
     advise_huge_pages(&mut vec);
     Ok(vec)

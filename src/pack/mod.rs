@@ -17,7 +17,7 @@ pub(crate) use decreasing_blocks::best_fit_decreasing_blocks;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
 
-use crate::alloc::{try_vec, try_with_capacity_packed};
+use crate::alloc::{try_vec, try_with_capacity_huge};
 use crate::error::Result;
 
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).
@@ -32,8 +32,8 @@ impl Packing {
     /// never reallocates.
     fn for_items(counts: &[u32], blocks: usize) -> Result<Self> {
         Ok(Packing {
-            lengths: try_with_capacity_packed("the packed lengths", item_count(counts))?,
-            ends: try_with_capacity_packed("the ends of the packed blocks", blocks)?,
+            lengths: try_with_capacity_huge("the packed lengths", item_count(counts))?,
+            ends: try_with_capacity_huge("the ends of the packed blocks", blocks)?,
         })
     }
 

@@ -20,6 +20,7 @@
 //! number of batches of `blocks_per_batch` blocks, and all choices are drawn from the plan's
 //! ChaCha stream for (seed, epoch), so every rank computes the same deal.
 
+use super::deal::prefetch;
 use super::layout::Span;
 use super::EpochPlan;
 use crate::alloc::{try_vec, try_with_capacity};
@@ -30,6 +31,9 @@ use crate::stats::Imbalance;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// Blocks ahead of the one being costed whose lengths are fetched (see `block_costs`).
+const COST_AHEAD: usize = 16;
+
 impl EpochPlan {
     /// What the block at `position` costs under `cost`.
     fn block_cost(&self, position: usize, cost: Cost) -> u64 {
@@ -37,6 +41,29 @@ impl EpochPlan {
             .pieces()
             .map(|piece| cost.of_piece(piece.length))
             .fold(0, u64::saturating_add)
+    }
+
+    /// What each block costs under `cost`, in epoch order. A block's sequence numbers lie at a
+    /// random place of the plan (the blocks are shuffled) and each one's length at a random
+    /// place of the lengths, so costing one block after another waited for memory about twice a
+    /// piece: measuring a 10M-sequence plan's imbalance took 3.3 times planning it. The blocks
+    /// ahead are fetched instead, their sequence numbers `2 * COST_AHEAD` blocks on and their
+    /// lengths `COST_AHEAD` on; hints only, which change no result.
+    fn block_costs(&self, cost: Cost) -> impl Iterator<Item = u64> + '_ {
+        let (sequences, lengths) = (&self.piece_sequences[..], &self.lengths[..]);
+        (0..self.spans.len()).map(move |position| {
+            if let Some(span) = self.spans.get(position + 2 * COST_AHEAD) {
+                // A block's numbers may straddle two cache lines.
+                prefetch(sequences, span.start as usize);
+                prefetch(sequences, (span.end as usize).saturating_sub(1));
+            }
+            if let Some(span) = self.spans.get(position + COST_AHEAD) {
+                for &index in &sequences[span.start as usize..span.end as usize] {
+                    prefetch(lengths, index as usize);
+                }
+            }
+            self.block_cost(position, cost)
+        })
     }
 
     /// Rearranges the shuffled blocks as the module says, when the plan's cost is not `steps`.
@@ -50,7 +77,7 @@ impl EpochPlan {
         let per_rank = self.options.blocks_per_batch as usize;
         let per_global = ranks * per_rank;
         let mut costs = try_with_capacity("the cost of each block", blocks)?;
-        costs.extend((0..blocks).map(|position| self.block_cost(position, cost)));
+        costs.extend(self.block_costs(cost));
         let mut by_cost = try_with_capacity("the blocks sorted by cost", blocks)?;
         by_cost.extend(0..blocks as u32);
         by_cost.sort_by_key(|&position| Reverse(costs[position as usize]));
@@ -111,14 +138,12 @@ impl EpochPlan {
             return Imbalance::default();
         }
         let (mut total, mut worst) = (0.0, 0.0f64);
-        for global in 0..globals {
-            let first = global * ranks * per_rank;
+        // Blocks in epoch order: each global batch's ranks in turn, `per_rank` blocks each.
+        let mut costs = self.block_costs(cost);
+        for _ in 0..globals {
             let (mut sum, mut most) = (0u128, 0u64);
-            for rank in 0..ranks {
-                let start = first + rank * per_rank;
-                let rank_cost = (start..start + per_rank)
-                    .map(|position| self.block_cost(position, cost))
-                    .fold(0, u64::saturating_add);
+            for _ in 0..ranks {
+                let rank_cost = costs.by_ref().take(per_rank).fold(0, u64::saturating_add);
                 sum += u128::from(rank_cost);
                 most = most.max(rank_cost);
             }

@@ -12,7 +12,7 @@
 use super::shared::Column;
 use super::validate::{check_count, Gathered, Tally};
 use super::Planner;
-use crate::alloc::try_with_capacity;
+use crate::alloc::try_with_capacity_huge;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use std::sync::Arc;
@@ -150,32 +150,8 @@ fn out_of_range_unfound() -> Error {
 /// `transparent_hugepage/enabled` is `madvise`, a common default, or `always`) makes that about
 /// 20 faults. A hint only: the contents and every result are the same without it.
 fn fresh_lengths(len: usize) -> Result<Vec<u32>> {
-    let vec: Vec<u32> = try_with_capacity("the lengths as 32-bit integers", len)?;
-    advise_huge_pages(vec.as_ptr().cast(), len.saturating_mul(size_of::<u32>()));
-    Ok(vec)
+    try_with_capacity_huge("the lengths as 32-bit integers", len)
 }
-
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(start: *const u8, bytes: usize) {
-    // The advice applies to whole pages: the huge pages wholly inside the allocation, on systems
-    // with 4 KiB base pages and 2 MiB huge ones (x86_64, and aarch64's usual configuration; on
-    // others the advice is refused or covers fewer pages, and nothing else changes).
-    const HUGE_PAGE: usize = 2 << 20;
-    if bytes < 2 * HUGE_PAGE {
-        return;
-    }
-    let first = (start as usize).next_multiple_of(HUGE_PAGE);
-    let end = (start as usize + bytes) / HUGE_PAGE * HUGE_PAGE;
-    if end > first {
-        // SAFETY: the range lies within an allocation this process owns and nothing has read or
-        // written yet; MADV_HUGEPAGE changes how its pages are backed, never their contents. The
-        // result is ignored: where huge pages are off, the pages stay small.
-        unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_start: *const u8, _bytes: usize) {}
 
 #[cfg(test)]
 mod tests {

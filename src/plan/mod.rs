@@ -64,7 +64,7 @@ pub use state::{
     ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
 };
 
-use crate::alloc::{try_copy, try_with_capacity_to_shuffle};
+use crate::alloc::{try_copy, try_with_capacity_huge};
 use crate::error::Result;
 use crate::options::{Options, Policy};
 use crate::pack;
@@ -206,7 +206,7 @@ impl Planner {
         // (Past usize, as on a 32-bit machine, it is as out of reach as memory can be.)
         let capacity = usize::try_from(blocks).unwrap_or(usize::MAX);
         // Shuffled whole below (`BlockOrder`).
-        let mut spans = try_with_capacity_to_shuffle("the plan's blocks", capacity)?;
+        let mut spans = try_with_capacity_huge("the plan's blocks", capacity)?;
         let mut start = 0;
         for &end in &ends {
             spans.push(Span { start, end });

@@ -4,7 +4,7 @@
 use super::super::scatter::scatter;
 use super::{length_of, pair, sequence_of};
 use crate::alloc::{
-    try_vec, try_with_capacity, try_with_capacity_to_scatter, try_with_capacity_to_shuffle,
+    try_vec, try_with_capacity, try_with_capacity_huge, try_with_capacity_to_scatter,
 };
 use crate::error::Result;
 use crate::rng::PlanRng;
@@ -43,8 +43,7 @@ pub(super) fn shuffled_longest_first(
     };
     // (No lengths, which planners refuse, make one empty run.)
     let shortest = shortest.min(longest);
-    let mut pairs =
-        try_with_capacity_to_shuffle("the sequences with their lengths", lengths.len())?;
+    let mut pairs = try_with_capacity_huge("the sequences with their lengths", lengths.len())?;
     pairs.extend(
         (0..)
             .zip(lengths)
