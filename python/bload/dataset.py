@@ -197,9 +197,17 @@ class BlockDataset(torch.utils.data.Dataset):
         rows = table.tolist()
         given = None if values is None else iter(values)
         if self._reads_ranges:
+            pieces = [
+                (row[column["sequence"]], row[column["offset"]], row[column["length"]])
+                for row in rows
+            ]
             if given is not None:
                 read = lambda *piece: next(given)  # noqa: E731 -- in the reads' order
             elif getattr(self, "_store_views", False):
+                if len(self.dataset.fields) == 2:
+                    # The store's own views, (data, target) of each piece's steps as the store
+                    # made them: nothing to check a piece, and the files checked once a batch.
+                    return self.dataset._range_views(pieces)
                 read = self.dataset._views
             else:
                 read = self.dataset.get_range
@@ -210,10 +218,7 @@ class BlockDataset(torch.utils.data.Dataset):
                     length,
                     "the length of the range asked for",
                 )
-                for sequence, offset, length in (
-                    (row[column["sequence"]], row[column["offset"]], row[column["length"]])
-                    for row in rows
-                )
+                for sequence, offset, length in pieces
             ]
         items = {}
         for row in rows:

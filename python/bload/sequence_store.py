@@ -187,17 +187,23 @@ class SequenceStore(torch.utils.data.Dataset):
     def _views(self, index, offset, length):
         """get_range's steps as views of this process's mappings, which share their memory with
         every other read of the same steps: for BlockDataset, which only copies them into its
-        batch. Reading a view after its file shrinks kills the process (SIGBUS): the check
-        before is one fstat, and a file truncated after it is beyond any reader's check."""
-        first, last = self._check_range(index, offset, length)
+        batch."""
+        return self._range_views([(index, offset, length)])[0]
+
+    def _range_views(self, pieces):
+        """_views of each (index, offset, length) of `pieces`: a batch's reads. Reading a view
+        after its file shrinks kills the process (SIGBUS): the check before is one fstat a field
+        for the whole batch, and a file truncated after it is beyond any reader's check."""
         if self._pid != os.getpid():
             self._map()
-        out = []
-        for field, fd, steps in zip(self.fields, self._fds, self._maps):
+        for field, fd in zip(self.fields, self._fds):
             # A file shrunk since it was mapped would raise SIGBUS on the lost pages: refuse.
             self._check_size(field, os.fstat(fd).st_size)
-            out.append(steps[first:last])
-        return tuple(out)
+        views = []
+        for index, offset, length in pieces:
+            first, last = self._check_range(index, offset, length)
+            views.append(tuple(steps[first:last] for steps in self._maps))
+        return views
 
     def get_range(self, index, offset, length):
         """Steps [offset, offset + length) of sequence `index`, one tensor per field: copies of

@@ -105,6 +105,41 @@ except bload.StoreError as err:
     )
 
 
+def test_a_file_truncated_while_mapped_is_refused_in_a_blockdatasets_batch(tmp_path):
+    # BlockDataset reads a batch's pieces as views of the mapping, the files checked once a
+    # batch: a batch after the truncation is refused, as get_range is.
+    big = [(np.ones((100_000, 4), np.float32), np.zeros(100_000, np.int64)) for _ in range(4)]
+    path = bload.store.write(tmp_path / "s", big, progress=False)
+    script = f"""
+import os, bload
+store = bload.SequenceStore({str(path)!r})
+sampler = bload.BlockSampler(store.lengths, t_max=4096, blocks_per_batch=2, split=True)
+dataset = bload.BlockDataset(store, t_max=4096)
+batches = iter(sampler)
+assert float(dataset.__getitems__(next(batches)).data.sum()) > 0  # mapped and read
+os.truncate(os.path.join({str(path)!r}, "data.bin"), 4096)
+try:
+    dataset.__getitems__(next(batches))
+except bload.StoreError as err:
+    print("refused:", err)
+"""
+    run = run_python(script)
+    assert run.returncode == 0, (run.returncode, run.stderr)
+    assert "refused:" in run.stdout and "data.bin = a file of 4096 bytes" in run.stdout
+
+
+def test_a_store_of_other_than_two_fields_is_named_by_blockdataset(tmp_path):
+    items = [(np.zeros((5, 2), np.float32), np.zeros(5), np.ones(5)) for _ in range(3)]
+    path = bload.store.write(tmp_path / "s", items, fields=["x", "mask", "tok"], progress=False)
+    store = bload.SequenceStore(path, fields=["x", "mask", "tok"])
+    dataset = bload.BlockDataset(store, t_max=8)
+    sampler = bload.BlockSampler(store.lengths, t_max=8, blocks_per_batch=1, split=True)
+    with pytest.raises(
+        TypeError, match=r"dataset.get_range\(\d+, 0, \d+\): expected \(data, target\)"
+    ):
+        dataset.__getitems__(next(iter(sampler)))
+
+
 def test_an_item_of_no_step_is_named_by_the_writer(tmp_path):
     items = [
         (np.zeros((2, 3), np.float32), np.zeros(2)),
