@@ -18,6 +18,7 @@
 //! blocks of a large set are full), and past `MAX_LENGTHS` of those, none.
 
 mod bins;
+mod seen;
 mod split;
 mod trades;
 mod weigh;
@@ -129,6 +130,11 @@ struct Search {
     tabu_until: Vec<u64>,
     /// No item is tabu from this trade on: the latest `tabu_until`.
     tabu_ends: u64,
+    /// The last forced placements that pushed items out: (bin, until which trade). Every item
+    /// still tabu was pushed out by one of them (each takes a trade, and tabu lasts
+    /// `TABU_TENURE`), so a bin none of them names has no tabu item.
+    tabu_kicks: [(u32, u64); TABU_TENURE as usize],
+    tabu_kicks_next: usize,
     /// The items of each bin, and the bin of each item. Bins `0..bins` are in use, of
     /// `contents.bins()` in all.
     contents: Bins,
@@ -143,6 +149,10 @@ struct Search {
     /// same.
     within: Vec<weigh::Within>,
     pool_changed: bool,
+    /// Counts the pool's changes (at each refresh of `pool_sets`), and the bins found unhelpful
+    /// against its present version.
+    pool_version: u32,
+    seen: seen::Seen,
     /// Bins the pool may fill (one fewer than were dissolved into it).
     spare: u32,
     /// The subset sum that splits the pool in two: its entries, the reachable sums (as entries)
@@ -178,6 +188,8 @@ impl Search {
             tabu_bin: try_vec("the bin each length may not return to", items, NONE)?,
             tabu_until: try_vec("how long each length may not return", items, 0)?,
             tabu_ends: 0,
+            tabu_kicks: [(NONE, 0); TABU_TENURE as usize],
+            tabu_kicks_next: 0,
             contents: Bins::new(bins, items)?,
             bins: 0,
             pool: try_with_capacity("the pool of lengths", items)?,
@@ -190,6 +202,8 @@ impl Search {
                 Vec::new()
             },
             pool_changed: true,
+            pool_version: 0,
+            seen: seen::Seen::new()?,
             spare: 1,
             sums: try_with_capacity("the sums of the pool's parts", sums)?,
             reached: try_with_capacity("the sums the pool reaches", sums)?,

@@ -1,6 +1,7 @@
 //! Weighing every trade with one bin, the search's innermost loop: up to two of the bin's
 //! lengths out, and the fullest set of the pool that fits their place in.
 
+use super::seen::Seen;
 use super::{count_of, Search, Trade, MAX_POOL_FOR_PAIRS, NONE};
 
 /// A set of pool lengths: (steps, first, second or NONE); (0, NONE, NONE) for none.
@@ -70,15 +71,29 @@ impl Search {
         self.refresh_pool_sets();
         // Items the bin may take in besides those it gives out.
         let free = self.cap - self.contents.len(bin);
-        // Most bins, most of the time: no pool item is tabu and the cap (if any) leaves room
-        // for a pair, so every set fits.
-        let (work, best) = if free >= 2 && self.tabu_ends <= self.trades && !self.within.is_empty()
-        {
-            self.weigh::<true>(bin, free)
-        } else {
-            self.weigh::<false>(bin, free)
-        };
+        // Most bins, most of the time: no pool item is tabu there and the cap (if any) leaves
+        // room for a pair, so every set fits.
+        let no_tabu = self.tabu_ends <= self.trades || !self.may_hold_tabu(bin);
+        if !(free >= 2 && no_tabu && !self.within.is_empty()) {
+            let (work, best) = self.weigh::<false>(bin, free);
+            self.work += work;
+            return best;
+        }
+        // A bin with room that holds the same lengths as one found unhelpful since the pool
+        // last changed is unhelpful too, at the same work (`seen.rs`).
+        let has_room = self.contents.fill(bin) < self.t_max;
+        let key = has_room
+            .then(|| Seen::key(self.contents.slots(bin).iter().map(|slot| slot.steps)))
+            .flatten();
+        if let Some(work) = key.and_then(|key| self.seen.unhelpful(key, self.pool_version)) {
+            self.work += work;
+            return None;
+        }
+        let (work, best) = self.weigh::<true>(bin, free);
         self.work += work;
+        if let Some(key) = key.filter(|_| best.is_none_or(|trade| trade.score <= 0)) {
+            self.seen.keep(key, self.pool_version, work);
+        }
         best
     }
 
@@ -181,6 +196,16 @@ impl Search {
             };
         }
         self.pool_changed = false;
+        self.pool_version = self.pool_version.wrapping_add(1);
+    }
+
+    /// Whether some item may be tabu in `bin` (false: none is; see `tabu_kicks`). Where none
+    /// is, `scan` finds what the table does at the same work, so the fast path is taken.
+    fn may_hold_tabu(&self, bin: u32) -> bool {
+        let trades = self.trades;
+        self.tabu_kicks
+            .iter()
+            .any(|&(kicked, until)| kicked == bin && until > trades)
     }
 
     fn is_tabu(&self, item: u32, bin: u32) -> bool {
