@@ -12,20 +12,18 @@
 //! Only outcomes without a helpful trade are kept: they do not depend on the order of the bin's
 //! lengths, which decides only between trades that score the same. A bin with no room is not
 //! kept either: weighing it stops at the first trade that fills it, so its work depends on that
-//! order.
+//! order. Bins are known by their lengths' key, which `bins.rs` keeps for bins of a few lengths
+//! as they change, so that a sweep past a bin already known reads no more than its run.
 
 use crate::alloc::try_vec;
 use crate::error::Result;
 
-/// Bins of up to this many lengths are kept, each length in 16 bits of the key (the fast path
-/// runs only where `t_max` is at most `MAX_TABLE`, below 2^16, and no length is 0).
-const MOST_LENGTHS: usize = 4;
 /// Entries of the table (a power of two); a bin whose entry another took is weighed again.
 const ENTRIES: usize = 1 << 12;
 
 #[derive(Clone, Copy, Default)]
 struct Entry {
-    /// The bin's lengths, sorted and packed (0: no entry).
+    /// The key of the bin's lengths (`bins.rs`; 0: no entry).
     key: u64,
     /// The pool's version when it was weighed, and the work it cost.
     pool: u32,
@@ -42,24 +40,6 @@ impl Seen {
         Ok(Seen {
             entries: try_vec("the bins weighed", ENTRIES, Entry::default())?,
         })
-    }
-
-    /// The key of a bin holding `steps` (in any order), if it is one that may be kept.
-    #[inline]
-    pub fn key(steps: impl ExactSizeIterator<Item = u32>) -> Option<u64> {
-        if steps.len() > MOST_LENGTHS {
-            return None;
-        }
-        let mut sorted = [0u16; MOST_LENGTHS];
-        for (at, length) in steps.enumerate() {
-            sorted[at] = u16::try_from(length).ok()?;
-        }
-        sorted.sort_unstable();
-        Some(
-            sorted
-                .iter()
-                .fold(0u64, |key, &length| key << 16 | u64::from(length)),
-        )
     }
 
     /// The work of weighing a bin of `key` against pool version `pool`, if one was weighed and
@@ -90,15 +70,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bin_is_known_by_its_lengths_in_any_order_and_the_pools_version() {
+    fn a_bin_is_known_by_its_key_and_the_pools_version() {
         let mut seen = Seen::new().unwrap();
-        let key = Seen::key([5, 300, 17].into_iter()).unwrap();
-        assert_eq!(Seen::key([17, 5, 300].into_iter()), Some(key));
-        assert_ne!(Seen::key([17, 5, 300, 1].into_iter()), Some(key));
-        assert_eq!(Seen::key([1, 2, 3, 4, 5].into_iter()), None);
+        let key = 1 << 60 | 5 << 30 | 17 << 15 | 300;
         assert_eq!(seen.unhelpful(key, 3), None);
         seen.keep(key, 3, 41);
         assert_eq!(seen.unhelpful(key, 3), Some(41));
         assert_eq!(seen.unhelpful(key, 4), None);
+        assert_eq!(seen.unhelpful(key + 1, 3), None);
     }
 }

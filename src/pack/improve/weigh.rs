@@ -1,7 +1,6 @@
 //! Weighing every trade with one bin, the search's innermost loop: up to two of the bin's
 //! lengths out, and the fullest set of the pool that fits their place in.
 
-use super::seen::Seen;
 use super::{count_of, Search, Trade, MAX_POOL_FOR_PAIRS, NONE};
 
 /// A set of pool lengths: (steps, first, second or NONE); (0, NONE, NONE) for none.
@@ -81,10 +80,8 @@ impl Search {
         }
         // A bin with room that holds the same lengths as one found unhelpful since the pool
         // last changed is unhelpful too, at the same work (`seen.rs`).
-        let has_room = self.contents.fill(bin) < self.t_max;
-        let key = has_room
-            .then(|| Seen::key(self.contents.slots(bin).iter().map(|slot| slot.steps)))
-            .flatten();
+        let key = Some(self.contents.key(bin))
+            .filter(|&key| key != 0 && self.contents.fill(bin) < self.t_max);
         if let Some(work) = key.and_then(|key| self.seen.unhelpful(key, self.pool_version)) {
             self.work += work;
             return None;
