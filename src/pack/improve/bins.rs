@@ -123,6 +123,13 @@ impl Bins {
         self.runs[bin as usize].key
     }
 
+    /// The lengths in `bin`, its steps and its key, in one read.
+    #[inline]
+    pub fn summary(&self, bin: u32) -> (u32, u32, u64) {
+        let run = &self.runs[bin as usize];
+        (run.len, run.fill, run.key)
+    }
+
     fn update_key(&mut self, b: usize) {
         let run = self.runs[b];
         self.runs[b].key = key_of(&self.slots[run.start as usize..(run.start + run.len) as usize]);

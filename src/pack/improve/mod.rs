@@ -303,7 +303,19 @@ impl Search {
             let bins = self.bins as u32;
             let mut bin = self.rng.below(bins);
             let mut improved = false;
-            for _ in 0..bins {
+            let mut left = bins;
+            while left > 0 {
+                // Most bins are known to have no helpful trade: passed in a loop of their own.
+                let passed = self.pass_known(bin, left);
+                left -= passed;
+                bin += passed;
+                if bin >= bins {
+                    bin -= bins;
+                }
+                if left == 0 {
+                    break;
+                }
+                left -= 1;
                 if let Some(trade) = self.best_trade(bin).filter(|trade| trade.score > 0) {
                     self.apply(bin, trade);
                     improved = true;

@@ -94,6 +94,31 @@ impl Search {
         best
     }
 
+    /// How many of the `count` bins from `bin` on (round from the last to the first) are known
+    /// to have no helpful trade against the pool as it is (`seen.rs`), as `best_trade` would find
+    /// them, their work counted: the sweep passes them in a loop of its own, without weighing.
+    pub(super) fn pass_known(&mut self, mut bin: u32, count: u32) -> u32 {
+        // As in `best_trade`: the pool's sets must be those of the pool, and the fast path taken.
+        if self.pool_changed || self.tabu_ends > self.trades || self.within.is_empty() {
+            return 0;
+        }
+        let bins = self.bins as u32;
+        let mut passed = 0;
+        while passed < count {
+            let (len, fill, key) = self.contents.summary(bin);
+            if self.cap - len < 2 || key == 0 || fill >= self.t_max {
+                break;
+            }
+            let Some(work) = self.seen.unhelpful(key, self.pool_version) else {
+                break;
+            };
+            self.work += work;
+            passed += 1;
+            bin = if bin + 1 == bins { 0 } else { bin + 1 };
+        }
+        passed
+    }
+
     /// The best trade with `bin` and the work of finding it, where it may take in `free` items
     /// besides those it gives out (and where `EVERY_SET_FITS`, every pool set fits it). Out of
     /// the bin: two items, one, or nothing, first to last.
