@@ -72,7 +72,7 @@ impl Search {
         let free = self.cap - self.contents.len(bin);
         // Most bins, most of the time: no pool item is tabu there and the cap (if any) leaves
         // room for a pair, so every set fits.
-        let no_tabu = self.tabu_ends <= self.trades || !self.may_hold_tabu(bin);
+        let no_tabu = self.tabu_ends <= self.trades || (self.shortcuts && !self.may_hold_tabu(bin));
         if !(free >= 2 && no_tabu && !self.within.is_empty()) {
             let (work, best) = self.weigh::<false>(bin, free);
             self.work += work;
@@ -81,7 +81,7 @@ impl Search {
         // A bin with room that holds the same lengths as one found unhelpful since the pool
         // last changed is unhelpful too, at the same work (`seen.rs`).
         let key = Some(self.contents.key(bin))
-            .filter(|&key| key != 0 && self.contents.fill(bin) < self.t_max);
+            .filter(|&key| self.shortcuts && key != 0 && self.contents.fill(bin) < self.t_max);
         if let Some(work) = key.and_then(|key| self.seen.unhelpful(key, self.pool_version)) {
             self.work += work;
             return None;
@@ -99,7 +99,11 @@ impl Search {
     /// them, their work counted: the sweep passes them in a loop of its own, without weighing.
     pub(super) fn pass_known(&mut self, mut bin: u32, count: u32) -> u32 {
         // As in `best_trade`: the pool's sets must be those of the pool, and the fast path taken.
-        if self.pool_changed || self.tabu_ends > self.trades || self.within.is_empty() {
+        if !self.shortcuts
+            || self.pool_changed
+            || self.tabu_ends > self.trades
+            || self.within.is_empty()
+        {
             return 0;
         }
         let bins = self.bins as u32;
