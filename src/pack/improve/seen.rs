@@ -4,9 +4,9 @@
 //! pool does not change: on Graphcore's SQuAD histogram most of its 9,867 bins with room hold two
 //! or three lengths, and many hold the same ones (a long length alone, the same pair). What
 //! weighing finds depends only on the bin's lengths and the pool (where no pool length is tabu
-//! and the cap leaves room for a pair: the fast path of `weigh.rs`), so a bin that holds the
-//! same lengths as one weighed since the pool last changed has no helpful trade either, and costs
-//! the same work. That work is still counted (the search's budget is in work, so the plans stay
+//! in the bin and the cap leaves room for a pair: the fast path of `weigh.rs`), so a bin that
+//! holds the same lengths as one weighed since the pool last changed has no helpful trade
+//! either, and costs the same work. That work is still counted (the search's budget is in work, so the plans stay
 //! the same bit for bit); only weighing it again is skipped.
 //!
 //! Only outcomes without a helpful trade are kept: they do not depend on the order of the bin's
