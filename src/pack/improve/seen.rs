@@ -6,8 +6,8 @@
 //! weighing finds depends only on the bin's lengths and the pool (where no pool length is tabu
 //! in the bin and the cap leaves room for a pair: the fast path of `weigh.rs`), so a bin that
 //! holds the same lengths as one weighed since the pool last changed has no helpful trade
-//! either, and costs the same work. That work is still counted (the search's budget is in work, so the plans stay
-//! the same bit for bit); only weighing it again is skipped.
+//! either, and costs the same work. That work is still counted (the search's budget is in work,
+//! so the plans stay the same bit for bit); only weighing it again is skipped.
 //!
 //! Only outcomes without a helpful trade are kept: they do not depend on the order of the bin's
 //! lengths, which decides only between trades that score the same. A bin with no room is not
