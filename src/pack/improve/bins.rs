@@ -20,13 +20,37 @@ pub(super) struct Slot {
     pub steps: u32,
 }
 
-/// Where a bin's slots lie, and its steps (together: a sweep reads them together).
+/// Where a bin's slots lie, its steps, and its lengths' key (together: a sweep reads them
+/// together).
 #[derive(Clone, Copy, Default)]
 struct Run {
     start: u32,
     len: u32,
     room: u32,
     fill: u32,
+    key: u64,
+}
+
+/// Bins of up to this many lengths, each under 2^15 steps, have a key.
+const KEYED_LENGTHS: usize = 4;
+
+/// The key of a bin holding `slots` (in any order): its lengths sorted, 15 bits each, below a
+/// set top bit; 0 (no key) for an empty bin (as `Run::default()` has), more than
+/// `KEYED_LENGTHS` lengths or one of 2^15 steps or more. Bins holding the same lengths, and
+/// only those, have the same key.
+fn key_of(slots: &[Slot]) -> u64 {
+    if slots.is_empty() || slots.len() > KEYED_LENGTHS {
+        return 0;
+    }
+    let mut sorted = [0u64; KEYED_LENGTHS];
+    for (at, slot) in slots.iter().enumerate() {
+        if slot.steps >= 1 << 15 {
+            return 0;
+        }
+        sorted[at] = u64::from(slot.steps);
+    }
+    sorted.sort_unstable();
+    sorted.iter().fold(1u64, |key, &steps| key << 15 | steps)
 }
 
 /// The lengths of every bin, and the bin of every length.
@@ -93,6 +117,24 @@ impl Bins {
         self.runs[bin as usize].len
     }
 
+    /// The key of `bin`'s lengths (see `key_of`; 0: none), kept as they change.
+    #[inline]
+    pub fn key(&self, bin: u32) -> u64 {
+        self.runs[bin as usize].key
+    }
+
+    /// The lengths in `bin`, its steps and its key, in one read.
+    #[inline]
+    pub fn summary(&self, bin: u32) -> (u32, u32, u64) {
+        let run = &self.runs[bin as usize];
+        (run.len, run.fill, run.key)
+    }
+
+    fn update_key(&mut self, b: usize) {
+        let run = self.runs[b];
+        self.runs[b].key = key_of(&self.slots[run.start as usize..(run.start + run.len) as usize]);
+    }
+
     /// Lays out bins `0..bins` afresh from `bin` (each item's bin, NONE: in none; indices below
     /// `bins`) and `steps`, each bin's items in the order of their indices.
     pub fn lay_out(&mut self, bin: &[u32], steps: &[u32], bins: usize) {
@@ -127,6 +169,9 @@ impl Bins {
             run.fill += steps;
             self.slots[run.start as usize] = Slot { item, steps };
         }
+        for b in 0..bins {
+            self.update_key(b);
+        }
     }
 
     /// `bin` afresh, with no lengths (it may have held some before, now elsewhere).
@@ -148,6 +193,7 @@ impl Bins {
         run.len += 1;
         run.fill += steps;
         self.bin[item as usize] = bin;
+        self.update_key(b);
     }
 
     /// Takes `item` out of its bin, the others keeping their order.
@@ -164,6 +210,7 @@ impl Bins {
         run.len -= 1;
         self.slots.copy_within(at + 1..end, at);
         self.bin[item as usize] = NONE;
+        self.update_key(b);
     }
 
     /// Empties `bin` (its items first to last into `out`), and moves bin `last` into its place.
@@ -260,10 +307,31 @@ mod tests {
                 bins.fill(b),
                 items.iter().map(|&(_, steps)| steps).sum::<u32>()
             );
+            let mut sorted: Vec<Slot> = bins.slots(b).to_vec();
+            sorted.sort_unstable_by_key(|slot| std::cmp::Reverse(slot.steps));
+            assert_eq!(bins.key(b), key_of(&sorted));
             for &(item, _) in items {
                 assert_eq!(bins.bin_of(item), b);
             }
         }
+    }
+
+    #[test]
+    fn bins_holding_the_same_lengths_and_only_those_share_a_key() {
+        let slots = |steps: &[u32]| -> Vec<Slot> {
+            (0u32..)
+                .zip(steps)
+                .map(|(item, &steps)| Slot { item, steps })
+                .collect()
+        };
+        let key = key_of(&slots(&[5, 300, 17]));
+        assert_ne!(key, 0);
+        assert_eq!(key_of(&slots(&[17, 5, 300])), key);
+        assert_ne!(key_of(&slots(&[17, 5, 300, 1])), key);
+        assert_ne!(key_of(&slots(&[5, 317])), key);
+        assert_eq!(key_of(&slots(&[])), 0);
+        assert_eq!(key_of(&slots(&[1, 2, 3, 4, 5])), 0);
+        assert_eq!(key_of(&slots(&[1 << 15])), 0);
     }
 
     #[test]

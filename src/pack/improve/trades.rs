@@ -45,6 +45,10 @@ impl Search {
                     self.tabu_bin[pushed as usize] = bin;
                     self.tabu_until[pushed as usize] = until;
                 }
+                if count_of(out) > 0 {
+                    self.tabu_kicks[self.tabu_kicks_next] = (bin, until);
+                    self.tabu_kicks_next = (self.tabu_kicks_next + 1) % self.tabu_kicks.len();
+                }
                 return;
             }
         }

@@ -70,16 +70,57 @@ impl Search {
         self.refresh_pool_sets();
         // Items the bin may take in besides those it gives out.
         let free = self.cap - self.contents.len(bin);
-        // Most bins, most of the time: no pool item is tabu and the cap (if any) leaves room
-        // for a pair, so every set fits.
-        let (work, best) = if free >= 2 && self.tabu_ends <= self.trades && !self.within.is_empty()
-        {
-            self.weigh::<true>(bin, free)
-        } else {
-            self.weigh::<false>(bin, free)
-        };
+        // Most bins, most of the time: no pool item is tabu there and the cap (if any) leaves
+        // room for a pair, so every set fits.
+        let no_tabu = self.tabu_ends <= self.trades || (self.shortcuts && !self.may_hold_tabu(bin));
+        if !(free >= 2 && no_tabu && !self.within.is_empty()) {
+            let (work, best) = self.weigh::<false>(bin, free);
+            self.work += work;
+            return best;
+        }
+        // A bin with room that holds the same lengths as one found unhelpful since the pool
+        // last changed is unhelpful too, at the same work (`seen.rs`).
+        let key = Some(self.contents.key(bin))
+            .filter(|&key| self.shortcuts && key != 0 && self.contents.fill(bin) < self.t_max);
+        if let Some(work) = key.and_then(|key| self.seen.unhelpful(key, self.pool_version)) {
+            self.work += work;
+            return None;
+        }
+        let (work, best) = self.weigh::<true>(bin, free);
         self.work += work;
+        if let Some(key) = key.filter(|_| best.is_none_or(|trade| trade.score <= 0)) {
+            self.seen.keep(key, self.pool_version, work);
+        }
         best
+    }
+
+    /// How many of the `count` bins from `bin` on (round from the last to the first) are known
+    /// to have no helpful trade against the pool as it is (`seen.rs`), as `best_trade` would find
+    /// them, their work counted: the sweep passes them in a loop of its own, without weighing.
+    pub(super) fn pass_known(&mut self, mut bin: u32, count: u32) -> u32 {
+        // As in `best_trade`: the pool's sets must be those of the pool, and the fast path taken.
+        if !self.shortcuts
+            || self.pool_changed
+            || self.tabu_ends > self.trades
+            || self.within.is_empty()
+        {
+            return 0;
+        }
+        let bins = self.bins as u32;
+        let mut passed = 0;
+        while passed < count {
+            let (len, fill, key) = self.contents.summary(bin);
+            if self.cap - len < 2 || key == 0 || fill >= self.t_max {
+                break;
+            }
+            let Some(work) = self.seen.unhelpful(key, self.pool_version) else {
+                break;
+            };
+            self.work += work;
+            passed += 1;
+            bin = if bin + 1 == bins { 0 } else { bin + 1 };
+        }
+        passed
     }
 
     /// The best trade with `bin` and the work of finding it, where it may take in `free` items
@@ -181,6 +222,16 @@ impl Search {
             };
         }
         self.pool_changed = false;
+        self.pool_version = self.pool_version.wrapping_add(1);
+    }
+
+    /// Whether some item may be tabu in `bin` (false: none is; see `tabu_kicks`). Where none
+    /// is, `scan` finds what the table does at the same work, so the fast path is taken.
+    fn may_hold_tabu(&self, bin: u32) -> bool {
+        let trades = self.trades;
+        self.tabu_kicks
+            .iter()
+            .any(|&(kicked, until)| kicked == bin && until > trades)
     }
 
     fn is_tabu(&self, item: u32, bin: u32) -> bool {
