@@ -85,9 +85,9 @@ const HUGE_PAGE: usize = 2 << 20;
 /// program). A Fisher-Yates shuffle of a large array swaps items at random across it: in 4 KiB
 /// pages nearly every swap misses the TLB as well as the caches, and each page is a fault of
 /// its own when first written. Advised, the first shuffle of `lanes` took 45% less time at 50M
-/// sequences (BENCHMARKS.md, issue 26). Only for arrays shuffled whole, and a packer's output
-/// (`try_with_capacity_packed`): advising every large buffer made the later, written-in-order
-/// ones of `lanes` far slower to fault in at 50M on the machine measured. A hint only: it
+/// sequences (BENCHMARKS.md, issue 26). Only for the users `try_with_capacity_huge` names:
+/// advising every large buffer made the later, written-in-order ones of `lanes` far slower to
+/// fault in at 50M on the machine measured. A hint only: it
 /// changes no result, and where it is refused the pages stay 4 KiB.
 /// Only the huge pages wholly inside the allocation are advised, so nothing else is touched.
 fn advise_huge_pages<T>(vec: &mut Vec<T>) {
