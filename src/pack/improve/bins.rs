@@ -117,13 +117,8 @@ impl Bins {
         self.runs[bin as usize].len
     }
 
-    /// The key of `bin`'s lengths (see `key_of`; 0: none), kept as they change.
-    #[inline]
-    pub fn key(&self, bin: u32) -> u64 {
-        self.runs[bin as usize].key
-    }
-
-    /// The lengths in `bin`, its steps and its key, in one read.
+    /// The lengths in `bin`, its steps and its lengths' key (see `key_of`; 0: none, kept as they
+    /// change), in one read.
     #[inline]
     pub fn summary(&self, bin: u32) -> (u32, u32, u64) {
         let run = &self.runs[bin as usize];
@@ -309,7 +304,7 @@ mod tests {
             );
             let mut sorted: Vec<Slot> = bins.slots(b).to_vec();
             sorted.sort_unstable_by_key(|slot| std::cmp::Reverse(slot.steps));
-            assert_eq!(bins.key(b), key_of(&sorted));
+            assert_eq!(bins.summary(b).2, key_of(&sorted));
             for &(item, _) in items {
                 assert_eq!(bins.bin_of(item), b);
             }

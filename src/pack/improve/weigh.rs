@@ -80,8 +80,8 @@ impl Search {
         }
         // A bin with room that holds the same lengths as one found unhelpful since the pool
         // last changed is unhelpful too, at the same work (`seen.rs`).
-        let key = Some(self.contents.key(bin))
-            .filter(|&key| self.shortcuts && key != 0 && self.contents.fill(bin) < self.t_max);
+        let (len, fill, key) = self.contents.summary(bin);
+        let key = self.seen_key(len, fill, key);
         if let Some(work) = key.and_then(|key| self.seen.unhelpful(key, self.pool_version)) {
             self.work += work;
             return None;
@@ -92,6 +92,14 @@ impl Search {
             self.seen.keep(key, self.pool_version, work);
         }
         best
+    }
+
+    /// The key under which `seen.rs` keeps what weighing a bin of `len` lengths, `fill` steps and
+    /// lengths' key `key` found: where the shortcuts are on, the fast path weighs it (the cap
+    /// leaves room for a pair), it has a key and it has room. One rule for `best_trade`, which
+    /// keeps and looks up, and `pass_known`, which only looks up.
+    fn seen_key(&self, len: u32, fill: u32, key: u64) -> Option<u64> {
+        (self.shortcuts && self.cap - len >= 2 && key != 0 && fill < self.t_max).then_some(key)
     }
 
     /// How many of the `count` bins from `bin` on (round from the last to the first) are known
@@ -110,10 +118,10 @@ impl Search {
         let mut passed = 0;
         while passed < count {
             let (len, fill, key) = self.contents.summary(bin);
-            if self.cap - len < 2 || key == 0 || fill >= self.t_max {
-                break;
-            }
-            let Some(work) = self.seen.unhelpful(key, self.pool_version) else {
+            let Some(work) = self
+                .seen_key(len, fill, key)
+                .and_then(|key| self.seen.unhelpful(key, self.pool_version))
+            else {
                 break;
             };
             self.work += work;
