@@ -38,8 +38,7 @@ pub(crate) fn try_reserve<T>(vec: &mut Vec<T>, what: &str, additional: usize) ->
 ///   blocks): on Graphcore's Wikipedia histogram (97 MB of them) `best_fit`'s fill took about
 ///   27 ms of CPU time instead of 85 (backing the 4 KiB pages beforehand,
 ///   `MADV_POPULATE_WRITE`, saved nothing). At 50M sequences, `best_fit` with every large
-///   buffer advised took 0.95 s against 1.16 (BENCHMARKS.md, issue 26), where `lanes`, whose
-///   buffers are written later and larger, was slower; so only these are;
+///   buffer advised took 0.95 s against 1.16 (BENCHMARKS.md, issue 26);
 /// - the lengths a planner copies from a caller's integers (`plan/ingest.rs`).
 pub(crate) fn try_with_capacity_huge<T>(what: &str, capacity: usize) -> Result<Vec<T>> {
     let mut vec = try_with_capacity(what, capacity)?;
@@ -86,10 +85,10 @@ const HUGE_PAGE: usize = 2 << 20;
 /// pages nearly every swap misses the TLB as well as the caches, and each page is a fault of
 /// its own when first written. Advised, the first shuffle of `lanes` took 45% less time at 50M
 /// sequences (BENCHMARKS.md, issue 26). Only for the users `try_with_capacity_huge` names:
-/// advising every large buffer made the later, written-in-order ones of `lanes` far slower to
-/// fault in at 50M on the machine measured. A hint only: it
-/// changes no result, and where it is refused the pages stay 4 KiB.
-/// Only the huge pages wholly inside the allocation are advised, so nothing else is touched.
+/// advising every large buffer made the later, larger, written-in-order ones of `lanes` far
+/// slower to fault in at 50M on the machine measured. A hint only: it changes no result, and
+/// where it is refused the pages stay 4 KiB. Only the huge pages wholly inside the allocation
+/// are advised, so nothing else is touched.
 fn advise_huge_pages<T>(vec: &mut Vec<T>) {
     #[cfg(target_os = "linux")]
     {
