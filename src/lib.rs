@@ -30,6 +30,7 @@ mod lengths;
 mod options;
 mod pack;
 mod plan;
+mod prefetch;
 mod read_ahead;
 mod rng;
 pub mod stats;

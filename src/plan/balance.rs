@@ -20,12 +20,12 @@
 //! number of batches of `blocks_per_batch` blocks, and all choices are drawn from the plan's
 //! ChaCha stream for (seed, epoch), so every rank computes the same deal.
 
-use super::deal::prefetch;
 use super::layout::Span;
 use super::EpochPlan;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;
 use crate::options::Cost;
+use crate::prefetch::prefetch;
 use crate::rng::{PlanRng, Stream};
 use crate::stats::Imbalance;
 use std::cmp::Reverse;

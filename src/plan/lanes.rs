@@ -15,12 +15,13 @@
 //! Which lane runs which sequences, in which order, is the deal (`deal/`); this file cuts the
 //! lanes into windows, writing the blocks in their order.
 
-use super::deal::{length_of, prefetch, sequence_of};
+use super::deal::{length_of, sequence_of};
 use super::layout::Span;
 use super::layout::SplitPiece;
 use super::{EpochPlan, Planner};
 use crate::alloc::{try_reserve, try_with_capacity};
 use crate::error::{Error, Result};
+use crate::prefetch::prefetch;
 use crate::stats::{self, PlanStats};
 use std::mem::MaybeUninit;
 

@@ -7,9 +7,9 @@
 //! memory. (Gathering a cache line's worth of each key before writing it out, which makes
 //! fewer, whole-line writes, was measured no faster.)
 
-use super::deal::prefetch;
 use crate::alloc::try_copy;
 use crate::error::Result;
+use crate::prefetch::prefetch;
 
 /// Items the scatter looks ahead: it prefetches the place where the item this many further on
 /// goes (the next place of its key now; a place or two on by then, in the same line as a rule).

@@ -27,8 +27,8 @@
 //! them, then each lane's), of which the first swaps across the whole set and so waits on
 //! memory, and a pass more over the sequences to place them in their lanes.
 //!
-//! The files: this one deals and places; `sort.rs` shuffles and sorts; `rounds.rs` deals one
-//! length's run.
+//! The files: this one deals and places; `sort.rs` shuffles every sequence (with
+//! `PlanRng::shuffle_ahead`, as the lanes are) and sorts them; `rounds.rs` deals one length's run.
 
 mod rounds;
 mod sort;
@@ -37,10 +37,10 @@ mod tests;
 
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::error::Result;
+use crate::prefetch::prefetch;
 use crate::rng::{PlanRng, Stream};
 use rounds::Dealer;
-pub(super) use sort::prefetch;
-use sort::{shuffle, shuffled_longest_first, Sorted, AHEAD_LANE};
+use sort::{shuffled_longest_first, Sorted, AHEAD_LANE};
 
 /// The sequences of every lane, end to end: lane `l` is `order[starts[l]..starts[l + 1]]`, and
 /// holds `steps[l]` steps. Each sequence is kept with its length, as `length << 32 | sequence`
@@ -126,7 +126,7 @@ pub(super) fn deal(
         dealer.deal(length, count as usize, &mut place);
     }
     for lane in 0..lanes {
-        shuffle::<_, AHEAD_LANE>(&mut rng, &mut order[starts[lane]..starts[lane + 1]]);
+        rng.shuffle_ahead::<AHEAD_LANE>(&mut order[starts[lane]..starts[lane + 1]]);
     }
     sorted.clear();
     Ok(Deal {

@@ -1,5 +1,4 @@
-//! The first steps of a deal: the sequences shuffled, then sorted longest first, stably; and
-//! the shuffles themselves, prefetching the items they swap.
+//! The first steps of a deal: the sequences shuffled, then sorted longest first, stably.
 
 use super::super::scatter::scatter;
 use super::{length_of, pair, sequence_of};
@@ -49,7 +48,7 @@ pub(super) fn shuffled_longest_first(
             .zip(lengths)
             .map(|(sequence, &length)| pair(sequence, length)),
     );
-    shuffle::<_, AHEAD_ALL>(rng, &mut pairs);
+    rng.shuffle_ahead::<AHEAD_ALL>(&mut pairs);
     // Sorted ascending by how much shorter than the longest: longest first.
     let key = |pair: u64| longest - length_of(pair);
     if longest - shortest >= DIGIT {
@@ -156,42 +155,3 @@ pub(super) const AHEAD_ALL: usize = 64;
 /// 215, 200, 185 and 185 ms (8, 16, 32, 64, 128, 256); on 5M, 15.8 ms with 64 and 14.4 with
 /// 256 (BENCHMARKS.md, issue 26, fifth pass).
 pub(super) const AHEAD_LANE: usize = 256;
-
-/// `PlanRng::shuffle`: the same draws, so the same order, each item prefetched `AHEAD` swaps
-/// before it is swapped, which on large sets takes about half the time.
-pub(super) fn shuffle<T, const AHEAD: usize>(rng: &mut PlanRng, items: &mut [T]) {
-    let places = items.len().saturating_sub(1);
-    // `picks[k % AHEAD]`: the pick of step `k` (place `len - 1 - k`), drawn in order.
-    let mut picks = [0u32; AHEAD];
-    let mut draw = |k: usize, items: &[T]| {
-        let pick = rng.below((items.len() - k) as u32);
-        prefetch(items, pick as usize);
-        pick
-    };
-    for (k, pick) in picks.iter_mut().enumerate().take(places) {
-        *pick = draw(k, items);
-    }
-    for k in 0..places {
-        let pick = picks[k % AHEAD] as usize;
-        if k + AHEAD < places {
-            picks[k % AHEAD] = draw(k + AHEAD, items);
-        }
-        items.swap(items.len() - 1 - k, pick);
-    }
-}
-
-/// Asks the processor to bring `items[at]` into its cache, as a read will want it soon; a hint
-/// only, which changes no result (and nothing on processors without the instruction here). Into
-/// the second-level cache, not the first: that leaves more loads in flight (on 50M items the
-/// shuffle took a quarter less time than with the first level).
-#[inline(always)]
-pub(in crate::plan) fn prefetch<T>(items: &[T], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(item) = items.get(at) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
-        // SAFETY: a prefetch never faults and writes nothing; the address is that of an item.
-        unsafe { _mm_prefetch::<_MM_HINT_T2>(std::ptr::from_ref(item).cast::<i8>()) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (items, at);
-}

@@ -109,22 +109,3 @@ fn long_runs_far_apart_lanes_and_wide_lengths_deal_as_written() {
     assert_same(&runs[..50], 7, 50);
     assert_same(&runs[..50], 8, 1);
 }
-
-/// The prefetching shuffles against `PlanRng::shuffle`, on lengths around how far ahead each
-/// draws (shorter than its window of picks, as long, and longer).
-#[test]
-fn prefetching_shuffles_are_the_plain_shuffle() {
-    for len in [0, 1, 2, 63, 64, 65, 255, 256, 257, 1000] {
-        let plain = |seed| {
-            let mut items: Vec<u32> = (0..len).collect();
-            PlanRng::new(seed, 0, Stream::Lanes).shuffle(&mut items);
-            items
-        };
-        let mut all: Vec<u32> = (0..len).collect();
-        shuffle::<_, { sort::AHEAD_ALL }>(&mut PlanRng::new(1, 0, Stream::Lanes), &mut all);
-        assert_eq!(all, plain(1), "{len} items");
-        let mut lane: Vec<u32> = (0..len).collect();
-        shuffle::<_, AHEAD_LANE>(&mut PlanRng::new(2, 0, Stream::Lanes), &mut lane);
-        assert_eq!(lane, plain(2), "{len} items");
-    }
-}
