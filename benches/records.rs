@@ -4,8 +4,10 @@
 //! (NNLSHP's published 99.75%), at most 4 and at most 2; Graphcore's SQuAD histogram (t_max
 //! 384); 1M and 10M lognormal lengths (median 200, t_max 2048, as `benches/plan.rs`). Beside
 //! bload: SPFHP written here from
-//! the paper (`common/spfhp.rs`), on the histogram alone and then giving every sequence its pack,
-//! and seqpacker's OBFD (which has no cap, so it runs in the rows without one).
+//! the paper (`common/spfhp.rs`), on the histogram alone, then giving every sequence its pack,
+//! then doing so with the randomness of bload's plans (each length's sequences and the packs'
+//! order shuffled, the same work as bload's time includes), and seqpacker's OBFD (which has no
+//! cap, so it runs in the rows without one).
 //!
 //! Columns: blocks, efficiency (real steps over blocks x t_max), the most sequences in a block,
 //! and the median time of 5 rounds, the packers of a row alternating within each round. bload's
@@ -112,7 +114,7 @@ thread_local! {
     static TIMED: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
 }
 
-fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize) -> [Run<'a>; 2] {
+fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize) -> [Run<'a>; 3] {
     let shown = if cap >= t_max as usize {
         String::new()
     } else {
@@ -143,9 +145,22 @@ fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize)
             .unwrap_or(0);
         (assignment.ends.len() as u64, deepest)
     };
+    let shuffled = move || {
+        let start = Instant::now();
+        let strategies = spfhp::spfhp(counts, t_max, cap);
+        let (assignment, spans) = spfhp::assign_shuffled(&strategies, lengths, t_max, 0);
+        TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
+        assert_eq!(assignment.sequences.len(), lengths.len());
+        let deepest = spans.iter().map(|&(start, end)| end - start).max();
+        (spans.len() as u64, deepest.unwrap_or(0) as usize)
+    };
     [
         (format!("SPFHP{shown}, histogram"), Box::new(histogram)),
         (format!("SPFHP{shown}, every sequence"), Box::new(assigned)),
+        (
+            format!("SPFHP{shown}, every sequence, shuffled as bload's plans"),
+            Box::new(shuffled),
+        ),
     ]
 }
 

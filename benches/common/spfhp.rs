@@ -14,6 +14,9 @@
 //! one filed last is used first. With at most 12 sequences a pack this gives 99.6040% on the
 //! Wikipedia histogram, the figure the paper's authors publish for their SPFHP.
 
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
 /// Identical packs: the lengths in each, and how many packs there are.
 #[derive(Debug, Clone)]
 pub struct Strategy {
@@ -106,4 +109,98 @@ pub fn assign(strategies: &[Strategy], lengths: &[u32], t_max: u32) -> Assignmen
         }
     }
     assignment
+}
+
+/// [`assign`] with the randomness bload's plans carry each epoch, so that its time can be set
+/// beside bload's for the same work: which sequence of a length fills each slot of that length
+/// (each length's run shuffled before it is handed out), and the order of the packs (their
+/// spans, as bload's plans keep them, shuffled). The shuffles are drawn from ChaCha8 as bload's
+/// are, and draw ahead on large slices as bload's do, so neither side has the faster shuffle.
+pub fn assign_shuffled(
+    strategies: &[Strategy],
+    lengths: &[u32],
+    t_max: u32,
+    seed: u64,
+) -> (Assignment, Vec<(u64, u64)>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut starts = vec![0usize; t_max as usize + 2];
+    for &length in lengths {
+        starts[length as usize + 1] += 1;
+    }
+    for length in 1..starts.len() {
+        starts[length] += starts[length - 1];
+    }
+    let mut by_length = vec![0u32; lengths.len()];
+    let mut next = starts.clone();
+    for (index, &length) in (0u32..).zip(lengths) {
+        by_length[next[length as usize]] = index;
+        next[length as usize] += 1;
+    }
+    for run in starts.windows(2) {
+        shuffle(&mut rng, &mut by_length[run[0]..run[1]]);
+    }
+    let mut next = starts;
+    let packs: u64 = strategies.iter().map(|s| s.count).sum();
+    let mut assignment = Assignment {
+        sequences: Vec::with_capacity(lengths.len()),
+        ends: Vec::with_capacity(packs as usize),
+    };
+    let mut spans = Vec::with_capacity(packs as usize);
+    for strategy in strategies {
+        for _ in 0..strategy.count {
+            let start = assignment.sequences.len() as u64;
+            for &length in &strategy.lengths {
+                assignment.sequences.push(by_length[next[length as usize]]);
+                next[length as usize] += 1;
+            }
+            let end = assignment.sequences.len() as u64;
+            assignment.ends.push(end);
+            spans.push((start, end));
+        }
+    }
+    shuffle(&mut rng, &mut spans);
+    (assignment, spans)
+}
+
+/// Fisher-Yates with Lemire's draws; on slices past a megabyte, each pick drawn 128 swaps early
+/// and its item prefetched, so that the swaps' reads from memory overlap.
+fn shuffle<T>(rng: &mut ChaCha8Rng, items: &mut [T]) {
+    const AHEAD: usize = 128;
+    let len = items.len();
+    let mut below = |n: usize| -> usize {
+        let n = n as u32;
+        let mut product = u64::from(rng.next_u32()) * u64::from(n);
+        // (The remainder, a division, only when the draw may need rejecting.)
+        if (product as u32) < n {
+            let threshold = n.wrapping_neg() % n;
+            while (product as u32) < threshold {
+                product = u64::from(rng.next_u32()) * u64::from(n);
+            }
+        }
+        (product >> 32) as usize
+    };
+    if std::mem::size_of_val(items) < 1 << 20 {
+        for last in (1..len).rev() {
+            items.swap(last, below(last + 1));
+        }
+        return;
+    }
+    let mut picks = [0usize; AHEAD];
+    for (k, pick) in picks.iter_mut().enumerate() {
+        *pick = below(len - k);
+    }
+    for k in 0..len - 1 {
+        let pick = picks[k % AHEAD];
+        if k + AHEAD < len - 1 {
+            let early = below(len - k - AHEAD);
+            picks[k % AHEAD] = early;
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is a hint that reads nothing and cannot fault.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
+                _mm_prefetch::<_MM_HINT_T2>(items.as_ptr().add(early).cast::<i8>());
+            }
+        }
+        items.swap(len - 1 - k, pick);
+    }
 }
