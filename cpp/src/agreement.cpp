@@ -63,9 +63,38 @@ std::string values_by_rank(const at::Tensor& gathered, int64_t field, const std:
   return out.str();
 }
 
+// Every rank served by one process at most: two processes serving one rank would train its
+// share twice and leave another's untrained, with every other field alike. `served[row]` is the
+// rank the process of that row serves, or -1 where it was not said.
+void check_ranks_served(const at::Tensor& served, int64_t world_size) {
+  const auto ranks = served.accessor<int64_t, 1>();
+  std::vector<std::vector<int64_t>> rows_of(static_cast<size_t>(world_size));
+  for (int64_t row = 0; row < served.size(0); ++row) {
+    const int64_t rank = ranks[row];
+    if (rank == -1) continue;
+    TORCH_CHECK(rank >= 0 && rank < world_size, "gathered: row ", row, " serves rank ", rank,
+                ": expected a rank from 0 to ", world_size - 1, ", or -1 when it is not said");
+    rows_of[static_cast<size_t>(rank)].push_back(row);
+  }
+  std::ostringstream shared;
+  for (int64_t rank = 0; rank < world_size; ++rank) {
+    const auto& rows = rows_of[static_cast<size_t>(rank)];
+    if (rows.size() < 2) continue;
+    shared << (shared.tellp() > 0 ? "; " : "") << "processes ";
+    for (size_t i = 0; i < rows.size(); ++i) shared << (i ? ", " : "") << rows[i];
+    shared << " all serve rank " << rank;
+  }
+  const auto message = shared.str();
+  TORCH_CHECK(message.empty(), "bload::check_agreement: ranks disagree on rank: ", message,
+              " (each process must serve its own rank, 0 to world_size - 1, or some ranks' "
+              "sequences are trained twice and others' never; pass rank=torch.distributed."
+              "get_rank(), the default, not the node's LOCAL_RANK)");
+}
+
 }  // namespace
 
-std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planner& planner) {
+std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planner& planner,
+                                             int64_t rank) {
   std::vector<AgreementField> fields{
       {"sequences", planner.num_sequences()},
       {"lengths_hash", static_cast<int64_t>(planner.lengths_hash())},
@@ -90,11 +119,15 @@ std::vector<AgreementField> agreement_fields(const EpochPlan& plan, const Planne
   }
   fields.push_back({"epoch", plan.epoch()});
   fields.push_back({"plan_hash", static_cast<int64_t>(plan.hash())});
+  fields.push_back({kRankField, rank});
   return fields;
 }
 
-at::Tensor agreement_values(const EpochPlan& plan, const Planner& planner) {
-  const auto fields = agreement_fields(plan, planner);
+at::Tensor agreement_values(const EpochPlan& plan, const Planner& planner, int64_t rank) {
+  TORCH_CHECK(rank >= -1 && rank < planner.options().plan.world_size, "rank = ", rank,
+              ": expected the rank this process serves, from 0 to world_size - 1 = ",
+              planner.options().plan.world_size - 1, ", or -1 when it is not said");
+  const auto fields = agreement_fields(plan, planner, rank);
   auto values = at::empty({static_cast<int64_t>(fields.size())}, at::kLong);
   for (size_t i = 0; i < fields.size(); ++i) values[static_cast<int64_t>(i)] = fields[i].value;
   return values;
@@ -116,8 +149,9 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
   std::ostringstream disagreements;
   bool inputs_differ = false;
   for (int64_t field = 0; field < count; ++field) {
-    if (rows.select(1, field).eq(first[field]).all().item<bool>()) continue;
     const auto& name = fields[static_cast<size_t>(field)].name;
+    if (name == kRankField) continue;  // one a row: checked below
+    if (rows.select(1, field).eq(first[field]).all().item<bool>()) continue;
     // A plan's hash follows from the fields before it: named only when they all agree.
     if (name == "plan_hash" && inputs_differ) continue;
     disagreements << (inputs_differ ? "; " : "") << "ranks disagree on " << name;
@@ -132,12 +166,14 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
   // epoch) must not pass for agreement.
   for (int64_t field = 0; field < count; ++field) {
     const auto& [name, own] = fields[static_cast<size_t>(field)];
+    if (name == kRankField) continue;
     const int64_t theirs = first[field].item<int64_t>();
     TORCH_CHECK(theirs == own, "gathered: every row has ", name, " = ", shown(name, theirs),
                 ": expected ", shown(name, own),
                 " as this rank plans it (gather every rank's "
                 "agreement_values, this rank's included)");
   }
+  check_ranks_served(rows.select(1, count - 1), world_size);
 }
 
 // Whether `group` has a backend for CPU tensors (gloo). torch before 2.12 has no
@@ -150,11 +186,12 @@ static bool has_cpu_backend(c10d::ProcessGroup& group) {
   }
 }
 
-void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner) {
+void check_agreement(c10d::ProcessGroup& group, const EpochPlan& plan, const Planner& planner,
+                     int64_t rank) {
   // On the CPU where the group can (no copy to the GPU and back), else on CUDA (NCCL alone).
   const c10::Device device =
       has_cpu_backend(group) ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
-  const auto mine = agreement_values(plan, planner).to(device);
+  const auto mine = agreement_values(plan, planner, rank).to(device);
   std::vector<std::vector<at::Tensor>> all(1);
   for (int rank = 0; rank < group.getSize(); ++rank) all[0].push_back(at::empty_like(mine));
   std::vector<at::Tensor> inputs{mine};

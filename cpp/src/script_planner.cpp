@@ -223,7 +223,9 @@ class ScriptPlanner : public torch::CustomClassHolder {
             read.resumed->batches, read.next_epoch};
   }
 
-  at::Tensor agreement(int64_t epoch) { return agreement_values(cached(epoch), planner()); }
+  at::Tensor agreement(int64_t epoch, int64_t rank) {
+    return agreement_values(cached(epoch), planner(), rank);
+  }
 
   void check_agreement(int64_t epoch, const at::Tensor& gathered) {
     bload::check_agreement(gathered, cached(epoch), planner());
@@ -376,7 +378,9 @@ TORCH_LIBRARY_FRAGMENT(bload, m) {
            "and its epoch resumed: (the plan or None, the batches of it served, the next epoch)")
       .def("agreement", &ScriptPlanner::agreement,
            "What every rank must hold alike to train `epoch` (lengths, options, epoch, plan "
-           "hash): an int64 tensor, for an all-gather before the epoch's first batch")
+           "hash), and last the rank this process serves (rank=-1: not said): an int64 tensor, "
+           "for an all-gather before the epoch's first batch",
+           {torch::arg("epoch"), torch::arg("rank") = -1})
       .def("check_agreement", &ScriptPlanner::check_agreement,
            "Raises, naming each field and every rank's value, when the rows of `gathered` "
            "(every rank's agreement(epoch), int64 [ranks, fields]) differ")

@@ -163,7 +163,7 @@ int main(int argc, char** argv) try {
     resumed = false;
     trained.reset();
     // Before the first batch: every rank plans this same epoch, or every rank stops here.
-    if (group) bload::check_agreement(*group, trained.plan(), trained.planner());
+    if (group) bload::check_agreement(*group, trained.plan(), trained.planner(), trained.rank());
     double total = 0;
     int64_t steps = 0, batches = 0;
     for (auto& batch : *loader) {  // every rank gets as many batches, [blocks, t_max, ...] each

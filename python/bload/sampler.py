@@ -248,11 +248,12 @@ class BlockSampler(torch.utils.data.Sampler):
 
     def check_agreement(self):
         """Every rank checks that all plan this same epoch (the lengths, every option, the epoch,
-        the plan's hash): one all-gather, then a RuntimeError on every rank naming what differs,
-        e.g. "ranks disagree on seed: rank 0 has 0, rank 1 has 1". __iter__ calls it when
-        torch.distributed is initialized."""
+        the plan's hash) and that no two serve one rank: one all-gather, then a RuntimeError on
+        every rank naming what differs, e.g. "ranks disagree on seed: rank 0 has 0, rank 1 has
+        1". __iter__ calls it when torch.distributed is initialized."""
         gathered = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(gathered, self.planner.agreement(self.epoch).tolist())
+        mine = self.planner.agreement(self.epoch, self.rank).tolist()
+        torch.distributed.all_gather_object(gathered, mine)
         self.planner.check_agreement(self.epoch, torch.tensor(gathered))
 
     def stats(self):

@@ -34,13 +34,52 @@ TEST(Agreement, FieldsAreTheLengthsEveryOptionTheEpochAndThePlanHash) {
     names.push_back(field.name);
   std::vector<std::string> expected{"sequences", "lengths_hash", "mixture_hash"};
   for (const auto& [name, value] : bload::plan_options_by_name(base())) expected.push_back(name);
-  expected.insert(expected.end(), {"epoch", "plan_hash"});
+  expected.insert(expected.end(), {"epoch", "plan_hash", "rank"});
   EXPECT_EQ(names, expected);
-  const auto values = bload::agreement_values(planner.plan(3), planner);
+  const auto values = bload::agreement_values(planner.plan(3), planner, 1);
   EXPECT_EQ(values.scalar_type(), at::kLong);
   EXPECT_EQ(values[0].item<int64_t>(), 8);
-  EXPECT_EQ(values[-2].item<int64_t>(), 3);
-  EXPECT_EQ(static_cast<uint64_t>(values[-1].item<int64_t>()), planner.plan(3).hash());
+  EXPECT_EQ(values[-3].item<int64_t>(), 3);
+  EXPECT_EQ(static_cast<uint64_t>(values[-2].item<int64_t>()), planner.plan(3).hash());
+  EXPECT_EQ(values[-1].item<int64_t>(), 1);
+  // Not said: -1.
+  EXPECT_EQ(bload::agreement_values(planner.plan(3), planner)[-1].item<int64_t>(), -1);
+}
+
+// Each process's row, as an all-gather stacks them, serving `served[row]`.
+at::Tensor serving(const bload::Planner& planner, const std::vector<int64_t>& served) {
+  std::vector<at::Tensor> rows;
+  for (const int64_t rank : served)
+    rows.push_back(bload::agreement_values(planner.plan(0), planner, rank));
+  return at::stack(rows);
+}
+
+TEST(Agreement, TwoProcessesServingOneRankAreNamed) {
+  // As when each node's processes pass their LOCAL_RANK as the rank: every other field alike,
+  // and half of the sequences never trained.
+  bload::Planner planner(kLengths, base().world_size(4));
+  const auto check = [&](const std::vector<int64_t>& served) {
+    return error_of(
+        [&] { bload::check_agreement(serving(planner, served), planner.plan(0), planner); });
+  };
+  EXPECT_TRUE(contains(check({0, 1, 0, 1}),
+                       "ranks disagree on rank: processes 0, 2 all serve rank 0; processes 1, 3 "
+                       "all serve rank 1 (each process must serve its own rank"));
+  const auto passes = [&](const std::vector<int64_t>& served) {
+    bload::check_agreement(serving(planner, served), planner.plan(0), planner);
+  };
+  EXPECT_NO_THROW(passes({3, 1, 0, 2}));    // any order: every rank served once
+  EXPECT_NO_THROW(passes({0, -1, -1, 3}));  // where not said, not checked
+  EXPECT_TRUE(contains(check({2, -1, 2, -1}), "processes 0, 2 all serve rank 2"));
+  // A rank outside the world, from a row no planner here made.
+  auto rows = serving(planner, {0, 1, 2, 3});
+  rows[3][-1] = 9;
+  EXPECT_TRUE(contains(
+      error_of([&] { bload::check_agreement(rows, planner.plan(0), planner); }),
+      "gathered: row 3 serves rank 9: expected a rank from 0 to 3, or -1 when it is not said"));
+  EXPECT_TRUE(contains(error_of([&] { bload::agreement_values(planner.plan(0), planner, 4); }),
+                       "rank = 4: expected the rank this process serves, from 0 to world_size - "
+                       "1 = 3, or -1 when it is not said"));
 }
 
 TEST(Agreement, RanksPlanningTheSameEpochPass) {
@@ -88,7 +127,7 @@ TEST(Agreement, EpochsDiffer) {
 TEST(Agreement, APlanHashAloneIsNamedAsSuch) {
   bload::Planner planner(kLengths, base());
   auto rows = gathered({planner, planner}, 0);
-  rows[1][-1] = 12345;  // as from a rank whose core plans differently from the same inputs
+  rows[1][-2] = 12345;  // as from a rank whose core plans differently from the same inputs
   const auto message = error_of([&] { bload::check_agreement(rows, planner.plan(0), planner); });
   EXPECT_TRUE(contains(message, "ranks disagree on plan_hash although they agree on its inputs"));
   EXPECT_TRUE(contains(message, "rank 1 has 0x0000000000003039"));
@@ -99,14 +138,14 @@ TEST(Agreement, AMalformedGatherIsAnErrorNamingIt) {
   const auto plan = planner.plan(0);
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({2, 10}), plan, planner); }),
-      "gathered: expected an int64 tensor [ranks, 13] of every rank's agreement_values, got a "
+      "gathered: expected an int64 tensor [ranks, 14] of every rank's agreement_values, got a "
       "Float tensor [2, 10]"));
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({2, 3}, at::kLong), plan, planner); }),
       "got a Long tensor [2, 3]"));
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({0, 10}, at::kLong), plan, planner); }),
-      "[ranks, 13]"));
+      "[ranks, 14]"));
 }
 
 TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {

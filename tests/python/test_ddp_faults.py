@@ -7,6 +7,7 @@ checkpoint trains every step of the epoch exactly once."""
 import collections
 import json
 import math
+import multiprocessing
 import os
 import signal
 import sys
@@ -67,6 +68,45 @@ def test_python_trainer_ranks_that_disagree_stop_naming_the_field(other, expecte
     for rank, (returncode, _, stderr) in enumerate(results):
         assert returncode == 3, stderr[-2000:]
         assert f"rank {rank}: stopped: bload::check_agreement: {expected}" in stderr, stderr[-2000:]
+
+
+def serve_rank_zero(rank, store, out):
+    """A gloo rank whose sampler is told rank=0 whatever its own, as when each node's processes
+    pass their LOCAL_RANK as the rank: its error, or "trained", written to out/RANK."""
+    import bload
+
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{store}", world_size=2, rank=rank
+    )
+    try:
+        sampler = bload.BlockSampler(list(range(1, 13)), 12, world_size=2, rank=0)
+        outcome = "trained" if list(sampler) else "no batches"
+    except RuntimeError as error:
+        outcome = str(error)
+    finally:
+        torch.distributed.destroy_process_group()
+    (out / str(rank)).write_text(outcome)
+
+
+def test_two_processes_serving_one_rank_stop_naming_it(tmp_path):
+    """Every other field of the agreement alike, the ranks served differ: each process names the
+    rank both serve, rather than training half of the sequences twice and half never."""
+    context = multiprocessing.get_context("spawn")
+    ranks = [
+        context.Process(target=serve_rank_zero, args=(rank, tmp_path / "store", tmp_path))
+        for rank in range(2)
+    ]
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=HARD_TIMEOUT)
+    for process in ranks:
+        if process.is_alive():
+            process.kill()
+    assert [process.exitcode for process in ranks] == [0, 0]
+    for rank in range(2):
+        outcome = (tmp_path / str(rank)).read_text()
+        assert "ranks disagree on rank: processes 0, 1 all serve rank 0" in outcome, outcome
 
 
 def strict_json(line):

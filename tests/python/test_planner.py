@@ -114,6 +114,16 @@ def test_planner_agreement_names_what_ranks_disagree_on(action_genome_lengths):
         mine.check_agreement(1, torch.stack([mine.agreement(1), other.agreement(1)]))
     with pytest.raises(RuntimeError, match="ranks disagree on epoch: rank 0 has 1, rank 1 has 2"):
         mine.check_agreement(1, torch.stack([mine.agreement(1), mine.agreement(2)]))
+    # Last, the rank each process serves: two serving one rank (each node's processes passing
+    # their LOCAL_RANK) would train one rank's share twice and the other's never.
+    assert mine.agreement(1)[-1] == -1 and mine.agreement(1, 1)[-1] == 1
+    mine.check_agreement(1, torch.stack([mine.agreement(1, 1), mine.agreement(1, 0)]))
+    with pytest.raises(
+        RuntimeError, match="ranks disagree on rank: processes 0, 1 all serve rank 0"
+    ):
+        mine.check_agreement(1, torch.stack([mine.agreement(1, 0), mine.agreement(1, 0)]))
+    with pytest.raises(RuntimeError, match="rank = 2: expected the rank this process serves"):
+        mine.agreement(1, 2)
 
 
 @pytest.mark.parametrize(

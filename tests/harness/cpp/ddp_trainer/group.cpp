@@ -120,10 +120,11 @@ at::Tensor Group::gather(const at::Tensor& mine) {
   return at::stack(all[0]).cpu();
 }
 
-void Group::check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner) {
+void Group::check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner,
+                            int64_t rank) {
   ++connection_->collectives;
   liveness_.started();
-  bload::check_agreement(*connection_->group, plan, planner);
+  bload::check_agreement(*connection_->group, plan, planner, rank);
 }
 
 void Group::store_barrier(const std::string& name) {

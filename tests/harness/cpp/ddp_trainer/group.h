@@ -39,9 +39,10 @@ class Group {
   // [world_size, size] on the CPU.
   at::Tensor gather(const at::Tensor& mine);
 
-  // Checks that every rank plans the same epoch (bload::check_agreement: one all-gather); a
-  // c10::Error naming what differs, on every rank, where they do not.
-  void check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner);
+  // Checks that every rank plans the same epoch and serves its own `rank`
+  // (bload::check_agreement: one all-gather); a c10::Error naming what differs, on every rank,
+  // where they do not.
+  void check_agreement(const bload::EpochPlan& plan, const bload::Planner& planner, int64_t rank);
 
   // Waits at the store until every rank has reached `name` (or the timeout passes).
   void store_barrier(const std::string& name);

@@ -199,7 +199,7 @@ std::vector<EpochFigures> train_packed_from(const Config& config,
       }
     }
     // Before the first batch: every rank plans this same epoch, or every rank stops here.
-    group.check_agreement(plan, trained.planner());
+    group.check_agreement(plan, trained.planner(), trained.rank());
     EpochFigures figure;
     figure.epoch = epoch;
     figure.first_batch = trained.position();
