@@ -1,14 +1,21 @@
-"""The store writer's refusals of bad input: field names that are no file of the store (or
-another of its files, or outside it), no field, an item's key that no field names, a field's .npy
-directory that holds a file the others lack, and overwrite=True onto what is not a store; and
-steps of no element, which the reader maps, written. Each refusal names the argument and what was
-expected, and leaves nothing behind."""
+"""The store writer's and check-store's refusals of bad input: field names that are no file of
+the store (or another of its files, or outside it), no field, an item's key that no field names,
+a field's .npy directory that holds a file the others lack, overwrite=True onto what is not a
+store, and check-store on a malformed header (one line, no traceback, as the reader says it);
+and steps of no element, which the reader maps, written. Each refusal names the argument and
+what was expected, and leaves nothing behind."""
 
+import json
 import os
+import pathlib
+import subprocess
+import sys
+import zlib
 
 import bload
 import numpy as np
 import pytest
+from conftest import child_env
 
 ITEMS = [
     (np.arange(3, dtype=np.float32), np.arange(3)),
@@ -148,3 +155,78 @@ def test_steps_of_no_element_are_written_and_read_back(tmp_path):
     store = bload.SequenceStore(path, verify=True)
     assert store[0][0].shape == (3, 0) and store[1][0].shape == (2, 0)
     assert store[1][1].tolist() == [5, 6] and os.path.getsize(os.path.join(path, "data.bin")) == 0
+
+
+def check_store(path):
+    command = [sys.executable, "-m", "bload", "check-store", str(path)]
+    return subprocess.run(command, capture_output=True, text=True, env=child_env(), timeout=120)
+
+
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        ("[]", 'format null: expected format "bload-sequence-store"'),
+        ("null", 'format null: expected format "bload-sequence-store"'),
+        ('{"fields": 5}', 'format null: expected format "bload-sequence-store"'),
+        ("{", "not JSON"),
+        (
+            {"fields": [1]},
+            "field 1: expected a field of name, dtype, shape and file",
+        ),
+        (
+            {"fields": "data"},
+            "a header whose fields is 'data': expected fields a list of",
+        ),
+        (
+            {"fields": [{"name": "data", "dtype": "int64", "shape": [], "file": "data.bin"}] * 2},
+            "a header whose fields name 'data' more than once: expected distinct names",
+        ),
+    ],
+)
+def test_check_store_names_a_malformed_header_in_one_line(tmp_path, header, message):
+    if not isinstance(header, str):  # the rest of a good header, with these fields
+        offsets = np.array([0, 2], "<i8").tobytes()
+        (tmp_path / "offsets.bin").write_bytes(offsets)
+        (tmp_path / "data.bin").write_bytes(np.arange(2, dtype="<i8").tobytes())
+        header = json.dumps(
+            {
+                "format": "bload-sequence-store",
+                "version": 1,
+                "count": 1,
+                "steps": 2,
+                "offsets_crc32": zlib.crc32(offsets),
+                **header,
+            }
+        )
+    (tmp_path / "header.json").write_text(header)
+    result = check_store(tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        f"python -m bload check-store: error: {tmp_path / 'header.json'} = "
+    ), result.stderr
+    assert message in result.stderr
+    # The reader refuses the same header with the same words.
+    with pytest.raises(bload.StoreError) as error:
+        bload.SequenceStore(tmp_path, fields="data")
+    assert message in str(error.value)
+
+
+def test_check_store_names_a_missing_store(tmp_path):
+    result = check_store(tmp_path / "nothing")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{tmp_path / 'nothing' / 'header.json'} = unreadable" in result.stderr
+
+
+def test_check_store_passes_every_field_of_a_good_store(tmp_path):
+    fields = ("x", "mask", "tok")
+    items = [(np.ones((n, 2), np.float32), np.zeros(n, bool), np.arange(n)) for n in (3, 1)]
+    path = bload.store.write(tmp_path / "s", items, fields=fields, progress=False)
+    result = check_store(path)
+    assert result.returncode == 0, result.stderr
+    assert "every byte of x, mask, tok as its header says" in result.stdout
+    # A flipped byte in the last field, which only a check of every field finds.
+    tok = pathlib.Path(path) / "tok.bin"
+    tok.write_bytes(bytes([tok.read_bytes()[0] ^ 1]) + tok.read_bytes()[1:])
+    result = check_store(path)
+    assert result.returncode == 1 and "tok.bin = bytes of CRC-32" in result.stderr
