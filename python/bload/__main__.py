@@ -63,10 +63,10 @@ def main(argv=None):
             print(f"{out}: {count} lengths from {args.input}, as {args.dtype}")
             return 0
         if args.command == "check-store":
-            import json
+            from bload.sequence_store import _open_layout
 
-            with open(f"{args.store}/header.json") as file:
-                names = [field.get("name") for field in json.load(file).get("fields", [])]
+            # Every field of the header, as the reader checks it (a StoreError naming the file).
+            names = [field["name"] for field in _open_layout(args.store)[1]["fields"]]
             store = bload.SequenceStore(args.store, fields=names, verify=True)
             print(f"{args.store}: every byte of {', '.join(names)} as its header says ({store})")
             return 0

@@ -74,13 +74,7 @@ class SequenceStore(torch.utils.data.Dataset):
         return f"SequenceStore({self.path!r}, {self.count} sequences, {self.steps} steps; {fields})"
 
     def _open_header(self):
-        # The core reads and checks the header, the offsets and the files' sizes (src/store.rs,
-        # C++'s reader's checker too); its errors name the file and what was expected.
-        try:
-            offsets, layout = torch.ops.bload.open_store(self.path)
-        except RuntimeError as err:
-            raise StoreError(_header_detail(self.path, str(err).split("\n")[0])) from None
-        layout = json.loads(layout)
+        offsets, layout = _open_layout(self.path)
         self.count, self.steps = layout["count"], layout["steps"]
         # self.fields: the header's entries of the fields named, in the order named.
         by_name = {field["name"]: field for field in layout["fields"]}
@@ -235,6 +229,28 @@ class SequenceStore(torch.utils.data.Dataset):
     def __getitem__(self, index):
         first, last = self._check_range(index, 0, 0)
         return self.get_range(index, 0, self.offsets[index + 1] - first)
+
+
+def _open_layout(path):
+    """The store at `path` opened and checked: its offsets (int64 [count + 1]) and its layout
+    (count, steps and each field's name, dtype, shape, path, step_bytes and bytes), or a
+    StoreError naming the file and what was expected. The core reads and checks the header, the
+    offsets and the files' sizes (src/store.rs, C++'s reader's checker too); here, that no two
+    fields have the same name, since a field is read by its name."""
+    try:
+        offsets, layout = torch.ops.bload.open_store(path)
+    except RuntimeError as err:
+        raise StoreError(_header_detail(path, str(err).split("\n")[0])) from None
+    layout = json.loads(layout)
+    names = [field["name"] for field in layout["fields"]]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise StoreError(
+            f"{os.path.join(path, HEADER)} = a header whose fields name "
+            f"{', '.join(map(repr, duplicated))} more than once: expected distinct names (a "
+            "field is read by its name)"
+        )
+    return offsets, layout
 
 
 def _crc32_of(path, chunk=1 << 20):

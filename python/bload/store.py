@@ -87,20 +87,27 @@ def write(
     """Writes a store at `path` from `items`, streaming (one item in memory at a time), and returns
     its path. items is one of:
     - an iterable of items, each a tuple of one array or tensor per field ([T, *step_shape], the
-      same T for all fields), a dict by field name, or, with one field, the array alone;
+      same T for all fields), a dict by field name (its keys the fields', no other), or, with
+      one field, the array alone;
     - a datasets.Dataset: `columns` names its list column for each field (default `fields`);
     - a directory of .npy files, one item each, in name order: with one field, its .npy files;
-      with several, a subdirectory per field holding files of the same names.
+      with several, a subdirectory per field holding files of the same names (no other).
     Each field's dtype and step shape are those of its first item; later items must match.
+    fields: distinct names, each its field's file in the store with .bin added: not empty, '.'
+    or '..', without '/' or NUL, and not 'offsets' (offsets.bin is the store's own).
     total: the item count, for the progress bar (tqdm, on stderr) when items has no len().
+    overwrite: replace what is at `path` if it is a store (or an empty directory), never another
+    file or directory.
     Read it back with bload.SequenceStore(path, fields=...), which takes fields by name.
     """
-    fields = (fields,) if isinstance(fields, str) else tuple(fields)
+    fields = _checked_fields(fields)
     path = os.fspath(path)
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(
-            f"path = {path}: expected a path where no store is yet (or overwrite=True)"
-        )
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(
+                f"path = {path}: expected a path where no store is yet (or overwrite=True)"
+            )
+        _check_replaceable(path)
     if isinstance(items, (str, os.PathLike)):
         items, total = _npy_directory(os.fspath(items), fields)
     elif type(items).__name__ == "Dataset" and type(items).__module__.startswith("datasets"):
@@ -123,16 +130,83 @@ def write(
                 f"path = {path}: no space left on its device while writing the store (in "
                 f"{temporary}, removed): expected room for it",
             ) from None
-        if os.path.exists(path):
+        if os.path.lexists(path):
             old = f"{temporary}.old"
+            _remove(old)  # another run's, of the same pid, that died between these renames
             os.rename(path, old)
             os.rename(temporary, path)
-            shutil.rmtree(old)
+            _remove(old)
         else:
             os.rename(temporary, path)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return path
+
+
+def _checked_fields(fields):
+    """fields= as a tuple of one or more distinct names (as the reader takes them, sequence_store's
+    _field_names), each a field file (name + ".bin") that the reader takes (src/store.rs: a plain
+    file name in the store) and that is not one of the store's own files: refused before anything
+    is written. Besides, '', '.' and '..', whose files ('.bin', '..bin', '...bin') the reader
+    would take, are refused as names that read as paths."""
+    names = (fields,) if isinstance(fields, str) else fields
+    try:
+        names = tuple(names)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise TypeError(
+            f"fields = {fields!r:.200}: expected a field's name or a tuple of names, e.g. "
+            '("data", "target")'
+        )
+    if not names:
+        raise ValueError("fields = (): expected at least one field's name, e.g. 'data'")
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise ValueError(
+            f"fields = {names!r}: {', '.join(map(repr, duplicated))} more than once: expected "
+            "distinct names (each field is a file of the store and is read by its name)"
+        )
+    for name in names:
+        file = f"{name}.bin"
+        if name in ("", ".", "..") or any(
+            separator and separator in name for separator in ("/", os.sep, os.altsep, "\0")
+        ):
+            why = "is not a file name"
+        elif file in (HEADER, OFFSETS):
+            why = f"would be the store's own {file}"
+        else:
+            continue
+        raise ValueError(
+            f"fields = {names!r}: {name!r} {why}: expected names of files in the store "
+            f"(its field's file is the name + .bin): not empty, '.' or '..', without '/' or NUL, "
+            f"and not {OFFSETS.removesuffix('.bin')!r}"
+        )
+    return names
+
+
+def _check_replaceable(path):
+    """Refuses, before anything is written, a path that overwrite=True must not replace: a file
+    or a directory that holds something other than a store (no header.json)."""
+    if not os.path.isdir(path):
+        raise FileExistsError(
+            f"path = {path}: not a directory, not a store: expected a store's directory to replace "
+            "(overwrite=True replaces a store, never another file)"
+        )
+    if os.listdir(path) and not os.path.isfile(os.path.join(path, HEADER)):
+        raise FileExistsError(
+            f"path = {path}: a directory without {HEADER}, not a store: expected a store's "
+            "directory (or an empty one) to replace (overwrite=True replaces a store, never "
+            "other files)"
+        )
+
+
+def _remove(path):
+    """Removes a store moved aside (a directory, or a symbolic link to one), if there is one."""
+    if os.path.islink(path):
+        os.remove(path)
+    elif os.path.lexists(path):
+        shutil.rmtree(path)
 
 
 def _write_into(directory, items, fields, total, progress):
@@ -242,6 +316,12 @@ def _item_arrays(item, fields, index):
             raise ValueError(
                 f"item {index}: fields {missing} missing: expected keys {list(fields)}"
             )
+        if len(item) != len(fields):  # a key that no field names: its arrays would be lost
+            unknown = [key for key in item if key not in fields]
+            raise ValueError(
+                f"item {index}: keys {unknown!r:.200} not among the fields: expected keys "
+                f"{list(fields)} (name every array to write in fields=)"
+            )
         item = tuple(item[name] for name in fields)
     elif len(fields) == 1 and not isinstance(item, (tuple, list)):
         item = (item,)
@@ -319,6 +399,8 @@ def _bytes(array):
     """The array's steps as little-endian bytes, in C order (a copy only where needed)."""
     import numpy as np
 
+    if array.size == 0:  # steps of no element (a step shape with a 0): no bytes
+        return b""
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return memoryview(np.ascontiguousarray(array)).cast("B")
@@ -331,14 +413,29 @@ def _npy_directory(directory, fields):
         folders = [directory]
     else:
         folders = [os.path.join(directory, name) for name in fields]
-    names = sorted(entry for entry in os.listdir(folders[0]) if entry.endswith(".npy"))
+        absent = [name for name in fields if not os.path.isdir(os.path.join(directory, name))]
+        if os.path.isdir(directory) and absent:
+            raise ValueError(
+                f"items = {directory}: no subdirectory {', '.join(map(repr, absent))}: expected "
+                f"a subdirectory of .npy files per field ({', '.join(fields)}; or fields='data' "
+                "for a directory of one field's .npy files)"
+            )
+    listed = [sorted(e for e in os.listdir(folder) if e.endswith(".npy")) for folder in folders]
+    names = listed[0]
     if not names:
         raise ValueError(f"items = {folders[0]}: expected a directory of .npy files, found none")
-    for folder in folders[1:]:
-        missing = [name for name in names if not os.path.exists(os.path.join(folder, name))]
+    # Every field's directory holds the same names: a file of one alone would be lost.
+    for folder, found in zip(folders[1:], listed[1:]):
+        missing = sorted(set(names) - set(found))
         if missing:
             raise ValueError(
                 f"{folder}: {missing[:3]} missing: expected the same .npy names as {folders[0]}"
+            )
+        extra = sorted(set(found) - set(names))
+        if extra:
+            raise ValueError(
+                f"{folder}: {extra[:3]} not in {folders[0]}: expected the same .npy names in "
+                "every field's directory (a sequence's file in each)"
             )
 
     def items():
