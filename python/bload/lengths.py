@@ -64,14 +64,12 @@ def read_lengths(
             f"format = {format!r}: expected None for a {type(source).__name__} (format names a file's)"
         )
     if _is_hf_dataset(source):
-        lengths = _column_lengths(source.data.table, column, "the datasets.Dataset")
+        # A selected, shuffled, filtered or sorted dataset's rows are the table's rows its
+        # indices mapping names, in its order: the lengths are taken through it before they are
+        # checked, so a row left out is not read and an error names the row the user sees.
         indices = getattr(source, "_indices", None)
-        if indices is not None:
-            # A selected, shuffled or sorted dataset reads rows through its indices mapping.
-            import numpy as np  # with pyarrow, which converts to it
-
-            lengths = lengths[torch.from_numpy(indices.column(0).to_numpy().astype(np.int64))]
-        return lengths
+        rows = None if indices is None else indices.column(0)
+        return _column_lengths(source.data.table, column, "the datasets.Dataset", rows)
     return _column_lengths(source, column, f"the {type(source).__name__}")
 
 
@@ -201,9 +199,12 @@ def _check_list(kind, where, column):
         )
 
 
-def _column_lengths(table, column, where) -> torch.Tensor:
+def _column_lengths(table, column, where, rows=None) -> torch.Tensor:
     """The lengths of a list column of `table` (a pyarrow Table, or a column itself), from its
-    offsets: pyarrow.compute.list_value_length, vectorised, values never read."""
+    offsets: pyarrow.compute.list_value_length, vectorised, values never read. rows: the rows
+    to take, in order (a datasets.Dataset's indices mapping, an integer Array or ChunkedArray),
+    or None for all; the lengths are checked after they are taken, so errors name their
+    positions among `rows`."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -224,10 +225,13 @@ def _column_lengths(table, column, where) -> torch.Tensor:
         )
     _check_list(array.type, where, column)
     lengths = pc.list_value_length(array)
-    if lengths.null_count:
+    if rows is not None:
+        lengths = _take(lengths, rows, where, column)
+    elif lengths.null_count:
         row = int(pc.index(pc.is_null(lengths), True).as_py())
         raise ValueError(f"{where} column {column!r}[{row}] = null: expected a list (a sequence)")
-    lengths = lengths.to_numpy()
+    else:
+        lengths = lengths.to_numpy()
     if lengths.size == 0:
         raise ValueError(f"{where} column {column!r} = no rows: expected at least one sequence")
     bad = lengths < 1
@@ -241,3 +245,21 @@ def _column_lengths(table, column, where) -> torch.Tensor:
         )
     # Arrow's int64 lengths are read-only: a copy, which torch may write to.
     return torch.from_numpy(lengths.astype(np.int64, copy=not lengths.flags.writeable))
+
+
+def _take(lengths, rows, where, column):
+    """lengths (pyarrow's, of a column's rows) at `rows`, in their order, as NumPy: null rows
+    among them refused, naming their position in `rows`; rows left out are never checked."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    rows = rows.to_numpy()
+    nulls = None
+    if lengths.null_count:
+        nulls = pc.is_null(lengths).to_numpy(zero_copy_only=False)[rows]
+        lengths = pc.fill_null(lengths, 0)
+    lengths = np.take(lengths.to_numpy(), rows)
+    if nulls is not None and nulls.any():
+        row = int(np.argmax(nulls))
+        raise ValueError(f"{where} column {column!r}[{row}] = null: expected a list (a sequence)")
+    return lengths

@@ -150,6 +150,40 @@ def test_a_hugging_face_dataset_through_its_indices_mapping():
         bload.read_lengths(ds)
 
 
+def test_a_filtered_dataset_is_read_as_its_rows_and_its_errors_name_them():
+    """The table under a filtered or selected dataset keeps the rows left out: their lengths are
+    neither returned nor checked, and an error names the row as the dataset numbers it."""
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_dict({"input_ids": [[1], [], [2, 3]], "labels": [[1], [], [2, 3]]})
+    kept = ds.filter(lambda row: len(row["input_ids"]) > 0)
+    assert kept._indices is not None  # the empty row is still in its table
+    assert bload.read_lengths(kept, column="input_ids").tolist() == [1, 2]
+    assert bload.read_lengths(ds.select([2, 0]), column="input_ids").tolist() == [2, 1]
+    sequences = bload.HFSequences(kept, data="input_ids", target="labels")
+    assert sequences.lengths.tolist() == [1, 2]
+    assert sequences[1][0].tolist() == [2, 3] and sequences[1][1].tolist() == [2, 3]
+    # A row the dataset still has is refused, named by its index in the dataset (1), not the
+    # table's (row 3 there).
+    ds = datasets.Dataset.from_dict({"input_ids": [[1], [2], [3, 4], [], [5]]})
+    with pytest.raises(
+        ValueError,
+        match=r"the datasets.Dataset column 'input_ids'\[1\] = a list of 0: expected a sequence",
+    ):
+        bload.read_lengths(ds.select([4, 3, 0]), column="input_ids")
+    with pytest.raises(ValueError, match=r"column 'input_ids'\[1\] = a list of 0"):
+        bload.HFSequences(ds.select([4, 3, 0]), target=None)
+    # Null rows alike: refused where the dataset has them, named by its index; not read where
+    # it left them out.
+    nulls = datasets.Dataset(pa.table({"x": pa.array([[1], None, [2, 3]], pa.list_(pa.int32()))}))
+    assert bload.read_lengths(nulls.select([2, 0]), column="x").tolist() == [2, 1]
+    with pytest.raises(ValueError, match=r"column 'x'\[2\] = null: expected a list"):
+        bload.read_lengths(nulls.select([0, 2, 1]), column="x")
+    # A mapping that keeps no row is a dataset of no rows, whatever its table holds.
+    with pytest.raises(ValueError, match=r"column 'x' = no rows: expected at least one"):
+        bload.read_lengths(nulls.select([]), column="x")
+
+
 def test_the_cache_from_python_and_from_the_command_lines(tmp_path):
     pq.write_table(table(), tmp_path / "t.parquet")
     out = bload.write_lengths_cache(
