@@ -62,6 +62,35 @@ def test_npy_refusals_name_the_file_and_what_was_expected(tmp_path, array, found
     assert str(path) in str(error.value) and found in str(error.value)
 
 
+def test_a_file_of_no_lengths_is_refused_in_every_format_the_core_reads(tmp_path):
+    """An empty .npy array or .idx holds no sequence, as an empty text file does not."""
+    np.save(tmp_path / "empty.npy", np.array([], np.int64))
+    (tmp_path / "empty.idx").write_bytes(megatron_idx([]))
+    (tmp_path / "empty.lengths").write_text("")
+    for name, kind in [("empty.npy", ".npy file"), ("empty.idx", "Megatron .idx file")] + [
+        ("empty.lengths", "file")
+    ]:
+        path = tmp_path / name
+        with pytest.raises(
+            RuntimeError,
+            match=f"^{path} = a {kind} with no length: expected at least one sequence length$",
+        ):
+            bload.read_lengths(path)
+    with pytest.raises(RuntimeError, match="empty.npy = a .npy file with no length"):
+        bload.BlockSampler(tmp_path / "empty.npy", t_max=8)
+    run = subprocess.run(
+        [sys.executable, "-m", "bload", "lengths", str(tmp_path / "empty.npy")]
+        + ["--out", str(tmp_path / "cache.npy")],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout
+    assert f"{tmp_path / 'empty.npy'} = a .npy file with no length: expected" in run.stderr
+    assert not (tmp_path / "cache.npy").exists()
+
+
 def megatron_idx(lengths, version=1):
     pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2
     return (
