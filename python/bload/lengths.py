@@ -43,6 +43,12 @@ def read_lengths(
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if isinstance(path, str) and "\x00" in path:
+            # The core's messages are C strings: one naming this path would end at its NUL.
+            raise ValueError(
+                f"lengths file = {path!r}: expected a path without a NUL byte (\\x00), which no "
+                "file's path can contain"
+            )
         if format is not None and format not in FORMATS:
             raise ValueError(f"format = {format!r}: expected one of {', '.join(FORMATS)}")
         if format is None and os.path.exists(path) and not os.path.isfile(path):
@@ -129,6 +135,11 @@ def _check_output(out):
     """Refuses an output path that the rename at the end would harm or fail on: one that exists
     and is not a regular file (a device, such as /dev/null, which root's rename would replace; a
     directory; a link), or one whose directory does not exist."""
+    if isinstance(out, str) and "\x00" in out:
+        raise ValueError(
+            f"out = {out!r}: expected a path without a NUL byte (\\x00), which no file's path "
+            "can contain"
+        )
     if os.path.lexists(out):
         if os.path.islink(out) or not os.path.isfile(out):
             kind = (

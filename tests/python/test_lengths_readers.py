@@ -5,6 +5,7 @@ write_lengths_cache and `python -m bload lengths` write, and each format's refus
 
 import errno
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -89,6 +90,22 @@ def test_a_file_of_no_lengths_is_refused_in_every_format_the_core_reads(tmp_path
     assert run.returncode == 1, run.stdout
     assert f"{tmp_path / 'empty.npy'} = a .npy file with no length: expected" in run.stderr
     assert not (tmp_path / "cache.npy").exists()
+
+
+def test_a_path_with_a_nul_byte_is_named_whole(tmp_path):
+    # The core's C-string messages would end at the NUL ('lengths file = files/t.npy').
+    np.save(tmp_path / "t.npy", np.array(LENGTHS))
+    path = f"{tmp_path / 't.npy'}\x00xx"
+    expected = "expected a path without a NUL byte"
+    with pytest.raises(ValueError) as error:
+        bload.read_lengths(path)
+    assert str(error.value).startswith(f"lengths file = {path!r}: {expected}")
+    with pytest.raises(ValueError, match=re.escape(f"lengths file = {path!r}: {expected}")):
+        bload.BlockSampler(path, t_max=10)
+    out = f"{tmp_path / 'cache.npy'}\x00"
+    with pytest.raises(ValueError, match=re.escape(f"out = {out!r}: {expected}")):
+        bload.write_lengths_cache(tmp_path / "t.npy", out)
+    assert sorted(os.listdir(tmp_path)) == ["t.npy"]
 
 
 def megatron_idx(lengths, version=1):
