@@ -108,6 +108,32 @@ def test_a_path_with_a_nul_byte_is_named_whole(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["t.npy"]
 
 
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_uint64_lengths_out_of_range_are_named_with_their_own_value(kind):
+    if kind == "torch" and not hasattr(torch, "uint64"):
+        pytest.skip("no torch.uint64")
+    values = [3, 2**63 + 5, 2**40]
+    lengths = (
+        np.array(values, np.uint64) if kind == "numpy" else torch.tensor(values, dtype=torch.uint64)
+    )
+    # Not the int64 the bits would make (-9223372036854775803).
+    with pytest.raises(
+        RuntimeError, match=r"^lengths\[1\] = 9223372036854775813: expected a length from 1 to "
+    ):
+        bload.BlockSampler(lengths, t_max=10)
+    # The first out of range is named, as the core names it, whichever side of 2^63 it is.
+    lengths[0] = 2**32
+    with pytest.raises(RuntimeError, match=r"^lengths\[0\] = 4294967296: expected a length"):
+        bload.BlockSampler(lengths, t_max=10)
+    # In range, uint64 lengths plan as int64 ones do.
+    in_range = (
+        np.array(LENGTHS, np.uint64) if kind == "numpy" else torch.tensor(LENGTHS).to(torch.uint64)
+    )
+    assert len(bload.BlockSampler(in_range, t_max=10)) == len(
+        bload.BlockSampler(torch.tensor(LENGTHS), t_max=10)
+    )
+
+
 def megatron_idx(lengths, version=1):
     pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2
     return (
