@@ -43,12 +43,18 @@ def read_lengths(
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if isinstance(path, str) and "\x00" in path:
+            # The core's messages are C strings: one naming this path would end at its NUL.
+            raise ValueError(
+                f"lengths file = {path!r}: expected a path without a NUL byte (\\x00), which no "
+                "file's path can contain"
+            )
         if format is not None and format not in FORMATS:
             raise ValueError(f"format = {format!r}: expected one of {', '.join(FORMATS)}")
         if format is None and os.path.exists(path) and not os.path.isfile(path):
             # A pipe, FIFO or device can be read once only: the core decides its format from
             # the bytes it reads (text, .npy or .idx), so nothing is read twice.
-            return torch.ops.bload.read_lengths(path, None)
+            return _some(torch.ops.bload.read_lengths(path, None), path, None)
         format = format or torch.ops.bload.lengths_format(path)
         if format in _CORE:
             if column is not None:
@@ -56,7 +62,7 @@ def read_lengths(
                     f"column = {column!r}: expected None for {path} ({format}): columns are "
                     "Arrow's and Parquet's"
                 )
-            return torch.ops.bload.read_lengths(path, format)
+            return _some(torch.ops.bload.read_lengths(path, format), path, format)
         table = _read_table(path, format, column)
         return _column_lengths(table, column, f"{path} ({format})")
     if format is not None:
@@ -64,15 +70,26 @@ def read_lengths(
             f"format = {format!r}: expected None for a {type(source).__name__} (format names a file's)"
         )
     if _is_hf_dataset(source):
-        lengths = _column_lengths(source.data.table, column, "the datasets.Dataset")
+        # A selected, shuffled, filtered or sorted dataset's rows are the table's rows its
+        # indices mapping names, in its order: the lengths are taken through it before they are
+        # checked, so a row left out is not read and an error names the row the user sees.
         indices = getattr(source, "_indices", None)
-        if indices is not None:
-            # A selected, shuffled or sorted dataset reads rows through its indices mapping.
-            import numpy as np  # with pyarrow, which converts to it
-
-            lengths = lengths[torch.from_numpy(indices.column(0).to_numpy().astype(np.int64))]
-        return lengths
+        rows = None if indices is None else indices.column(0)
+        return _column_lengths(source.data.table, column, "the datasets.Dataset", rows)
     return _column_lengths(source, column, f"the {type(source).__name__}")
+
+
+# How an error names a file of each format the core reads.
+_FILE_KINDS = {"text": "text", "npy": ".npy", "idx": "Megatron .idx"}
+
+
+def _some(lengths, path, format):
+    """The lengths the core read from `path`, unless there are none: the core refuses a text file
+    with no length, and an empty .npy array or .idx holds no sequence either."""
+    if lengths.numel() == 0:
+        kind = f"a {_FILE_KINDS.get(format, format)} file" if format else "a file"
+        raise RuntimeError(f"{path} = {kind} with no length: expected at least one sequence length")
+    return lengths
 
 
 def write_lengths_cache(source, out, *, format=None, column=None, dtype="int64") -> str:
@@ -118,6 +135,11 @@ def _check_output(out):
     """Refuses an output path that the rename at the end would harm or fail on: one that exists
     and is not a regular file (a device, such as /dev/null, which root's rename would replace; a
     directory; a link), or one whose directory does not exist."""
+    if isinstance(out, str) and "\x00" in out:
+        raise ValueError(
+            f"out = {out!r}: expected a path without a NUL byte (\\x00), which no file's path "
+            "can contain"
+        )
     if os.path.lexists(out):
         if os.path.islink(out) or not os.path.isfile(out):
             kind = (
@@ -201,9 +223,12 @@ def _check_list(kind, where, column):
         )
 
 
-def _column_lengths(table, column, where) -> torch.Tensor:
+def _column_lengths(table, column, where, rows=None) -> torch.Tensor:
     """The lengths of a list column of `table` (a pyarrow Table, or a column itself), from its
-    offsets: pyarrow.compute.list_value_length, vectorised, values never read."""
+    offsets: pyarrow.compute.list_value_length, vectorised, values never read. rows: the rows
+    to take, in order (a datasets.Dataset's indices mapping, an integer Array or ChunkedArray),
+    or None for all; the lengths are checked after they are taken, so errors name their
+    positions among `rows`."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -224,10 +249,13 @@ def _column_lengths(table, column, where) -> torch.Tensor:
         )
     _check_list(array.type, where, column)
     lengths = pc.list_value_length(array)
-    if lengths.null_count:
+    if rows is not None:
+        lengths = _take(lengths, rows, where, column)
+    elif lengths.null_count:
         row = int(pc.index(pc.is_null(lengths), True).as_py())
         raise ValueError(f"{where} column {column!r}[{row}] = null: expected a list (a sequence)")
-    lengths = lengths.to_numpy()
+    else:
+        lengths = lengths.to_numpy()
     if lengths.size == 0:
         raise ValueError(f"{where} column {column!r} = no rows: expected at least one sequence")
     bad = lengths < 1
@@ -241,3 +269,21 @@ def _column_lengths(table, column, where) -> torch.Tensor:
         )
     # Arrow's int64 lengths are read-only: a copy, which torch may write to.
     return torch.from_numpy(lengths.astype(np.int64, copy=not lengths.flags.writeable))
+
+
+def _take(lengths, rows, where, column):
+    """lengths (pyarrow's, of a column's rows) at `rows`, in their order, as NumPy: null rows
+    among them refused, naming their position in `rows`; rows left out are never checked."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    rows = rows.to_numpy()
+    nulls = None
+    if lengths.null_count:
+        nulls = pc.is_null(lengths).to_numpy(zero_copy_only=False)[rows]
+        lengths = pc.fill_null(lengths, 0)
+    lengths = np.take(lengths.to_numpy(), rows)
+    if nulls is not None and nulls.any():
+        row = int(np.argmax(nulls))
+        raise ValueError(f"{where} column {column!r}[{row}] = null: expected a list (a sequence)")
+    return lengths

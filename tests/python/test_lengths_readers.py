@@ -5,6 +5,7 @@ write_lengths_cache and `python -m bload lengths` write, and each format's refus
 
 import errno
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -60,6 +61,77 @@ def test_npy_refusals_name_the_file_and_what_was_expected(tmp_path, array, found
     with pytest.raises(RuntimeError) as error:
         bload.read_lengths(path)
     assert str(path) in str(error.value) and found in str(error.value)
+
+
+def test_a_file_of_no_lengths_is_refused_in_every_format_the_core_reads(tmp_path):
+    """An empty .npy array or .idx holds no sequence, as an empty text file does not."""
+    np.save(tmp_path / "empty.npy", np.array([], np.int64))
+    (tmp_path / "empty.idx").write_bytes(megatron_idx([]))
+    (tmp_path / "empty.lengths").write_text("")
+    for name, kind in [("empty.npy", ".npy file"), ("empty.idx", "Megatron .idx file")] + [
+        ("empty.lengths", "file")
+    ]:
+        path = tmp_path / name
+        with pytest.raises(
+            RuntimeError,
+            match=f"^{path} = a {kind} with no length: expected at least one sequence length$",
+        ):
+            bload.read_lengths(path)
+    with pytest.raises(RuntimeError, match="empty.npy = a .npy file with no length"):
+        bload.BlockSampler(tmp_path / "empty.npy", t_max=8)
+    run = subprocess.run(
+        [sys.executable, "-m", "bload", "lengths", str(tmp_path / "empty.npy")]
+        + ["--out", str(tmp_path / "cache.npy")],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout
+    assert f"{tmp_path / 'empty.npy'} = a .npy file with no length: expected" in run.stderr
+    assert not (tmp_path / "cache.npy").exists()
+
+
+def test_a_path_with_a_nul_byte_is_named_whole(tmp_path):
+    # The core's C-string messages would end at the NUL ('lengths file = files/t.npy').
+    np.save(tmp_path / "t.npy", np.array(LENGTHS))
+    path = f"{tmp_path / 't.npy'}\x00xx"
+    expected = "expected a path without a NUL byte"
+    with pytest.raises(ValueError) as error:
+        bload.read_lengths(path)
+    assert str(error.value).startswith(f"lengths file = {path!r}: {expected}")
+    with pytest.raises(ValueError, match=re.escape(f"lengths file = {path!r}: {expected}")):
+        bload.BlockSampler(path, t_max=10)
+    out = f"{tmp_path / 'cache.npy'}\x00"
+    with pytest.raises(ValueError, match=re.escape(f"out = {out!r}: {expected}")):
+        bload.write_lengths_cache(tmp_path / "t.npy", out)
+    assert sorted(os.listdir(tmp_path)) == ["t.npy"]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_uint64_lengths_out_of_range_are_named_with_their_own_value(kind):
+    if kind == "torch" and not hasattr(torch, "uint64"):
+        pytest.skip("no torch.uint64")
+    values = [3, 2**63 + 5, 2**40]
+    lengths = (
+        np.array(values, np.uint64) if kind == "numpy" else torch.tensor(values, dtype=torch.uint64)
+    )
+    # Not the int64 the bits would make (-9223372036854775803).
+    with pytest.raises(
+        RuntimeError, match=r"^lengths\[1\] = 9223372036854775813: expected a length from 1 to "
+    ):
+        bload.BlockSampler(lengths, t_max=10)
+    # The first out of range is named, as the core names it, whichever side of 2^63 it is.
+    lengths[0] = 2**32
+    with pytest.raises(RuntimeError, match=r"^lengths\[0\] = 4294967296: expected a length"):
+        bload.BlockSampler(lengths, t_max=10)
+    # In range, uint64 lengths plan as int64 ones do.
+    in_range = (
+        np.array(LENGTHS, np.uint64) if kind == "numpy" else torch.tensor(LENGTHS).to(torch.uint64)
+    )
+    assert len(bload.BlockSampler(in_range, t_max=10)) == len(
+        bload.BlockSampler(torch.tensor(LENGTHS), t_max=10)
+    )
 
 
 def megatron_idx(lengths, version=1):
@@ -148,6 +220,40 @@ def test_a_hugging_face_dataset_through_its_indices_mapping():
     assert bload.read_lengths(shuffled, column="input_ids").tolist() == expected
     with pytest.raises(ValueError, match="expected column= naming a list column"):
         bload.read_lengths(ds)
+
+
+def test_a_filtered_dataset_is_read_as_its_rows_and_its_errors_name_them():
+    """The table under a filtered or selected dataset keeps the rows left out: their lengths are
+    neither returned nor checked, and an error names the row as the dataset numbers it."""
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_dict({"input_ids": [[1], [], [2, 3]], "labels": [[1], [], [2, 3]]})
+    kept = ds.filter(lambda row: len(row["input_ids"]) > 0)
+    assert kept._indices is not None  # the empty row is still in its table
+    assert bload.read_lengths(kept, column="input_ids").tolist() == [1, 2]
+    assert bload.read_lengths(ds.select([2, 0]), column="input_ids").tolist() == [2, 1]
+    sequences = bload.HFSequences(kept, data="input_ids", target="labels")
+    assert sequences.lengths.tolist() == [1, 2]
+    assert sequences[1][0].tolist() == [2, 3] and sequences[1][1].tolist() == [2, 3]
+    # A row the dataset still has is refused, named by its index in the dataset (1), not the
+    # table's (row 3 there).
+    ds = datasets.Dataset.from_dict({"input_ids": [[1], [2], [3, 4], [], [5]]})
+    with pytest.raises(
+        ValueError,
+        match=r"the datasets.Dataset column 'input_ids'\[1\] = a list of 0: expected a sequence",
+    ):
+        bload.read_lengths(ds.select([4, 3, 0]), column="input_ids")
+    with pytest.raises(ValueError, match=r"column 'input_ids'\[1\] = a list of 0"):
+        bload.HFSequences(ds.select([4, 3, 0]), target=None)
+    # Null rows alike: refused where the dataset has them, named by its index; not read where
+    # it left them out.
+    nulls = datasets.Dataset(pa.table({"x": pa.array([[1], None, [2, 3]], pa.list_(pa.int32()))}))
+    assert bload.read_lengths(nulls.select([2, 0]), column="x").tolist() == [2, 1]
+    with pytest.raises(ValueError, match=r"column 'x'\[2\] = null: expected a list"):
+        bload.read_lengths(nulls.select([0, 2, 1]), column="x")
+    # A mapping that keeps no row is a dataset of no rows, whatever its table holds.
+    with pytest.raises(ValueError, match=r"column 'x' = no rows: expected at least one"):
+        bload.read_lengths(nulls.select([]), column="x")
 
 
 def test_the_cache_from_python_and_from_the_command_lines(tmp_path):
