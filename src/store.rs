@@ -122,9 +122,15 @@ pub fn open_store(dir: &Path) -> Result<StoreLayout> {
         let expected = "at least one sequence and one field".to_string();
         return Err(bad(&header_path, found, expected));
     }
-    let mut checked = Vec::new();
+    let mut checked: Vec<StoreField> = Vec::new();
     for field in fields {
-        checked.push(store_field(dir, &header_path, field, steps)?);
+        let field = store_field(dir, &header_path, field, steps)?;
+        // Fields are read by name: of two with one name, a reader would take one, unsaid.
+        if checked.iter().any(|earlier| earlier.name == field.name) {
+            let found = format!("a header naming field {:?} twice", field.name);
+            return Err(bad(&header_path, found, "distinct field names".into()));
+        }
+        checked.push(field);
     }
     let offsets = read_offsets(&dir.join(OFFSETS), count, steps, crc)?;
     for field in &checked {

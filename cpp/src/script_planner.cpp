@@ -38,6 +38,16 @@ void check_lengths(const at::Tensor& lengths, const std::string& name) {
               name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
   ops::check_has_values(lengths, name.c_str());
+  // Planners read lengths as int64, where a uint64 from 2^63 up would wrap to a negative value
+  // and be named as one: such a length is named here by its own value, as the core names any.
+  if (lengths.scalar_type() == at::kUInt64) {
+    const auto host = lengths.to(at::kCPU).contiguous();
+    const auto* values = host.const_data_ptr<uint64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i)
+      TORCH_CHECK(values[i] <= std::numeric_limits<uint32_t>::max(), name, "[", i,
+                  "] = ", values[i], ": expected a length from 1 to ",
+                  std::numeric_limits<uint32_t>::max(), " steps");
+  }
 }
 
 // The core's planner of `lengths`, a 1-d integer tensor, read in place where it is a contiguous

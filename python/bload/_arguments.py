@@ -59,7 +59,7 @@ def lengths_tensor(lengths):
 
         return read_lengths(lengths)
     if isinstance(lengths, torch.Tensor):
-        return _signed(lengths)
+        return lengths
     expected = "expected a lengths file's path, a 1-d integer tensor or a sequence of ints"
     try:
         # A numpy array's memory as it is (int32 and int64 are read in place); an empty list
@@ -78,29 +78,6 @@ def lengths_tensor(lengths):
             else (f"a {type(lengths).__name__} of {type(next(iter(lengths))).__name__}s")
         )
         raise TypeError(f"lengths: {expected}, got {got}")
-    return _signed(tensor)
-
-
-_MAX_LENGTH = 2**32 - 1
-
-
-def _signed(tensor):
-    """`tensor`, refused if it is a uint64 tensor with a length out of range: the core reads
-    lengths as int64, where a uint64 from 2^63 up would wrap to a negative value and be named
-    as one. The first length out of range is named with its own value, as the core names any
-    other (other dtypes convert to int64 exactly)."""
-    if getattr(torch, "uint64", None) is None or tensor.dtype != torch.uint64:
-        return tensor
-    if tensor.dim() != 1 or tensor.numel() == 0:
-        return tensor  # the core names its shape
-    wrapped = tensor.view(torch.int64)  # same bits: values from 2^63 up read as negative
-    out = (wrapped < 0) | (wrapped > _MAX_LENGTH)
-    if bool(out.any()):
-        index = int(out.nonzero()[0])
-        value = int(wrapped[index]) % 2**64
-        raise RuntimeError(
-            f"lengths[{index}] = {value}: expected a length from 1 to {_MAX_LENGTH} steps"
-        )
     return tensor
 
 

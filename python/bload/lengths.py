@@ -43,18 +43,12 @@ def read_lengths(
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if isinstance(path, str) and "\x00" in path:
-            # The core's messages are C strings: one naming this path would end at its NUL.
-            raise ValueError(
-                f"lengths file = {path!r}: expected a path without a NUL byte (\\x00), which no "
-                "file's path can contain"
-            )
         if format is not None and format not in FORMATS:
             raise ValueError(f"format = {format!r}: expected one of {', '.join(FORMATS)}")
         if format is None and os.path.exists(path) and not os.path.isfile(path):
             # A pipe, FIFO or device can be read once only: the core decides its format from
             # the bytes it reads (text, .npy or .idx), so nothing is read twice.
-            return _some(torch.ops.bload.read_lengths(path, None), path, None)
+            return torch.ops.bload.read_lengths(path, None)
         format = format or torch.ops.bload.lengths_format(path)
         if format in _CORE:
             if column is not None:
@@ -62,7 +56,7 @@ def read_lengths(
                     f"column = {column!r}: expected None for {path} ({format}): columns are "
                     "Arrow's and Parquet's"
                 )
-            return _some(torch.ops.bload.read_lengths(path, format), path, format)
+            return torch.ops.bload.read_lengths(path, format)
         table = _read_table(path, format, column)
         return _column_lengths(table, column, f"{path} ({format})")
     if format is not None:
@@ -77,19 +71,6 @@ def read_lengths(
         rows = None if indices is None else indices.column(0)
         return _column_lengths(source.data.table, column, "the datasets.Dataset", rows)
     return _column_lengths(source, column, f"the {type(source).__name__}")
-
-
-# How an error names a file of each format the core reads.
-_FILE_KINDS = {"text": "text", "npy": ".npy", "idx": "Megatron .idx"}
-
-
-def _some(lengths, path, format):
-    """The lengths the core read from `path`, unless there are none: the core refuses a text file
-    with no length, and an empty .npy array or .idx holds no sequence either."""
-    if lengths.numel() == 0:
-        kind = f"a {_FILE_KINDS.get(format, format)} file" if format else "a file"
-        raise RuntimeError(f"{path} = {kind} with no length: expected at least one sequence length")
-    return lengths
 
 
 def write_lengths_cache(source, out, *, format=None, column=None, dtype="int64") -> str:

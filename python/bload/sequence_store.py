@@ -234,23 +234,14 @@ class SequenceStore(torch.utils.data.Dataset):
 def _open_layout(path):
     """The store at `path` opened and checked: its offsets (int64 [count + 1]) and its layout
     (count, steps and each field's name, dtype, shape, path, step_bytes and bytes), or a
-    StoreError naming the file and what was expected. The core reads and checks the header, the
-    offsets and the files' sizes (src/store.rs, C++'s reader's checker too); here, that no two
-    fields have the same name, since a field is read by its name."""
+    StoreError naming the file and what was expected. The core reads and checks the header (its
+    fields' names distinct, as fields are read by name), the offsets and the files' sizes
+    (src/store.rs, C++'s reader's checker too)."""
     try:
         offsets, layout = torch.ops.bload.open_store(path)
     except RuntimeError as err:
         raise StoreError(_header_detail(path, str(err).split("\n")[0])) from None
-    layout = json.loads(layout)
-    names = [field["name"] for field in layout["fields"]]
-    duplicated = sorted({name for name in names if names.count(name) > 1})
-    if duplicated:
-        raise StoreError(
-            f"{os.path.join(path, HEADER)} = a header whose fields name "
-            f"{', '.join(map(repr, duplicated))} more than once: expected distinct names (a "
-            "field is read by its name)"
-        )
-    return offsets, layout
+    return offsets, json.loads(layout)
 
 
 def _crc32_of(path, chunk=1 << 20):

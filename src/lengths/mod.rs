@@ -189,6 +189,19 @@ pub fn read_lengths_and_format(
              cache with `python -m bload lengths FILE --column C --out F.npy`",
         )),
     }?;
+    // (The text reader names an empty file itself.)
+    if lengths.is_empty() {
+        let kind = if format == LengthsFormat::Npy {
+            "a .npy file with no length"
+        } else {
+            "a Megatron .idx file with no length"
+        };
+        return Err(Error::invalid(
+            path.display().to_string(),
+            kind,
+            "at least one sequence length",
+        ));
+    }
     Ok((format, lengths))
 }
 
@@ -326,6 +339,19 @@ mod tests {
         assert_eq!(extension("a/b.NPY"), Some(LengthsFormat::Npy));
         assert_eq!(extension("train.idx"), Some(LengthsFormat::Idx));
         assert_eq!(extension("x.lengths"), None);
+    }
+
+    #[test]
+    fn a_npy_file_of_no_lengths_is_refused_naming_it() {
+        let dir = std::env::temp_dir().join(format!("bload-empty-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("empty.npy");
+        cache::write_npy(&path, &[], cache::NpyDtype::Int64).unwrap();
+        let err = read_lengths_and_format(&path, None).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(err.argument, path.display().to_string());
+        assert_eq!(err.value, "a .npy file with no length");
+        assert_eq!(err.expected, "at least one sequence length");
     }
 
     #[test]

@@ -179,7 +179,7 @@ def check_store(path):
         ),
         (
             {"fields": [{"name": "data", "dtype": "int64", "shape": [], "file": "data.bin"}] * 2},
-            "a header whose fields name 'data' more than once: expected distinct names",
+            'a header naming field "data" twice: expected distinct field names',
         ),
     ],
 )

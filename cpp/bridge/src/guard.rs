@@ -18,6 +18,15 @@ impl fmt::Display for BridgeError {
 
 impl std::error::Error for BridgeError {}
 
+impl BridgeError {
+    /// The error of `message`, its NUL bytes written `\0`: C++ reads the message as a C string
+    /// (`what()`), which a NUL would end, cutting off the value and what was expected (a path
+    /// holding a NUL, named in its error).
+    fn of(message: String) -> Self {
+        BridgeError(message.replace('\0', "\\0"))
+    }
+}
+
 /// Runs `body`, turning its error, or a panic (a bug in bload), into an error for C++.
 pub(crate) fn guarded<T>(
     call: &str,
@@ -25,14 +34,14 @@ pub(crate) fn guarded<T>(
 ) -> Result<T, BridgeError> {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(BridgeError(error.to_string())),
+        Ok(Err(error)) => Err(BridgeError::of(error.to_string())),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_string());
-            Err(BridgeError(format!(
+            Err(BridgeError::of(format!(
                 "internal error in bload ({call}): {message}; please report it"
             )))
         }
