@@ -80,20 +80,7 @@ pub struct Assignment {
 }
 
 pub fn assign(strategies: &[Strategy], lengths: &[u32], t_max: u32) -> Assignment {
-    // Sequences ordered by length (a counting sort), and where each length's run starts.
-    let mut next = vec![0usize; t_max as usize + 2];
-    for &length in lengths {
-        next[length as usize + 1] += 1;
-    }
-    for length in 1..next.len() {
-        next[length] += next[length - 1];
-    }
-    let mut by_length = vec![0u32; lengths.len()];
-    let mut cursor = next.clone();
-    for (index, &length) in (0u32..).zip(lengths) {
-        by_length[cursor[length as usize]] = index;
-        cursor[length as usize] += 1;
-    }
+    let (by_length, mut next) = sorted_by_length(lengths, t_max);
     let packs: u64 = strategies.iter().map(|s| s.count).sum();
     let mut assignment = Assignment {
         sequences: Vec::with_capacity(lengths.len()),
@@ -111,18 +98,9 @@ pub fn assign(strategies: &[Strategy], lengths: &[u32], t_max: u32) -> Assignmen
     assignment
 }
 
-/// [`assign`] with the randomness bload's plans carry each epoch, so that its time can be set
-/// beside bload's for the same work: which sequence of a length fills each slot of that length
-/// (each length's run shuffled before it is handed out), and the order of the packs (their
-/// spans, as bload's plans keep them, shuffled). The shuffles are drawn from ChaCha8 as bload's
-/// are, and draw ahead on large slices as bload's do, so neither side has the faster shuffle.
-pub fn assign_shuffled(
-    strategies: &[Strategy],
-    lengths: &[u32],
-    t_max: u32,
-    seed: u64,
-) -> (Assignment, Vec<(u64, u64)>) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+/// The sequences ordered by length (a counting sort), and where each length's run starts
+/// (`starts[length]`, the last entry the count of sequences).
+fn sorted_by_length(lengths: &[u32], t_max: u32) -> (Vec<u32>, Vec<usize>) {
     let mut starts = vec![0usize; t_max as usize + 2];
     for &length in lengths {
         starts[length as usize + 1] += 1;
@@ -136,6 +114,22 @@ pub fn assign_shuffled(
         by_length[next[length as usize]] = index;
         next[length as usize] += 1;
     }
+    (by_length, starts)
+}
+
+/// [`assign`] with the randomness bload's plans carry each epoch, so that its time can be set
+/// beside bload's for the same work: which sequence of a length fills each slot of that length
+/// (each length's run shuffled before it is handed out), and the order of the packs (their
+/// spans, as bload's plans keep them, shuffled). The shuffles are drawn from ChaCha8 as bload's
+/// are, and draw ahead on large slices as bload's do, so neither side has the faster shuffle.
+pub fn assign_shuffled(
+    strategies: &[Strategy],
+    lengths: &[u32],
+    t_max: u32,
+    seed: u64,
+) -> (Assignment, Vec<(u64, u64)>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut by_length, starts) = sorted_by_length(lengths, t_max);
     for run in starts.windows(2) {
         shuffle(&mut rng, &mut by_length[run[0]..run[1]]);
     }
