@@ -42,10 +42,8 @@ pub(crate) fn best_fit(counts: &[u32], t_max: u32, cap: u32, bound: u64) -> Resu
     // Under a small cap, filling each block from its longest length strands the short ones
     // (see `compositions.rs`); the packing in length space is kept where it has fewer blocks.
     if (2..u32::MAX).contains(&cap) && filled.ends.len() as u64 > bound {
-        if let Some(composed) = by_compositions(counts, t_max, cap)? {
-            if composed.ends.len() < filled.ends.len() {
-                filled = composed;
-            }
+        if let Some(composed) = by_compositions(counts, t_max, cap, filled.ends.len() as u64)? {
+            filled = composed;
         }
     }
     if filled.ends.len() as u64 <= bound {

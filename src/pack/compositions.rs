@@ -48,8 +48,15 @@ struct Composition {
 
 /// A packing with at most `cap` (at least 2) lengths a block, of which at most 3 are used: a
 /// block opens with the longest remaining length and takes the fullest single length (cap 2) or
-/// pair (cap 3 and up) that fits. `None` where the work allowance ran out.
-pub(super) fn by_compositions(counts: &[u32], t_max: u32, cap: u32) -> Result<Option<Packing>> {
+/// pair (cap 3 and up) that fits. `None` where the work allowance ran out, or where no rule
+/// makes fewer than `fewer_than` blocks: the caller's packing is kept then, and this one is
+/// never placed (the decisions count the blocks).
+pub(super) fn by_compositions(
+    counts: &[u32],
+    t_max: u32,
+    cap: u32,
+    fewer_than: u64,
+) -> Result<Option<Packing>> {
     debug_assert!(cap >= 2);
     let items = item_count(counts);
     let work = WORK_ALLOWANCE + WORK_PER_LENGTH * items as u64;
@@ -80,7 +87,7 @@ pub(super) fn by_compositions(counts: &[u32], t_max: u32, cap: u32) -> Result<Op
             best = Some((blocks, kept));
         }
     }
-    let Some((blocks, decisions)) = best else {
+    let Some((blocks, decisions)) = best.filter(|&(blocks, _)| blocks < fewer_than) else {
         return Ok(None);
     };
     let mut packing = Packing::for_items(counts, blocks as usize)?;
@@ -278,15 +285,24 @@ mod tests {
         // Blocks of 12, at most 3: the first 8 takes 2 + 2 rather than the 4 (a pair wins a
         // tie with a single length), and the second takes the 4.
         let counts = counts_of(&[8, 8, 4, 2, 2], 12);
-        let packing = by_compositions(&counts, 12, 3).unwrap().unwrap();
+        let packing = by_compositions(&counts, 12, 3, u64::MAX).unwrap().unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
         assert_eq!(blocks, vec![&[8, 2, 2][..], &[8, 4][..]]);
     }
 
     #[test]
+    fn a_packing_with_no_fewer_blocks_than_the_callers_is_not_placed() {
+        let counts = counts_of(&[8, 8, 4, 2, 2], 12);
+        // Its 2 blocks, against a caller's 2 (kept) and 3 (beaten).
+        assert!(by_compositions(&counts, 12, 3, 2).unwrap().is_none());
+        let packing = by_compositions(&counts, 12, 3, 3).unwrap().unwrap();
+        assert_eq!(packing.ends.len(), 2);
+    }
+
+    #[test]
     fn copies_of_a_decision_are_emitted_together_and_every_length_once() {
         let lengths = [9, 9, 9, 2, 1, 2, 1, 2, 1, 5, 3, 7];
-        let packing = by_compositions(&counts_of(&lengths, 12), 12, 3)
+        let packing = by_compositions(&counts_of(&lengths, 12), 12, 3, u64::MAX)
             .unwrap()
             .unwrap();
         let mut packed = packing.lengths.clone();
@@ -306,14 +322,14 @@ mod tests {
         // Blocks of 10, at most 4. With 3 lengths a block: {7, 2, 1} twice, then the four 1s
         // need two blocks. Taking the shortest before the pair: {7, 1, 1, 1} twice and {2, 2}.
         let counts = counts_of(&[7, 7, 2, 2, 1, 1, 1, 1, 1, 1], 10);
-        let packing = by_compositions(&counts, 10, 4).unwrap().unwrap();
+        let packing = by_compositions(&counts, 10, 4, u64::MAX).unwrap().unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
         assert_eq!(
             blocks,
             vec![&[7, 1, 1, 1][..], &[7, 1, 1, 1][..], &[2, 2][..]]
         );
         // Under a cap of 3 only the first rule is open to it.
-        let packing = by_compositions(&counts, 10, 3).unwrap().unwrap();
+        let packing = by_compositions(&counts, 10, 3, u64::MAX).unwrap().unwrap();
         assert_eq!(packing.ends.len(), 4);
     }
 
@@ -322,7 +338,7 @@ mod tests {
         // Blocks of 10: {9}, {8, 2}, {7, 3}, {6, 4}, {5, 5}, {5}: 6.
         let counts = counts_of(&[9, 8, 7, 6, 5, 5, 5, 4, 3, 2], 10);
         assert_eq!(fewest_blocks_of_pairs(&counts).unwrap(), 6);
-        let packing = by_compositions(&counts, 10, 2).unwrap().unwrap();
+        let packing = by_compositions(&counts, 10, 2, u64::MAX).unwrap().unwrap();
         assert_eq!(packing.ends.len(), 6);
         // Nothing fits together: one block each.
         assert_eq!(
@@ -348,7 +364,9 @@ mod tests {
                 for _ in 0..400 {
                     counts[1 + next(t_max) as usize] += 1;
                 }
-                let packing = by_compositions(&counts, t_max, cap).unwrap().unwrap();
+                let packing = by_compositions(&counts, t_max, cap, u64::MAX)
+                    .unwrap()
+                    .unwrap();
                 let mut packed = vec![0; t_max as usize + 1];
                 for block in packing.blocks() {
                     assert!(block.len() <= cap as usize, "{block:?} over {cap}");
@@ -368,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_cap_of_two_takes_the_longest_partner_that_fits() {
-        let packing = by_compositions(&counts_of(&[7, 6, 5, 4, 3], 10), 10, 2)
+        let packing = by_compositions(&counts_of(&[7, 6, 5, 4, 3], 10), 10, 2, u64::MAX)
             .unwrap()
             .unwrap();
         let blocks: Vec<&[u32]> = packing.blocks().collect();
