@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ops/checks.h"
 #include "rust_bridge.h"
 
 namespace bload {
@@ -141,6 +142,7 @@ void check_agreement(const at::Tensor& gathered, const EpochPlan& plan, const Pl
               "gathered: expected an int64 tensor [ranks, ", count,
               "] of every rank's agreement_values, got a ", gathered.scalar_type(), " tensor ",
               gathered.sizes());
+  ops::check_has_values(gathered, "gathered");
   const int64_t world_size = planner.options().plan.world_size;
   TORCH_CHECK(gathered.size(0) == world_size, "gathered: ", gathered.size(0),
               " rows: expected one row per rank, world_size = ", world_size);

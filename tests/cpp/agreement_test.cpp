@@ -146,6 +146,11 @@ TEST(Agreement, AMalformedGatherIsAnErrorNamingIt) {
   EXPECT_TRUE(contains(
       error_of([&] { bload::check_agreement(at::zeros({0, 10}, at::kLong), plan, planner); }),
       "[ranks, 14]"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         bload::check_agreement(at::zeros({2, 14}, at::kLong).to(at::kMeta), plan,
+                                                planner);
+                       }),
+                       "gathered: a meta tensor has no values"));
 }
 
 TEST(Agreement, RowsThatLeaveOutThisRankAreRefused) {
