@@ -7,11 +7,13 @@ targets into shared memory and sends them with the table; the batch's other fiel
 the table where the batch is used (see bload.PackedBatch).
 """
 
+import numbers
 from typing import Dict, Union
 
 import torch
 
 from bload import _library, ops
+from bload._arguments import BOUNDS, integer
 from bload.batch import PackedBatch
 from bload.block_batch import BlockBatch
 from bload.item_pool import ItemPool
@@ -80,8 +82,10 @@ class BlockDataset(torch.utils.data.Dataset):
         # Packed tensors reused once their batch is gone: the C++ dataset's cache, whose rule
         # (nothing else holds the tensor or a view of it) is decided where the counts are.
         self._buffers = torch.classes.bload.PackBuffers()
-        self.t_max = t_max
-        self.data_padding, self.target_padding = data_padding, target_padding
+        self.t_max = integer("t_max", t_max, *BOUNDS["t_max"])
+        # Checked against the packed dtype by the kernel, batch by batch (naming the option).
+        self.data_padding = _padding("data_padding", data_padding)
+        self.target_padding = _padding("target_padding", target_padding)
         # What position_ids count from: "sequence" or "piece" (a loader option, as C++'s
         # Options::positions: the plan is the same either way).
         if positions not in ("sequence", "piece"):
@@ -272,6 +276,27 @@ class BlockDataset(torch.utils.data.Dataset):
             max_seqlen=max_seqlen,
             global_batch=global_batch,
         )
+
+
+def _padding(option, value):
+    """A padding option as the packers take it (a torch Scalar), or a TypeError/ValueError naming
+    it: an int within int64, a float, or a complex for complex data. Whether the packed dtype
+    holds it is the kernel's check, batch by batch. A bool is refused: True would pad with 1, a
+    real class id or token, where the caller meant a flag."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Complex):
+        raise TypeError(
+            f"{option} = {value!r:.60}: expected a number (an int or a float; 0 or 1 for bool "
+            f"data), got {'a bool' if isinstance(value, bool) else type(value).__name__}"
+        )
+    if isinstance(value, numbers.Integral):
+        low, high = -(2**63), 2**63 - 1
+        if not low <= value <= high:
+            raise ValueError(
+                f"{option} = {value}: expected an int from {low} to {high} (int64's range) or a "
+                "float"
+            )
+        return int(value)
+    return float(value) if isinstance(value, numbers.Real) else complex(value)
 
 
 def _packed(steps, table, blocks, t_max, padding, option, buffers):
