@@ -96,7 +96,13 @@ pub fn parse_lengths(text: &str, source: &str) -> Result<Vec<u32>> {
 /// The length on `line` (its end removed), `None` for a blank or comment line; `at` names the
 /// line in errors.
 fn parse_line(line: &str, at: &dyn Fn() -> String) -> Result<Option<u32>> {
-    let field = line.split('#').next().unwrap_or_default().trim();
+    // Spaces and tabs around the length, as the format says: no other whitespace (a form feed,
+    // a no-break space, a stray carriage return) passes for blank.
+    let field = line
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .trim_matches([' ', '\t']);
     if field.is_empty() {
         return Ok(None);
     }
@@ -162,6 +168,10 @@ mod tests {
             ("1.5\n", "x:1", "\"1.5\""),
             ("3 4\n", "x:1", "\"3 4\""),
             ("+3\n", "x:1", "\"+3\""),
+            // Only spaces and tabs are blank around a length.
+            ("3\n\x0c4\n", "x:2", "\"\\u{c}4\""),
+            ("3\u{a0}\n", "x:1", "\"3\\u{a0}\""),
+            ("3\r\r\n", "x:1", "\"3\\r\""),
         ] {
             let err = parse_lengths(text, "x").unwrap_err();
             assert_eq!(err.argument, line, "{text:?}");
