@@ -1,0 +1,116 @@
+"""Bad arguments named, never read as something else: a float or bool tensor of sequences for
+source_of, a bool or float among a list's lengths, a bload 0.1 state the sampler could not save
+again (or one that is not 0.1's), a LaneState's shape and saved state, a mixture weight past the
+largest float. Each error names the argument, its value and what was expected."""
+
+import bload
+import pytest
+import torch
+
+T_MAX = 10
+A, B = [3, 5, 2, 7, 1, 4], [6, 6, 2, 8]
+
+
+def mixture():
+    return bload.BlockSampler(sources=[(A, 1), (B, 1)], t_max=T_MAX)
+
+
+# source_of
+
+
+@pytest.mark.parametrize(
+    "index, dtype",
+    [
+        (torch.tensor([5.7, 6.2]), "float32"),  # was read as sequences 5 and 6
+        (torch.tensor([-0.5]), "float32"),  # was read as sequence 0
+        (torch.tensor([True, False]), "bool"),  # was read as sequences 1 and 0
+        (torch.tensor([1.0], dtype=torch.float64), "float64"),
+        (torch.tensor([3j]), "complex64"),
+    ],
+)
+def test_source_of_refuses_a_tensor_that_is_not_of_integers(index, dtype):
+    with pytest.raises(
+        TypeError, match=rf"index = a {dtype} tensor: expected an int or an integer tensor"
+    ):
+        mixture().source_of(index)
+
+
+def test_source_of_takes_integer_tensors_of_any_width_and_names_one_out_of_range():
+    s = mixture()
+    for dtype in (torch.uint8, torch.int16, torch.int32, torch.int64, torch.uint64):
+        source, index = s.source_of(torch.tensor([3, 7], dtype=dtype))
+        assert source.tolist() == [0, 1] and index.tolist() == [3, 1]
+    # 2^63 as uint64 is not the negative int64 it would be read as.
+    with pytest.raises(ValueError, match=rf"index = {2**63}: expected a sequence from 0 to 9"):
+        s.source_of(torch.tensor([3, 2**63], dtype=torch.uint64))
+
+
+# Lengths given as a sequence
+
+
+@pytest.mark.parametrize(
+    "lengths, error, message",
+    [
+        ([3, True, 4], TypeError, r"lengths\[1\] = True: expected an int"),  # was 1
+        ([3, False, 4], TypeError, r"lengths\[1\] = False: expected an int"),
+        ([True, False], TypeError, r"lengths\[0\] = True: expected an int"),
+        ([3, 4.5], TypeError, r"lengths\[1\] = 4\.5: expected an int"),  # was "a list of ints"
+        ([3, 4.0], TypeError, r"lengths\[1\] = 4\.0: expected an int"),
+        ((3, float("nan")), TypeError, r"lengths\[1\] = nan: expected an int"),
+        ([3, "4"], TypeError, r"lengths\[1\] = '4': expected an int"),
+        ([3, None], TypeError, r"lengths\[1\] = None: expected an int"),
+        (
+            [torch.tensor(3), torch.tensor(True)],  # was 1
+            TypeError,
+            r"lengths\[1\] = tensor\(True\): expected an int",
+        ),
+        (
+            [torch.tensor(3), torch.tensor(2.5)],
+            TypeError,
+            r"lengths\[1\] = tensor\(2\.5000\): expected an int",
+        ),
+        ([3, 2**64], ValueError, rf"lengths\[1\] = {2**64}: expected an int that fits 64 bits"),
+    ],
+)
+def test_an_element_of_a_lengths_sequence_that_is_not_an_int_is_named(lengths, error, message):
+    with pytest.raises(error, match=message):
+        bload.BlockSampler(lengths, t_max=T_MAX)
+
+
+def test_numpy_scalars_among_lengths_are_ints_or_named():
+    np = pytest.importorskip("numpy")
+    s = bload.BlockSampler([np.int64(3), np.int32(1), torch.tensor(4), 1], t_max=T_MAX)
+    assert s.stats()["steps"] == 9
+    with pytest.raises(TypeError, match=r"lengths\[1\] = np\.True_: expected an int"):
+        bload.BlockSampler([3, np.True_], t_max=T_MAX)
+    with pytest.raises(TypeError, match=r"lengths\[0\] = np\.float64\(3\.0\): expected an int"):
+        bload.BlockSampler([np.float64(3.0), 3], t_max=T_MAX)
+
+
+def test_lengths_of_one_step_are_lengths_and_a_bad_one_among_them_is_named():
+    lengths = [1] * 1000 + [5] * 1000
+    assert bload.BlockSampler(lengths, t_max=T_MAX).stats()["steps"] == 6000
+    lengths[1500] = True
+    with pytest.raises(TypeError, match=r"lengths\[1500\] = True: expected an int"):
+        bload.BlockSampler(lengths, t_max=T_MAX)
+
+
+def test_a_mixture_names_the_source_of_a_bad_length():
+    with pytest.raises(TypeError, match=r"sources\[1\]\.lengths\[2\] = True: expected an int"):
+        bload.BlockSampler(sources=[(A, 1), ([3, 4, True], 1)], t_max=T_MAX)
+
+
+# Mixture weights
+
+
+@pytest.mark.parametrize("weight", [10**400, -(10**400)])
+def test_a_weight_past_the_largest_float_is_named(weight):
+    with pytest.raises(
+        ValueError, match=r"sources\[0\]\.weight = -?10+: expected a finite number above 0"
+    ):
+        bload.BlockSampler(sources=[(A, weight), (B, 1)], t_max=T_MAX)
+
+
+def test_an_int_too_long_to_print_is_named_by_its_size():
+    with pytest.raises(ValueError, match=r"epoch = an int of \d+ bits: expected an int from 0"):
+        mixture().set_epoch(10**5000)
