@@ -3,6 +3,9 @@ source_of, a bool or float among a list's lengths, a bload 0.1 state the sampler
 again (or one that is not 0.1's), a LaneState's shape and saved state, a mixture weight past the
 largest float. Each error names the argument, its value and what was expected."""
 
+import pickle
+import warnings
+
 import bload
 import pytest
 import torch
@@ -114,3 +117,91 @@ def test_a_weight_past_the_largest_float_is_named(weight):
 def test_an_int_too_long_to_print_is_named_by_its_size():
     with pytest.raises(ValueError, match=r"epoch = an int of \d+ bits: expected an int from 0"):
         mixture().set_epoch(10**5000)
+
+
+# A bload 0.1 state
+
+
+def load_0_1(state, sampler=None):
+    sampler = sampler or bload.BlockSampler(A + B, t_max=8, world_size=2, rank=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sampler.load_state_dict(state)
+    return sampler
+
+
+@pytest.mark.parametrize(
+    "changes, error, message",
+    [
+        # Its next epoch (what state_dict() saves) would not be an int64.
+        (
+            {"epoch": 2**63 - 1},
+            ValueError,
+            r"state\['epoch'\] = 9223372036854775807: expected an int from 0 to "
+            r"9223372036854775806",
+        ),
+        ({"epoch": -1}, ValueError, r"state\['epoch'\] = -1: expected an int from 0"),
+        ({"position": -1}, ValueError, r"state\['position'\] = -1: expected an int from 0"),
+        (
+            {"position": 99},
+            RuntimeError,
+            r"state\['position'\] = 99: expected from 0 to \d+, the batches per rank",
+        ),
+        ({"world_size": 0}, ValueError, r"state\['world_size'\] = 0: expected an int from 1"),
+        (
+            {"world_size": 2**40},
+            ValueError,
+            rf"state\['world_size'\] = {2**40}: expected an int from 1 to 4294967295",
+        ),
+        (
+            {"planned_world_size": 0},
+            ValueError,
+            r"state\['planned_world_size'\] = 0: expected an int from 1",
+        ),
+        (
+            {"first_block": 10**6},
+            RuntimeError,
+            r"state\['first_block'\] = 1000000: expected from 0 to \d+, the blocks of epoch 0",
+        ),
+        (
+            {"foo": 1},
+            ValueError,
+            r"state\['version'\] = missing: expected the version state_dict\(\) saves; .* not "
+            r"'foo'",
+        ),
+    ],
+)
+def test_a_bad_state_of_bload_0_1_is_named_by_its_own_keys(changes, error, message):
+    sampler = bload.BlockSampler(A + B, t_max=8, world_size=2, rank=0)
+    before = sampler.state_dict()
+    with pytest.raises(error, match=message):
+        load_0_1({"epoch": 0, "position": 1, "world_size": 2, **changes}, sampler)
+    assert sampler.state_dict() == before
+
+
+def test_a_state_of_bload_0_1_loads_up_to_the_last_epoch_and_saves_again():
+    # One epoch further was loaded, and then neither saved nor pickled.
+    sampler = bload.BlockSampler(A + B, t_max=8, world_size=2, rank=0)
+    with pytest.raises(ValueError, match=r"state\['epoch'\] = 9223372036854775807: expected"):
+        load_0_1({"epoch": 2**63 - 1, "position": 1, "world_size": 2}, sampler)
+    assert pickle.loads(pickle.dumps(sampler)).state_dict() == sampler.state_dict()
+    sampler = load_0_1({"epoch": 2**63 - 2, "position": 1, "world_size": 2}, sampler)
+    state = sampler.state_dict()
+    assert (state["epoch"], state["position"], state["next_epoch"]) == (2**63 - 2, 1, 2**63 - 1)
+    assert pickle.loads(pickle.dumps(sampler)).state_dict() == state
+
+
+def test_a_state_without_its_version_is_named_by_the_version():
+    sampler = bload.BlockSampler(A + B, t_max=8, world_size=2, rank=0)
+    next(iter(sampler))
+    state = sampler.state_dict()
+    del state["version"]
+    with pytest.raises(ValueError, match=r"state\['version'\] = missing: .* not 'sequences'"):
+        load_0_1(state)
+
+
+def test_a_state_int_too_long_to_print_is_named_by_its_size():
+    sampler = bload.BlockSampler(A + B, t_max=8)
+    state = {**sampler.state_dict(), "epoch": 10**5000}
+    with pytest.raises(ValueError, match=r"state\['epoch'\] = an int of \d+ bits: expected an int"):
+        sampler.load_state_dict(state)
