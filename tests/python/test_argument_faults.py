@@ -205,3 +205,77 @@ def test_a_state_int_too_long_to_print_is_named_by_its_size():
     state = {**sampler.state_dict(), "epoch": 10**5000}
     with pytest.raises(ValueError, match=r"state\['epoch'\] = an int of \d+ bits: expected an int"):
         sampler.load_state_dict(state)
+
+
+# LaneState
+
+
+def lanes_sampler():
+    return bload.BlockSampler(A + B, T_MAX, 2, policy="lanes", split=True)
+
+
+@pytest.mark.parametrize(
+    "shape, error, message",
+    [
+        ("16", TypeError, r"shape = '16': expected a lane state's shape"),  # was [2, 1, 6]
+        ((2.7,), TypeError, r"shape = \(2\.7,\): shape\[0\] = 2\.7: expected"),  # was (2,)
+        ((True, 3), TypeError, r"shape = \(True, 3\): shape\[0\] = True: expected"),
+        (True, TypeError, r"shape = True: expected a lane state's shape"),
+        (None, TypeError, r"shape = None: expected a lane state's shape"),
+        ((-1,), ValueError, r"shape = \(-1,\): shape\[0\] = -1: expected a size from 0"),
+        (-3, ValueError, r"shape = -3: expected a size from 0"),
+        ([4, 2**63], ValueError, rf"shape\[1\] = {2**63}: expected a size from 0 to 2\^63 - 1"),
+    ],
+)
+def test_a_lane_shape_that_is_not_sizes_is_named(shape, error, message):
+    with pytest.raises(error, match=message):
+        bload.LaneState(lanes_sampler(), shape)
+
+
+def test_a_lane_shape_is_a_tuple_a_list_or_one_int():
+    for shape in (16, (16,), [16], torch.Size([16])):  # 16 alone was not iterable
+        assert bload.LaneState(lanes_sampler(), shape).state.shape == (2, 16)
+
+
+@pytest.mark.parametrize(
+    "state, error, message",
+    [
+        ([("lanes", 2)], TypeError, r"state = a list: expected the dict"),
+        ({"state": torch.zeros(2, 4)}, ValueError, r"state\['lanes'\] = missing"),
+        ({"lanes": 2}, ValueError, r"state\['state'\] = missing"),
+        # 1 lane: True == 1 was taken as the count.
+        ({"lanes": True, "state": torch.zeros(1, 4)}, TypeError, r"state\['lanes'\] = True"),
+        ({"lanes": 1.0, "state": torch.zeros(1, 4)}, TypeError, r"state\['lanes'\] = 1\.0"),
+        ({"lanes": 1, "state": [[0.0] * 4]}, TypeError, r"state\['state'\] = a list: expected"),
+    ],
+)
+def test_a_bad_saved_lane_state_is_named(state, error, message):
+    sampler = bload.BlockSampler(A + B, T_MAX, 1, policy="lanes", split=True)
+    lanes = bload.LaneState(sampler, (4,))
+    with pytest.raises(error, match=message):
+        lanes.load_state_dict(state)
+    assert torch.equal(lanes.state, torch.zeros(1, 4))
+
+
+class Steps(torch.utils.data.Dataset):
+    def __init__(self, lengths):
+        self.lengths = lengths
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, index):
+        length = self.lengths[index]
+        return torch.zeros(length, 4), torch.zeros(length, dtype=torch.long)
+
+
+def test_a_final_state_that_is_not_a_tensor_is_named():
+    np = pytest.importorskip("numpy")
+    sampler = lanes_sampler()
+    batch = bload.BlockDataset(Steps(A + B), T_MAX).__getitems__(next(iter(sampler)))
+    lanes = bload.LaneState(sampler, (4,))
+    with pytest.raises(TypeError, match="final_state = a ndarray: expected a tensor"):
+        lanes.update(batch, np.zeros((2, 4)))
+    with pytest.raises(TypeError, match="final_states = a list: expected a tensor"):
+        lanes.update_pieces(batch, [[0.0] * 4])
+    assert torch.equal(lanes.state, torch.zeros(2, 4))
