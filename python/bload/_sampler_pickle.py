@@ -9,7 +9,7 @@ import numbers
 import torch
 
 from bload import mixture
-from bload._arguments import stored_cap
+from bload._arguments import shown, stored_cap
 
 __all__ = ["check_state_values", "damaged", "pickled_planner", "stored_planner", "tensor_bytes"]
 
@@ -23,8 +23,8 @@ def check_state_values(state):
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
             if not -(2**63) <= value < 2**63:
                 raise ValueError(
-                    f"state[{name!r}] = {value}: expected an int from -2^63 to 2^63 - 1 (a "
-                    "64-bit int, as state_dict() saves)"
+                    f"state[{name!r}] = {shown(value, str)}: expected an int from -2^63 to "
+                    "2^63 - 1 (a 64-bit int, as state_dict() saves)"
                 )
 
 

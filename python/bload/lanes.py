@@ -22,13 +22,46 @@ holds all [lanes, *shape] of them; load_state_dict() takes this rank's rows back
 same lane count in any factors (2 ranks x 2 rows saved, 1 x 4 loaded), as the sampler resumes.
 """
 
+import collections.abc
+import numbers
+
 import torch
+
+from bload._arguments import shown
 
 __all__ = ["LaneState"]
 
+_INT64_MAX = 2**63 - 1
+
+
+def _lane_shape(shape):
+    """`shape`, one lane's state's (a tuple or list of sizes, or one size), as a tuple of ints
+    from 0 up; anything else (a string, a float, a bool, a negative size) named."""
+    expected = "expected a lane state's shape: a tuple or list of ints, each at least 0, or one int"
+    sizes = (shape,) if isinstance(shape, numbers.Integral) else shape
+    if isinstance(shape, bool) or not isinstance(sizes, (tuple, list)):  # torch.Size: a tuple
+        raise TypeError(f"shape = {shown(shape)}: {expected}")
+    for index, size in enumerate(sizes):
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+            raise TypeError(f"shape = {shown(shape)}: shape[{index}] = {shown(size)}: {expected}")
+        if not 0 <= size <= _INT64_MAX:
+            where = f"shape = {shown(shape)}: shape[{index}]" if sizes is shape else "shape"
+            raise ValueError(
+                f"{where} = {shown(size, str)}: expected a size from 0 to 2^63 - 1, one of "
+                "a lane state's dimensions"
+            )
+    return tuple(int(size) for size in sizes)
+
+
+def _tensor(name, value):
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} = a {type(value).__name__}: expected a tensor")
+    return value
+
 
 class LaneState:
-    """This rank's lanes' recurrent states, `shape` each, zero at first.
+    """This rank's lanes' recurrent states, `shape` each (a tuple or list of sizes, each an int
+    of at least 0, or one int for (int,)), zero at first.
 
     sampler: the BlockSampler (policy "lanes") whose batches the state follows; its world_size,
     rank and blocks_per_batch say which lanes are this rank's.
@@ -37,7 +70,7 @@ class LaneState:
     def __init__(self, sampler, shape, *, dtype=torch.float32, device=None):
         self.lanes = sampler.world_size * sampler.blocks_per_batch
         self.rows, self.rank = sampler.blocks_per_batch, sampler.rank
-        self.shape = tuple(int(size) for size in shape)
+        self.shape = _lane_shape(shape)
         #: [rows, *shape]: row j is lane rank * rows + j.
         self.state = torch.zeros(self.rows, *self.shape, dtype=dtype, device=device)
 
@@ -54,6 +87,7 @@ class LaneState:
         """Keeps `final_state` [blocks, *shape], the rows' states at the end of `batch`, as their
         lanes' (detached unless `detach` is False: gradients stop at batch boundaries)."""
         self._check(batch)
+        _tensor("final_state", final_state)
         expected = (self.rows, *self.shape)
         if tuple(final_state.shape) != expected:
             raise ValueError(
@@ -76,6 +110,7 @@ class LaneState:
         from `final_states` [pieces, *shape] (cu_seqlens order); the other rows' lanes keep
         theirs, which nothing reads again. Detached unless `detach` is False."""
         self._check(batch)
+        _tensor("final_states", final_states)
         pieces = len(batch.table)
         expected = (pieces, *self.shape)
         if tuple(final_states.shape) != expected:
@@ -105,15 +140,36 @@ class LaneState:
     def load_state_dict(self, state):
         """Takes this rank's rows of a state_dict() saved with the same lane count (in any
         factors) and lane shape; another is a ValueError naming both."""
-        lanes, saved = state.get("lanes"), state.get("state")
+        if not isinstance(state, collections.abc.Mapping):
+            raise TypeError(
+                f"state = a {type(state).__name__}: expected the dict LaneState.state_dict() "
+                "returns"
+            )
+        missing = [name for name in ("lanes", "state") if name not in state]
+        if missing:
+            raise ValueError(
+                f"state[{missing[0]!r}] = missing: expected the dict LaneState.state_dict() "
+                "returns, with lanes and state"
+            )
+        lanes, saved = state["lanes"], state["state"]
+        if isinstance(lanes, bool) or not isinstance(lanes, numbers.Integral):
+            raise TypeError(
+                f"state['lanes'] = {shown(lanes)}: expected an int, the lane count state_dict() "
+                "saves"
+            )
         if lanes != self.lanes:
             raise ValueError(
-                f"state['lanes'] = {lanes!r}: expected {self.lanes} (world_size * blocks_per_batch), the "
+                f"state['lanes'] = {shown(lanes)}: expected {self.lanes} (world_size * blocks_per_batch), the "
                 "lane count this run has; lanes resume with the lane count they were saved with"
             )
         expected = (self.lanes, *self.shape)
-        if not isinstance(saved, torch.Tensor) or tuple(saved.shape) != expected:
-            got = list(saved.shape) if isinstance(saved, torch.Tensor) else type(saved).__name__
+        if not isinstance(saved, torch.Tensor):
+            raise TypeError(
+                f"state['state'] = a {type(saved).__name__}: expected a tensor {list(expected)}, "
+                "every lane's state"
+            )
+        if tuple(saved.shape) != expected:
+            got = list(saved.shape)
             raise ValueError(
                 f"state['state'] is {got}: expected a tensor {list(expected)}, every lane's state"
             )

@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from bload._arguments import stored_cap
+from bload._arguments import shown, stored_cap
 
 __all__ = ["Source"]
 
@@ -62,11 +62,14 @@ def mixture_planner(sources, lengths_tensor, **options):
             raise TypeError(f"sources[{index}].weight = {weight!r}: expected a number above 0")
         if source.name is not None and not isinstance(source.name, str):
             raise TypeError(f"sources[{index}].name = {source.name!r}: expected a string or None")
+        lengths.append(lengths_tensor(source.lengths, f"sources[{index}].lengths"))
         try:
-            lengths.append(lengths_tensor(source.lengths))
-        except TypeError as err:
-            raise TypeError(f"sources[{index}].{err}") from None
-        weights.append(float(weight))
+            weights.append(float(weight))
+        except OverflowError:  # an int or Fraction past the largest float
+            raise ValueError(
+                f"sources[{index}].weight = {shown(weight)}: expected a finite number above 0 "
+                "(only the weights' ratios matter: scale them down)"
+            ) from None
         names.append(source.name or "")
     # Weights are shares of their sum, which must be a number too (1e308 twice is not; the core
     # names each weight that is not finite and above 0 itself).
@@ -137,10 +140,19 @@ def source_of(starts, names, index):
     starts = torch.tensor(starts, dtype=torch.long)
     sequences = int(starts[-1])
     if isinstance(index, torch.Tensor):
+        dtype = index.dtype
+        if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+            # Not read as ints: 5.7 would be sequence 5, True sequence 1.
+            raise TypeError(
+                f"index = a {str(dtype).removeprefix('torch.')} tensor: expected an int or an "
+                "integer tensor"
+            )
         index = index.long()
         if index.numel() and (int(index.min()) < 0 or int(index.max()) >= sequences):
-            bad = index[(index < 0) | (index >= sequences)][0]
-            raise ValueError(f"index = {int(bad)}: expected a sequence from 0 to {sequences - 1}")
+            bad = int(index[(index < 0) | (index >= sequences)][0])
+            if dtype == torch.uint64:  # read as int64, 2^63 and above became negative
+                bad %= 2**64
+            raise ValueError(f"index = {bad}: expected a sequence from 0 to {sequences - 1}")
         source = torch.searchsorted(starts, index, right=True) - 1
         return source, index - starts[source]
     if isinstance(index, bool) or not isinstance(index, numbers.Integral):

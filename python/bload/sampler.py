@@ -46,6 +46,19 @@ torch.serialization.add_safe_globals([torch.jit._pickle.restore_type_tag])
 
 __all__ = ["BlockBatch", "BlockSampler", "PlanHash", "POLICIES"]
 
+# A state of bload 0.1 (no version): its fields, each an int within these bounds (the core
+# checks them against the plan). Its epoch's next must be an int64 too, as set_epoch's.
+_INT64_MAX = 2**63 - 1
+_BOUNDS_0_1 = {
+    "epoch": BOUNDS["epoch"],
+    "position": (0, _INT64_MAX),
+    "world_size": BOUNDS["world_size"],
+    "blocks_per_batch": BOUNDS["blocks_per_batch"],
+    "planned_world_size": BOUNDS["world_size"],
+    "first_block": (0, _INT64_MAX),
+}
+_STATE_0_1 = tuple(_BOUNDS_0_1)
+
 
 class BlockSampler(torch.utils.data.Sampler):
     """One rank's batches of an epoch, each a BlockBatch of `blocks_per_batch` blocks of `t_max`
@@ -321,29 +334,43 @@ class BlockSampler(torch.utils.data.Sampler):
         self.epoch, self.plan, self.position, self._resumed = plan.epoch(), plan, served, True
 
     def _load_unchecked(self, state):
-        """A state of bload 0.1: the position alone."""
+        """A state of bload 0.1: the position alone (_STATE_0_1's fields), made the core's state
+        of this sampler at that position, which the core checks against the plan as any state,
+        naming the fields by the keys the state has."""
+        others = [name for name in state if name not in _STATE_0_1]
+        if others:  # this format's state with its version lost, or another dict
+            raise ValueError(
+                f"state['version'] = missing: expected the version state_dict() saves; a state "
+                f"without one is bload 0.1's, which holds only {', '.join(_STATE_0_1)}, not "
+                f"{', '.join(map(repr, others))}"
+            )
         missing = [name for name in ("epoch", "position", "world_size") if name not in state]
         if missing:
             raise ValueError(
                 f"state: no {', '.join(missing)}: expected the dict state_dict() returns"
             )
+        value = {
+            name: integer(f"state[{name!r}]", state[name], *_BOUNDS_0_1[name]) for name in state
+        }
+        world_size = value["world_size"]
+        position = {
+            "epoch": value["epoch"],
+            "batches": value["position"],
+            "world_size": world_size,
+            # A state saved before blocks_per_batch was part of it is taken to have this one.
+            "blocks_per_batch": value.get("blocks_per_batch", self.blocks_per_batch),
+            "planned_world_size": value.get("planned_world_size", world_size),
+            "first_block": value.get("first_block", 0),
+        }
+        # The epoch after it is the state's next_epoch: the last epoch, 2^63 - 2, has one.
+        saved = dict(self.planner.sampler_state(position, value["epoch"] + 1))
+        plan, served, _ = self.planner.resume_state(saved)  # on each rank, not shared
         warnings.warn(
             "BlockSampler.load_state_dict: the state has no 'version' (saved by bload 0.1, the position "
             "alone): the lengths and options it was saved for and its checksum cannot be checked; save "
             "it again with this bload to have them checked",
             stacklevel=3,
         )
-        value = {name: integer(f"state[{name!r}]", state[name]) for name in state}
-        position = {
-            "epoch": value["epoch"],
-            "batches": value["position"],
-            "world_size": value["world_size"],
-            # A state saved before blocks_per_batch was part of it is taken to have this one.
-            "blocks_per_batch": value.get("blocks_per_batch", self.blocks_per_batch),
-            "planned_world_size": value.get("planned_world_size", value["world_size"]),
-            "first_block": value.get("first_block", 0),
-        }
-        plan, served = self.planner.resume(position)
         self.epoch, self.plan, self.position, self._resumed = value["epoch"], plan, served, True
 
     # Pickled as plain values: the planner's lengths (their bytes) and options (the core's JSON),

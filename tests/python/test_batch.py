@@ -187,7 +187,7 @@ def test_a_loop_left_with_break_ends_its_workers_at_once():
         (
             {"lengths": [3.0, 4.5]},
             TypeError,
-            "lengths: expected a lengths file's path, a 1-d integer tensor or a sequence of ints, got a list of floats",
+            "lengths[0] = 3.0: expected an int",
         ),
     ],
 )

@@ -148,7 +148,17 @@ def test_resume_mid_epoch_equals_the_uninterrupted_epoch():
         ([], RuntimeError, r"sources = an empty list: expected at least one source"),
         ([(web(), 1, "a"), (code(), 1, "a")], RuntimeError, r"sources\[1\]\.name = \"a\""),
         ([web()], TypeError, r"sources\[0\] = list: expected a bload.Source"),
-        ([([1.5, 2.0], 1)], TypeError, r"sources\[0\]\.lengths: expected"),
+        ([([1.5, 2.0], 1)], TypeError, r"sources\[0\]\.lengths\[0\] = 1\.5: expected an int"),
+        (
+            [(web(), 1), ([3, True], 1)],
+            TypeError,
+            r"sources\[1\]\.lengths\[1\] = True: expected an int",
+        ),
+        (
+            [(web(), 10**400)],
+            ValueError,
+            r"sources\[0\]\.weight = 1000+: expected a finite number above 0",
+        ),
         ([([3, 0], 1)], RuntimeError, r"sources\[0\]\.lengths\[1\] = 0: expected"),
     ],
 )
