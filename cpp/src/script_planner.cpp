@@ -38,6 +38,8 @@ void check_lengths(const at::Tensor& lengths, const std::string& name) {
               name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
               "-d ", lengths.scalar_type(), " tensor");
   ops::check_has_values(lengths, name.c_str());
+  TORCH_CHECK(lengths.layout() == at::kStrided, name, ": expected a dense tensor of sequence ",
+              "lengths, got a ", lengths.layout(), " one (call .to_dense())");
   // Planners read lengths as int64, where a uint64 from 2^63 up would wrap to a negative value
   // and be named as one: such a length is named here by its own value, as the core names any.
   if (lengths.scalar_type() == at::kUInt64) {

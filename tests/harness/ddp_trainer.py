@@ -38,9 +38,10 @@ from trainer_report import EpochFigures, Progress, ends_of, report
 try:
     import models
     from packed_transformer import with_block_mask, with_mask
+    from rank_exit import exit_without_teardown
     from running_sum import RunningSum
 except ModuleNotFoundError as error:
-    if error.name not in ("models", "packed_transformer", "running_sum"):
+    if error.name not in ("models", "packed_transformer", "rank_exit", "running_sum"):
         raise
     sys.exit(
         f"{sys.argv[0]}: no module {error.name!r}: tests/support must be on PYTHONPATH "
@@ -337,12 +338,9 @@ def run_rank(rank, args, port):
     del store  # rank 0's hosts the others' keys: kept until here
     if rank == 0 and not report(args, world_size, device, gathered):
         sys.exit(4)
-    # The rank's work is done and reported. Leave without the interpreter's teardown: once in CI a
-    # rank whose every batch had been checked aborted after them ("terminate called without an
-    # active exception", torch 2.13, gloo), which faulthandler (above) would have located in Python.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # The rank's work is done and reported: it leaves without the interpreter's teardown, where a
+    # gloo thread still freeing the last all-reduce can abort the process (rank_exit.py).
+    exit_without_teardown()
 
 
 def free_port():

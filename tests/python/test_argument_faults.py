@@ -98,6 +98,12 @@ def test_lengths_of_one_step_are_lengths_and_a_bad_one_among_them_is_named():
         bload.BlockSampler(lengths, t_max=T_MAX)
 
 
+def test_a_sparse_lengths_tensor_is_named():
+    sparse = torch.tensor([3, 4, 5]).to_sparse()
+    with pytest.raises(RuntimeError, match="lengths: expected a dense tensor of sequence lengths"):
+        bload.BlockSampler(sparse, t_max=T_MAX)
+
+
 def test_a_mixture_names_the_source_of_a_bad_length():
     with pytest.raises(TypeError, match=r"sources\[1\]\.lengths\[2\] = True: expected an int"):
         bload.BlockSampler(sources=[(A, 1), ([3, 4, True], 1)], t_max=T_MAX)

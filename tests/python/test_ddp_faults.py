@@ -27,6 +27,7 @@ from ddp_support import (
     start,
     torchrun_env,
 )
+from rank_exit import exit_without_teardown
 
 SEQUENCES = 100  # the first 100 Action-Genome-shaped sequences: a batch or two per rank
 # The runs killed mid-epoch: with 2 blocks a batch on 3 ranks, about 30 batches per rank, the kill
@@ -86,6 +87,7 @@ def serve_rank_zero(rank, store, out):
     finally:
         torch.distributed.destroy_process_group()
     (out / str(rank)).write_text(outcome)
+    exit_without_teardown()  # as a gloo rank must (rank_exit.py)
 
 
 def test_two_processes_serving_one_rank_stop_naming_it(tmp_path):
