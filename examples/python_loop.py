@@ -10,6 +10,7 @@ With --store, the clips are written once to a sequence store at DIR (bload.store
 when DIR does not exist yet), and the loader packs from it (bload.SequenceStore, docs/data.md).
 """
 
+import gc
 import os
 import sys
 
@@ -91,6 +92,10 @@ def main():
             f"padding {100 * stats['padding'] / (stats['blocks'] * 94):.2f}%, plan {sampler.plan_hash()}"
         )
     if torch.distributed.is_initialized():
+        # DDP holds the process group: freed here, gloo's threads end while the interpreter lives
+        # (docs/ddp.md, step 7).
+        del model
+        gc.collect()
         torch.distributed.destroy_process_group()
 
 

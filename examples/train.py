@@ -13,6 +13,7 @@ first feature, so the model must carry its state along a sequence and start each
 """
 
 import argparse
+import gc
 import os
 
 import bload
@@ -149,6 +150,10 @@ def main():
             torch.save(state, args.checkpoint + ".partial")
             os.replace(args.checkpoint + ".partial", args.checkpoint)  # never half a checkpoint
     if dist.is_initialized():
+        # DDP holds the process group: freed here, gloo's threads end while the interpreter lives
+        # (docs/ddp.md, step 7).
+        del step
+        gc.collect()
         dist.destroy_process_group()
 
 
