@@ -107,8 +107,9 @@ class RayLoader:
             target_padding=target_padding,
             positions=positions,
         )
-        # Batches of the epoch the loop has had: the position a state_dict() saves.
-        self._delivered = None
+        # Batches of the epoch the loop has had: the position a state_dict() saves, while the
+        # sampler stands where the iteration left it (its epoch and position, `_iterated`).
+        self._delivered, self._iterated = None, None
         # The backpressure gate, one actor for every iteration (an actor is a process of its
         # own: one an epoch would cost its start each epoch), the Ray job it lives in, and the
         # iteration it serves.
@@ -120,13 +121,19 @@ class RayLoader:
         return len(self.sampler)
 
     def state_dict(self):
-        """The sampler's state after the batches the loop has had (not those loaded ahead)."""
-        return self.sampler.state_dict(position=self._delivered)
+        """The sampler's state after the batches the loop has had (not those loaded ahead). Once
+        the sampler is moved on (set_epoch, or its own load_state_dict), its own state: the loop
+        has had none of that epoch, or the state it was given."""
+        sampler = self.sampler
+        here = (sampler.epoch, sampler.position)
+        if here != self._iterated or sampler._resumed:
+            return sampler.state_dict()
+        return sampler.state_dict(position=self._delivered)
 
     def load_state_dict(self, state):
         """The next iteration goes on from `state` (see BlockSampler.load_state_dict)."""
         self.sampler.load_state_dict(state)
-        self._delivered = None
+        self._delivered, self._iterated = None, None
 
     def __iter__(self):
         iteration = self._batches()
@@ -144,6 +151,7 @@ class RayLoader:
         # The rank's batches of this iteration, planned now (tables only: no item is read).
         batches = list(self.sampler)
         self._delivered = batches[0].index if batches else self.sampler.position
+        self._iterated = (self.sampler.epoch, self.sampler.position)
         if not batches:
             return
         gate, iteration = self._start_gate()

@@ -177,6 +177,24 @@ def test_resume_mid_epoch_equals_uninterrupted(local_ray):
     assert_same(expected, list(loader))
 
 
+def test_a_state_after_the_sampler_moves_on_is_the_samplers(local_ray):
+    # A loop that had 2 batches, then a sampler moved to another epoch, or loaded to a later
+    # place of this one: the loader's state is the sampler's own (it raised, or said 2).
+    whole = sampler(1)
+    loader = bload.ray.RayLoader(sampler(1), clip_range, ranges=True, batches_in_flight=2)
+    for count, _ in enumerate(loader, 1):
+        if count == 2:
+            break
+    assert loader.state_dict()["position"] == 2
+    loader.sampler.set_epoch(1)
+    whole.set_epoch(1)
+    assert loader.state_dict() == whole.state_dict()
+    list(whole)  # served: its state is the epoch's end
+    ahead = whole.state_dict(position=3)
+    loader.sampler.load_state_dict(ahead)
+    assert loader.state_dict()["position"] == 3 and loader.state_dict()["epoch"] == ahead["epoch"]
+
+
 def test_workers_stay_within_batches_in_flight(local_ray, tmp_path):
     record = tmp_path / "started"
     record.touch()
