@@ -28,6 +28,7 @@ mod cost;
 mod error;
 mod lengths;
 mod options;
+mod output;
 mod pack;
 mod plan;
 mod prefetch;
@@ -47,6 +48,7 @@ pub use lengths::{
 pub use options::{
     Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_PIECES_HELP, MAX_T_MAX,
 };
+pub use output::write_whole;
 pub use plan::{
     narrow_lengths, stable_hash, Batch, Block, EpochPlan, EpochPosition, GlobalBatch,
     LengthInteger, Piece, Planner, PrivateMemory, Resumed, ResumedState, SamplerPlace, Source,

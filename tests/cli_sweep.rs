@@ -279,6 +279,25 @@ fn assert_tags_nest(svg: &str) {
 }
 
 #[test]
+fn a_plot_onto_a_directory_is_refused_and_writes_nothing() {
+    // Written whole or not at all, as every output: a directory (or a FIFO, a device) there is
+    // named before anything is written.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sweep-plot-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = bload(&format!(
+        "sweep --lengths AG --t-max 30..300 --plot {}",
+        dir.display()
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("--plot = ") && stderr.contains("(a directory): expected a regular file"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+#[test]
 fn plot_writes_an_svg_chart() {
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sweep.svg");
     let _ = std::fs::remove_file(&path);
@@ -350,8 +369,10 @@ fn plot_writes_an_svg_chart() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.starts_with(&format!(
-            "bload: error: --plot = {:?}: expected a file bload can write",
-            bad.display().to_string()
+            "bload: error: --plot = {} (no such directory: {}): expected a path in an existing \
+             directory",
+            bad.display(),
+            bad.parent().unwrap().display()
         )),
         "{err}"
     );

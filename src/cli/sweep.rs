@@ -13,7 +13,7 @@ use crate::cli::progress::Progress;
 use crate::cli::svg::{self, Chart, Line};
 use crate::cli::sweep_work;
 use crate::{copy_of, Failure};
-use bload::{read_lengths_as, Error, Options, Oversize, Planner, Policy};
+use bload::{read_lengths_as, write_whole, Error, Options, Oversize, Planner, Policy};
 use serde_json::{json, Value};
 use std::io::Write;
 
@@ -152,12 +152,9 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         let title = format!("Padding by block size: {name}");
         let subtitle = about.join("; ");
         let svg = chart(&rows, &title, &subtitle, (first, last), longest, split);
-        std::fs::write(path, svg).map_err(|err| {
-            Error::invalid(
-                "--plot",
-                format!("{:?}", path.display().to_string()),
-                format!("a file bload can write ({err})"),
-            )
+        // Whole or not at all, as every output file (a full disk keeps the old chart).
+        write_whole(path, "--plot", svg.len() as u64, |out| {
+            out.write_all(svg.as_bytes())
         })?;
     }
     if args.json {
