@@ -142,6 +142,37 @@ fn stats_plans_what_it_can_when_sequences_are_longer_than_t_max() {
 }
 
 #[test]
+fn stats_plans_the_split_rows_where_lanes_have_too_few_sequences() {
+    // Two sequences on 3 ranks: split, the packing policies have 11 pieces for 3 blocks a global
+    // batch; lanes run whole sequences, 2 for 3 lanes. Its row says so, and the others plan.
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("two_long.lengths");
+    std::fs::write(&file, "100\n3\n").unwrap();
+    let path = file.to_str().unwrap();
+    let line = [
+        "stats",
+        "--lengths",
+        path,
+        "--t-max",
+        "10",
+        "--world-size",
+        "3",
+        "--split",
+    ];
+    let out = bload_args(&line);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(table_row(&text, "best_fit")[1], "12", "{text}");
+    let lanes = text
+        .lines()
+        .find(|line| line.starts_with("lanes "))
+        .unwrap();
+    assert!(
+        lanes.contains("world_size = 3: expected at most 2"),
+        "{text}"
+    );
+}
+
+#[test]
 fn plan_gives_every_rank_the_same_number_of_batches_and_all_steps_once() {
     let mut steps_seen = 0u64;
     let mut batch_counts = Vec::new();

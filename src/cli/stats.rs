@@ -93,6 +93,15 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
                 lanes_refused = Some(why);
                 continue;
             }
+            // Lanes run whole sequences (no --split), so they may find fewer pieces than a
+            // global batch's blocks where the packing policies, splitting, do not: their row
+            // says why, and the others are still planned.
+            Err(err) if policy.carries_state() => {
+                let why = err.to_string();
+                rows.push(Row::from(policy, Err(why.clone())));
+                lanes_refused = Some(why);
+                continue;
+            }
             Err(err) => return Err(err.into()),
         };
         *(if policy.carries_state() {
