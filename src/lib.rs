@@ -46,7 +46,7 @@ pub use lengths::{
     write_npy, LengthsFormat, NpyDtype,
 };
 pub use options::{
-    Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_PIECES_HELP, MAX_T_MAX,
+    Cost, Options, Oversize, Policy, MAX_ATTENTION_LINEAR, MAX_PIECES_HELP, MAX_SEED, MAX_T_MAX,
 };
 pub use output::write_whole;
 pub use plan::{

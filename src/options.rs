@@ -143,6 +143,10 @@ pub struct Options {
 pub const MAX_PIECES_HELP: &str =
     "the most pieces a block holds, at least 1 (default no cap; not with lanes)";
 
+/// The largest seed of a plan that every interface takes: C++ and Python hold a seed in an
+/// int64, so a larger one would give a plan (on the command line) no trainer could reproduce.
+pub const MAX_SEED: u64 = i64::MAX as u64;
+
 /// Largest `t_max` accepted: the planner keeps per-length tables of `t_max` entries.
 pub const MAX_T_MAX: u32 = 1 << 24;
 

@@ -280,7 +280,12 @@ fn values_out_of_bounds_are_told_the_real_bounds() {
         ),
         (
             "stats --lengths AG --t-max 94 --seed -1",
-            "--seed = \"-1\": expected an integer from 0 to 18446744073709551615",
+            "--seed = \"-1\": expected an integer from 0 to 9223372036854775807",
+        ),
+        (
+            // As C++ and Python take them (an int64): a plan printed here can be trained.
+            "plan --lengths AG --t-max 94 --seed 9223372036854775808",
+            "--seed = \"9223372036854775808\": expected an integer from 0 to 9223372036854775807",
         ),
         (
             "stats --lengths AG --t-max 94 --mix-to 0",

@@ -5,7 +5,7 @@
 
 use crate::cli::mixture::{parse_source, SourceArg};
 use crate::Failure;
-use bload::{Error, LengthsFormat, Options, Oversize, MAX_T_MAX};
+use bload::{Error, LengthsFormat, Options, Oversize, MAX_EPOCH, MAX_SEED, MAX_T_MAX};
 use std::path::PathBuf;
 
 /// Parsed command line, shared by the commands.
@@ -43,7 +43,10 @@ pub enum Parsed {
 /// Bounds of the flags whose bounds do not depend on other flags.
 const T_MAX: (u64, u64) = (1, MAX_T_MAX as u64);
 const COUNT: (u64, u64) = (1, u32::MAX as u64);
-const ANY_U64: (u64, u64) = (0, u64::MAX);
+/// What every interface takes (C++ and Python hold them in an int64): a plan printed here can be
+/// trained.
+const SEED: (u64, u64) = (0, MAX_SEED);
+const EPOCH: (u64, u64) = (0, MAX_EPOCH as u64);
 /// Two points are a line; past a thousand, a chart has more points than it has pixels for them.
 const POINTS: (u64, u64) = (2, 1000);
 
@@ -90,8 +93,8 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
                 args.options.blocks_per_batch = number(flag, value()?, COUNT)?
             }
             // A sweep's block and padding counts are the same for every seed and epoch.
-            "--seed" if command != "sweep" => args.options.seed = number(flag, value()?, ANY_U64)?,
-            "--epoch" if command != "sweep" => args.epoch = number(flag, value()?, ANY_U64)?,
+            "--seed" if command != "sweep" => args.options.seed = number(flag, value()?, SEED)?,
+            "--epoch" if command != "sweep" => args.epoch = number(flag, value()?, EPOCH)?,
             "--split" => args.options.oversize = Oversize::Split,
             "--max-pieces" if command != "sweep" => {
                 args.options.max_pieces = Some(number(flag, value()?, COUNT)?)
@@ -249,16 +252,16 @@ mod tests {
                 "from 1 to 4294967295",
             ),
             (
-                "--seed 18446744073709551616",
+                "--seed 9223372036854775808",
                 "--seed",
-                "18446744073709551616",
-                "from 0 to 18446744073709551615",
+                "9223372036854775808",
+                "from 0 to 9223372036854775807",
             ),
             (
                 "--epoch 1.5",
                 "--epoch",
                 "1.5",
-                "from 0 to 18446744073709551615",
+                "from 0 to 9223372036854775806",
             ),
         ] {
             let err = error("plan", &format!("--lengths x --t-max 9 {line}"));
@@ -291,11 +294,14 @@ mod tests {
     #[test]
     fn extremes_in_bounds_are_accepted() {
         let line = "--lengths x --t-max 16777216 --world-size 4294967295 --blocks-per-batch 1 \
-                    --seed 18446744073709551615 --epoch 18446744073709551615";
+                    --seed 9223372036854775807 --epoch 9223372036854775806";
         let args = accepted("stats", line);
         assert_eq!(args.options.t_max, MAX_T_MAX);
         assert_eq!(args.options.world_size, u32::MAX);
-        assert_eq!((args.options.seed, args.epoch), (u64::MAX, u64::MAX));
+        assert_eq!(
+            (args.options.seed, args.epoch),
+            (MAX_SEED, MAX_EPOCH as u64)
+        );
     }
 
     #[test]

@@ -131,7 +131,7 @@ const OPTION_BOUNDS: [(&str, i64, i64, &str); 5] = [
     ("t_max", 1, MAX_T_MAX as i64, "steps"),
     ("blocks_per_batch", 1, u32::MAX as i64, "blocks"),
     ("world_size", 1, u32::MAX as i64, "ranks"),
-    ("seed", 0, i64::MAX, ""),
+    ("seed", 0, bload::MAX_SEED as i64, ""),
     ("epoch", 0, bload::MAX_EPOCH, ""),
 ];
 
