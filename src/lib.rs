@@ -52,7 +52,8 @@ pub use output::write_whole;
 pub use plan::{
     narrow_lengths, stable_hash, Batch, Block, EpochPlan, EpochPosition, GlobalBatch,
     LengthInteger, Piece, Planner, PrivateMemory, Resumed, ResumedState, SamplerPlace, Source,
-    SourceStats, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, SHARED_PLAN_VERSION, STATE_VERSION,
+    SourceStats, StateValue, MAX_EPOCH, MAX_SHARED_PLAN_TIMEOUT_S, OPTIONAL_STATE_FIELDS,
+    SHARED_PLAN_VERSION, STATE_VERSION,
 };
 pub use read_ahead::{
     store_read_ranges, ITEMS_PER_WORKER, MAX_POOL_WORKERS, MAX_READ_AHEAD, READ_AHEAD,

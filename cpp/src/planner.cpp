@@ -175,9 +175,21 @@ EpochPlan Planner::map_shared_plan(int64_t epoch, const std::string& dir, double
       EpochPlan::Impl{std::move(plan), impl_->options, num_sequences()}));
 }
 
+namespace {
+
+// A node's ranks are numbered from 0: a negative one would wait, as a reader, for a writer that
+// is not coming (Python refuses it as C++ does, naming it).
+void check_local_rank(int64_t local_rank) {
+  TORCH_CHECK(local_rank >= 0, "local_rank = ", local_rank,
+              ": expected the rank's number on its node, at least 0 (0 writes the shared plan)");
+}
+
+}  // namespace
+
 EpochPlan Planner::plan_for_node(int64_t epoch) const {
   const auto& options = impl_->options;
   if (options.shared_plan_dir().empty()) return plan(epoch);
+  check_local_rank(options.local_rank());
   if (options.local_rank() == 0) write_shared_plan(epoch, options.shared_plan_dir());
   return map_shared_plan(epoch, options.shared_plan_dir(), options.shared_plan_timeout());
 }
@@ -240,6 +252,7 @@ ResumedState Planner::resume_shared_state(const SamplerState& state, const std::
                                           const std::string& suffix,
                                           const std::string& shared_plan_dir, int64_t local_rank,
                                           double timeout_s) const {
+  if (!shared_plan_dir.empty()) check_local_rank(local_rank);
   std::vector<ffi::StateField> fields;
   // rust::String refuses text that is not UTF-8 with its own exception: named here instead.
   auto text = [&](const std::string& name, const std::string& value) {

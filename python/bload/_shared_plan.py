@@ -12,8 +12,9 @@ def integer_at_least_0(name, value):
     return int(value)
 
 
-# The longest wait a shared plan's reader takes: a year, far beyond any plan's writing, and far
-# within what the core's clock (nanoseconds in 64 bits) holds.
+# The longest wait a shared plan's reader takes: a year, far beyond any plan's writing. The core's
+# MAX_SHARED_PLAN_TIMEOUT_S, past which its operators refuse too (test_shared_plans.py holds the
+# two together).
 _MAX_TIMEOUT = 365 * 24 * 3600.0
 
 
@@ -49,7 +50,7 @@ def shared_plan(directory, local_rank, timeout):
     if not (0 <= timeout <= _MAX_TIMEOUT):
         raise ValueError(
             f"shared_plan_timeout = {timeout!r}: expected a finite number of seconds, from 0 to "
-            f"{_MAX_TIMEOUT:g}"
+            f"{_MAX_TIMEOUT:.0f}"
         )
     return directory, local_rank, float(timeout)
 

@@ -59,7 +59,7 @@ pub use ingest::{narrow_lengths, LengthInteger};
 pub use mixture::{Source, SourceStats};
 pub use resume::{EpochPosition, Resumed};
 pub use shard::GlobalBatch;
-pub use shared::{PrivateMemory, SHARED_PLAN_VERSION};
+pub use shared::{PrivateMemory, MAX_SHARED_PLAN_TIMEOUT_S, SHARED_PLAN_VERSION};
 pub use state::{
     ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,
 };

@@ -119,6 +119,18 @@ TEST(SharedPlan, AResumedEpochIsServedFromTheFile) {
   }
 }
 
+TEST(SharedPlan, ANegativeLocalRankOrAnEndlessTimeoutIsRefusedByName) {
+  const auto lengths = action_genome_lengths();
+  const auto dir = fresh_dir("bad-options");
+  const bload::Planner planner(lengths, options(0).shared_plan_dir(dir).local_rank(-1));
+  EXPECT_TRUE(contains(error_of([&] { planner.plan_for_node(0); }),
+                       "local_rank = -1: expected the rank's number on its node, at least 0"));
+  for (const double timeout : {1e19, 1e300}) {
+    EXPECT_TRUE(contains(error_of([&] { planner.map_shared_plan(0, dir, timeout); }),
+                         "expected a finite number of seconds, from 0 to 31536000"));
+  }
+}
+
 TEST(SharedPlan, ADamagedFileIsRefusedByName) {
   const auto lengths = action_genome_lengths();
   const auto dir = fresh_dir("damaged");

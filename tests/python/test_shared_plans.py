@@ -201,6 +201,17 @@ def test_a_timeout_of_no_finite_seconds_is_named(tmp_path, timeout):
         sampler(0, tmp_path, shared_plan_timeout=timeout)
 
 
+def test_the_operators_refuse_a_timeout_past_the_same_bound(tmp_path):
+    # The sampler's bound is the core's: the operator (C++'s path) refuses just past it, naming it.
+    from bload._shared_plan import _MAX_TIMEOUT
+
+    planner = torch.classes.bload.Planner(torch.tensor(LENGTHS), 128, world_size=WORLD)
+    bound = f"from 0 to {_MAX_TIMEOUT:.0f}"
+    for timeout in (_MAX_TIMEOUT * 1.0001, 1e19, float("inf")):
+        with pytest.raises(RuntimeError, match=f"shared_plan_timeout = .*{bound}"):
+            planner.map_shared_plan(0, str(tmp_path), timeout)
+
+
 def test_a_local_rank_of_the_environment_that_is_no_int_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "abc")
     with pytest.raises(ValueError, match="LOCAL_RANK = 'abc' \\(the environment's"):

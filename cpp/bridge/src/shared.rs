@@ -29,8 +29,15 @@ pub(crate) fn planner_from_shared_plan(
 }
 
 pub(crate) fn timeout_of(timeout_s: f64) -> bload::Result<Duration> {
-    Duration::try_from_secs_f64(timeout_s)
-        .map_err(|_| Error::invalid("shared_plan_timeout", timeout_s, "seconds, at least 0"))
+    let most = bload::MAX_SHARED_PLAN_TIMEOUT_S;
+    if !(0.0..=most).contains(&timeout_s) {
+        return Err(Error::invalid(
+            "shared_plan_timeout",
+            timeout_s,
+            format!("a finite number of seconds, from 0 to {most}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(timeout_s))
 }
 
 impl Planner {

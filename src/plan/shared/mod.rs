@@ -19,6 +19,10 @@ mod retire;
 pub(crate) use column::Column;
 pub use file::SHARED_PLAN_VERSION;
 
+/// The longest a rank waits for its node's shared plan, in seconds (a year): past it (or at
+/// infinity) a wait would be forever, or overflow a clock. Every interface refuses more.
+pub const MAX_SHARED_PLAN_TIMEOUT_S: f64 = 365.0 * 24.0 * 3600.0;
+
 use super::layout::{Span, SplitPiece};
 use super::{EpochPlan, EpochPosition, Planner};
 use crate::error::{Error, Result};
