@@ -57,6 +57,7 @@ def block_mask(batch, causal=True, block_size=128):
     tables the core writes from the table (no [t_max, t_max] mask is made, nothing is compiled),
     with DocumentMask over batch.document_ids for the partly allowed tiles. One head, broadcast
     over all. On the batch's device."""
+    check_causal(causal)
     tiles = ops.kv_blocks(batch.table, batch.blocks, batch.t_max, block_size, causal)
     if batch.device is not None:
         tiles = [host_to_device(tensor, batch.device) for tensor in tiles]
@@ -66,6 +67,14 @@ def block_mask(batch, causal=True, block_size=128):
         mask_mod=DocumentMask(batch.document_ids, causal),
         seq_lengths=(batch.t_max, batch.t_max),
     )
+
+
+def check_causal(causal):
+    """A TypeError unless `causal` is True or False: the core's operators take None or 0 as
+    False, so a mask asked for with causal=None would silently let every step see the steps
+    after it."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal = {causal!r}: expected True or False")
 
 
 def flatten(batch, packed):

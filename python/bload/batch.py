@@ -169,6 +169,7 @@ class PackedBatch:
     def attention_mask(self, causal=True):
         """bool [blocks, t_max, t_max], the same mask dense (SDPA: .unsqueeze(1)), on the batch's
         device."""
+        attention.check_causal(causal)
         mask = torch.ops.bload.attention_mask(self.table, self.blocks, self.t_max, causal)
         return mask if self.device is None else host_to_device(mask, self.device)
 

@@ -14,8 +14,13 @@ A document is a sequence of the plan (the table's `sequence` column): its pieces
 (split) and batches (lanes), and may reach each other; nothing else may. For state carried
 across batches, pass consecutive batches as a list and a forward that runs them in order from a
 fresh state, returning one output per batch.
+
+The probe runs the model in the mode it is in (model.train() for the leaks training has, such as
+batch norm's statistics over the batch), and leaves its buffers and modes as it found them.
 """
 
+import math
+import numbers
 from typing import NamedTuple
 
 import torch
@@ -41,12 +46,14 @@ class Leak(NamedTuple):
 
 class IsolationReport:
     """What check_isolation found: `leaks` (largest change first), the `documents` probed,
-    `largest` (the largest change of any other document seen, leak or not) and the
-    `tolerance`. `ok` is true when nothing leaked."""
+    `largest` (the largest change of any other document seen, leak or not; inf where a change
+    made an output not finite), the `tolerance`, and `training`, the mode the model was probed
+    in (model.training). `ok` is true when nothing leaked."""
 
-    def __init__(self, leaks, documents, largest, tolerance):
+    def __init__(self, leaks, documents, largest, tolerance, training=True):
         self.leaks = sorted(leaks, key=lambda leak: -leak.change)
         self.documents, self.largest, self.tolerance = documents, largest, tolerance
+        self.training = training
 
     @property
     def ok(self):
@@ -56,16 +63,23 @@ class IsolationReport:
         return self.ok
 
     def __str__(self):
+        mode = (
+            ""
+            if self.training
+            else " (model in eval mode: leaks only training has, such as batch norm's statistics "
+            "over the batch, were not probed)"
+        )
         if self.ok:
             return (
                 f"isolated: perturbing each of {self.documents} documents changed no other "
                 f"document's outputs or gradients by more than {self.tolerance:g} (largest "
-                f"change {self.largest:.3g})"
+                f"change {self.largest:.3g}){mode}"
             )
         sources = len({leak.source for leak in self.leaks})
         lines = [
             f"leaks: perturbing {sources} of {self.documents} documents changed others "
-            f"beyond {self.tolerance:g} ({len(self.leaks)} pairs; largest change {self.largest:.3g}):"
+            f"beyond {self.tolerance:g} ({len(self.leaks)} pairs; largest change "
+            f"{self.largest:.3g}){mode}:"
         ]
         for leak in self.leaks[:20]:
             where = "" if leak.batch is None else f" (batch {leak.batch}, row {leak.row})"
@@ -103,12 +117,34 @@ def check_isolation(
     Each document (sequence id) in `documents` (default: every one in the batches) in turn has
     its data steps perturbed by perturb(steps, generator) -> new steps (default: noise for
     floating data, other ids below the data's largest for integer data); any other document
-    whose outputs change by more than `tolerance` times the largest baseline output leaks. With
-    `gradients`, so does one whose part of the loss (a fixed random weighting of its outputs)
-    has parameter gradients that change by more than `tolerance` times the largest. The random
-    generators are reseeded from `seed` before every forward, so dropout is the same each time.
+    whose outputs change by more than `tolerance` (a finite number >= 0) times the largest
+    baseline output leaks. With `gradients`, so does one whose part of the loss (a fixed random
+    weighting of its outputs) has parameter gradients that change by more than `tolerance` times
+    the largest. The random generators are reseeded from `seed` before every forward, so dropout
+    is the same each time.
+
+    Only the documents' steps are read: padding outputs (masked with -inf, NaN or anything
+    else) are never compared and never set the scale. A document step whose baseline output is
+    not finite is a ValueError naming it (no change can be measured there), and so are baseline
+    gradients that are not finite; an output or gradient that a perturbation makes not finite
+    is a leak of change inf.
+
+    The model runs in the mode it is in: call model.train() first to probe what training runs
+    (the report says when it probed a model in eval mode). Every forward starts from the model's
+    buffers as they were (batch norm's running statistics, say), and the buffers and each
+    module's mode are put back at the end; the parameters and their .grad are not written.
     Cost: one forward per document, and with gradients about two backward passes per document.
     """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real):
+        raise TypeError(
+            f"tolerance = {tolerance!r}: expected a number >= 0 (the largest change allowed, "
+            "relative to the largest baseline value)"
+        )
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(
+            f"tolerance = {tolerance!r}: expected a finite number >= 0 (the largest change "
+            "allowed, relative to the largest baseline value)"
+        )
     single = not isinstance(batches, (list, tuple))
     batches = [batches] if single else list(batches)
     if not batches:
@@ -126,9 +162,20 @@ def check_isolation(
                 f"documents: sequence {document} is in none of the batches: expected one of "
                 f"their table's sequences ({sorted(steps)[:10]}...)"
             )
+    state = _ModelState(model)
+    try:
+        return _probe(
+            model, batches, run, steps, probed, state, tolerance, gradients, perturb, seed
+        )
+    finally:
+        state.restore()
+
+
+def _probe(model, batches, run, steps, probed, state, tolerance, gradients, perturb, seed):
     parameters = [p for p in model.parameters() if p.requires_grad] if gradients else []
 
     def outputs_of(trial_batches):
+        state.fresh()
         with torch.random.fork_rng(devices=_cuda_devices(trial_batches)):
             torch.manual_seed(seed)
             with torch.set_grad_enabled(bool(parameters)):  # no graph when none is read
@@ -140,7 +187,7 @@ def check_isolation(
         return [_per_step(_tensor_of(out), batch) for out, batch in zip(produced, batches)]
 
     baseline = outputs_of(batches)
-    scale = max(float(out.detach().abs().max()) for out in baseline) or 1.0
+    scale = _document_scale(baseline, steps) or 1.0
     weights = [
         torch.randn(out.shape, generator=_generator(seed), dtype=out.dtype).to(out.device)
         for out in baseline
@@ -154,6 +201,12 @@ def check_isolation(
 
     if parameters:
         grad_scale = _max_abs(_grads(_loss(baseline, weights, steps, list(steps)), parameters))
+        if not math.isfinite(grad_scale):
+            raise ValueError(
+                "gradients: the parameters' gradients of the documents' baseline loss are not "
+                "finite, so no change of them can be measured; expected finite gradients, or "
+                "gradients=False to probe the outputs only"
+            )
         grad_scale = grad_scale or 1.0
 
     leaks, largest = [], 0.0
@@ -185,7 +238,7 @@ def check_isolation(
             largest = max(largest, change / grad_scale)
             if change > tolerance * grad_scale:
                 leaks.append(Leak(document, other, "gradients", change / grad_scale))
-    return IsolationReport(leaks, len(probed), largest, tolerance)
+    return IsolationReport(leaks, len(probed), largest, tolerance, model.training)
 
 
 def assert_isolated(model, batches, forward=None, **options):
@@ -195,6 +248,40 @@ def assert_isolated(model, batches, forward=None, **options):
     if not report.ok:
         raise AssertionError(str(report))
     return report
+
+
+class _ModelState:
+    """The model's buffers (each module's, by reference and by value) and each module's mode.
+    fresh() gives every forward its own copy of the buffers as they were, so that a forward
+    that updates one (batch norm's running statistics) changes neither the next forward nor
+    the graph an earlier one kept for its gradients; restore() puts the model's own buffers
+    back, with their values as they were, and each module's mode."""
+
+    def __init__(self, model):
+        self.buffers = [
+            (module, name, tensor)
+            for module in model.modules()
+            for name, tensor in module._buffers.items()
+        ]
+        self.saved = {}  # id -> (tensor, its values), once per tensor (tied buffers stay tied)
+        for _, _, tensor in self.buffers:
+            if tensor is not None and id(tensor) not in self.saved:
+                self.saved[id(tensor)] = (tensor, tensor.detach().clone())
+        self.modes = [(module, module.training) for module in model.modules()]
+
+    def fresh(self):
+        copies = {key: saved.clone() for key, (_, saved) in self.saved.items()}
+        for module, name, tensor in self.buffers:
+            module._buffers[name] = None if tensor is None else copies[id(tensor)]
+
+    def restore(self):
+        with torch.no_grad():
+            for module, name, tensor in self.buffers:
+                module._buffers[name] = tensor
+            for tensor, saved in self.saved.values():
+                tensor.copy_(saved)
+        for module, training in self.modes:
+            module.training = training
 
 
 def _document_steps(batches):
@@ -271,8 +358,45 @@ def _per_step(output, batch):
     return full.view(blocks, t_max, *flat.shape[1:])
 
 
+def _document_scale(outputs, steps):
+    """The largest absolute baseline output over the documents' steps (padding is never read);
+    a ValueError naming the first document step whose output is not finite."""
+    scale = 0.0
+    for index, output in enumerate(outputs):
+        mask = torch.zeros(output.shape[:2], dtype=torch.bool)
+        for places in steps.values():
+            for row, start, length in places.get(index, []):
+                mask[row, start : start + length] = True
+        values = output.detach()[mask.to(output.device)]
+        if not values.numel():
+            continue
+        if values.is_floating_point() or values.is_complex():
+            if not bool(torch.isfinite(values).all()):
+                raise ValueError(_not_finite(output, steps, index))
+        scale = max(scale, float(values.abs().max()))
+    return scale
+
+
+def _not_finite(output, steps, index):
+    for sequence, places in sorted(steps.items()):
+        for row, start, length in places.get(index, []):
+            finite = torch.isfinite(output.detach()[row, start : start + length])
+            bad = (~finite).reshape(length, -1).any(1).nonzero().flatten()
+            if bad.numel():
+                step = start + int(bad[0])
+                value = output.detach()[row, step].flatten()[~finite[step - start].flatten()][0]
+                return (
+                    f"forward's baseline output is {float(value)} at sequence {sequence}'s step "
+                    f"(batch {index}, row {row}, step {step}): expected finite outputs at every "
+                    "document step, so that a change can be measured (padding steps may hold "
+                    "anything)"
+                )
+    return "forward's baseline output is not finite at a document step"
+
+
 def _change(before, after, places):
-    """The largest absolute change over a document's steps, and (batch, row) where it is."""
+    """The largest absolute change over a document's steps (inf where it is not a number), and
+    (batch, row) where it is."""
     largest, where = 0.0, (None, None)
     for index, spans in places.items():
         for row, start, length in spans:
@@ -280,7 +404,7 @@ def _change(before, after, places):
                 after[index][row, start : start + length].detach()
                 - before[index][row, start : start + length].detach()
             )
-            value = float(delta.abs().max()) if delta.numel() else 0.0
+            value = _nan_is_inf(float(delta.abs().max())) if delta.numel() else 0.0
             if value > largest:
                 largest, where = value, (index, row)
     return largest, where
@@ -307,7 +431,12 @@ def _grads(loss, parameters):
 
 
 def _max_abs(tensors):
-    return max((float(t.abs().max()) for t in tensors if t.numel()), default=0.0)
+    return max((_nan_is_inf(float(t.abs().max())) for t in tensors if t.numel()), default=0.0)
+
+
+def _nan_is_inf(value):
+    """NaN compares false with everything: as a change, it is the largest."""
+    return math.inf if math.isnan(value) else value
 
 
 def _generator(seed):

@@ -12,6 +12,8 @@ so it is masked too: no output is ever scored against it, and counting the label
 ignored (as the HF Trainer does for num_items_in_batch) counts exactly the targets scored.
 """
 
+import numbers
+
 import torch
 
 from bload.ops import COLUMN
@@ -42,6 +44,11 @@ def causal_labels(batch, labels=None, ignore_index=IGNORE_INDEX):
 
     For a model that does not shift (its target at step t is scored at step t, as a recurrent
     model's is), use batch.target and batch.valid instead."""
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+        raise TypeError(
+            f"ignore_index = {ignore_index!r}: expected an int, the label the loss ignores "
+            f"(default {IGNORE_INDEX})"
+        )
     labels = batch.target if labels is None else labels
     if isinstance(labels, dict):
         raise TypeError(

@@ -229,3 +229,10 @@ def test_attention_mask_and_kv_blocks_pass_opcheck_and_name_bad_arguments():
         bad[0, COLUMN["length"]] = 0
         bload.ops.attention_mask(bad, batch.blocks, T_MAX)
     assert bload.ops.max_seqlen(torch.empty(0, 6, dtype=torch.long), 2, T_MAX) == 0
+    # The operators take None and 0 as False: a mask asked for with causal=None would let every
+    # step see the steps after it.
+    for causal in (None, 0, 1, "yes"):
+        with pytest.raises(TypeError, match=f"causal = {causal!r}: expected True or False"):
+            batch.attention_mask(causal=causal)
+        with pytest.raises(TypeError, match=f"causal = {causal!r}: expected True or False"):
+            batch.block_mask(causal=causal)

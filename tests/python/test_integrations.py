@@ -198,6 +198,9 @@ def test_model_inputs_name_the_batch_fields_and_refuse_others():
         ValueError, match=r"fields\['mask'\] = 'mask': expected one of the batch's fields \(data, "
     ):
         ModelInputs({"mask": "mask"})
+    for fields in (["input_ids"], "data", [("input_ids", "data")]):
+        with pytest.raises(TypeError, match=r"fields: expected a dict \{argument: "):
+            ModelInputs(fields)
 
 
 def test_importing_bload_imports_no_framework():

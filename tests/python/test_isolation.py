@@ -270,3 +270,132 @@ def test_the_probe_refuses_what_it_cannot_read():
         bload.check_isolation(model, batch, lambda m, b: "outputs")
     with pytest.raises(ValueError, match="batches: an empty list"):
         bload.check_isolation(model, [], lambda m, b: b)
+
+
+def row_sum_leak(model, batch):
+    """A leak: each step sees the sum of every earlier step of its row, other pieces included."""
+    return model(batch.data).cumsum(1)
+
+
+@pytest.mark.parametrize("padding", [float("nan"), float("-inf"), -1e9, -1.79e308])
+def test_padding_outputs_neither_hide_a_leak_nor_set_the_scale(padding):
+    found = [b for b in batches(Features(), count=10) if not bool(b.valid.all())]
+    batch = with_two_pieces_in_a_row(found)  # and padding
+    torch.manual_seed(4)
+    model = torch.nn.Linear(FEATURES, 2, dtype=torch.float64)
+
+    def padded(model, batch):  # padding logits masked, as a loss over the valid steps reads them
+        return row_sum_leak(model, batch).masked_fill(~batch.valid.unsqueeze(-1), padding)
+
+    expected = bload.check_isolation(model, batch, row_sum_leak, gradients=False)
+    report = bload.check_isolation(model, batch, padded, gradients=False)
+    assert not report.ok and report.largest == expected.largest > 1e-3
+    # An isolated model with masked padding: still isolated, its largest change exactly 0.
+    masked = bload.check_isolation(
+        model,
+        batch,
+        lambda m, b: m(b.data).masked_fill(~b.valid.unsqueeze(-1), padding),
+    )
+    assert masked.ok and masked.largest == 0.0, masked
+
+
+def test_a_document_output_that_is_not_finite_is_named_or_is_a_leak():
+    batch = with_two_pieces_in_a_row(batches(Features(), count=10))
+    sequence, row, start = (
+        int(batch.table[0, COLUMN[name]]) for name in ("sequence", "block", "block_offset")
+    )
+    model = torch.nn.Linear(FEATURES, 2, dtype=torch.float64)
+
+    def broken(model, batch):
+        out = model(batch.data).clone()
+        out[row, start, 1] = float("nan")
+        return out
+
+    with pytest.raises(
+        ValueError,
+        match=rf"baseline output is nan at sequence {sequence}'s step \(batch 0, row {row}, "
+        rf"step {start}\): expected finite outputs",
+    ):
+        bload.check_isolation(model, batch, broken, gradients=False)
+
+    def overflows(model, batch):  # a large input anywhere in the row: every step is inf
+        out = model(batch.data)
+        return torch.where(batch.data.abs().amax((1, 2), keepdim=True) > 10, float("inf"), out)
+
+    report = bload.check_isolation(
+        model, batch, overflows, gradients=False, perturb=lambda steps, _: steps * 100
+    )
+    assert not report.ok and report.largest == float("inf")
+    assert "outputs changed by inf" in str(report)
+
+    with pytest.raises(ValueError, match="gradients: the parameters' gradients of the documents'"):
+        bload.check_isolation(model, batch, lambda m, b: (m(b.data) * 0).sqrt())
+
+
+class TimeBatchNorm(torch.nn.Module):
+    """Batch norm over blocks and steps: its statistics mix the documents in training only."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.input = torch.nn.Linear(FEATURES, HIDDEN, dtype=torch.float64)
+        self.norm = torch.nn.BatchNorm1d(HIDDEN, dtype=torch.float64)
+
+    def forward(self, batch):
+        return self.norm(self.input(batch.data).transpose(1, 2)).transpose(1, 2)
+
+
+def test_the_probe_leaves_the_models_buffers_and_mode_and_names_an_eval_mode_probe():
+    batch = batches(Features())[0]
+    model = TimeBatchNorm().train()
+    model.input.eval()  # one module in another mode: each module's own mode is kept
+    buffers = {name: tensor.clone() for name, tensor in model.named_buffers()}
+    objects = {name: tensor for name, tensor in model.named_buffers()}
+    parameters = {name: tensor.clone() for name, tensor in model.named_parameters()}
+    report = bload.check_isolation(model, batch)
+    assert not report.ok and report.training  # train mode: the statistics leak
+    assert "eval mode" not in str(report)
+    for name, tensor in model.named_buffers():
+        assert tensor is objects[name] and torch.equal(tensor, buffers[name]), name
+    for name, tensor in model.named_parameters():
+        assert torch.equal(tensor, parameters[name]) and tensor.grad is None, name
+    assert model.training and model.norm.training and not model.input.training
+
+    model.eval()  # eval mode: the running statistics, nothing shared; the report says so
+    report = bload.check_isolation(model, batch)
+    assert report.ok and not report.training and not model.training
+    assert "model in eval mode: leaks only training has" in str(report)
+    for name, tensor in model.named_buffers():
+        assert torch.equal(tensor, buffers[name]), name
+
+
+def test_every_forward_starts_from_the_buffers_as_they_were():
+    class Counting(torch.nn.Module):  # its output moves with a buffer each forward updates
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros((), dtype=torch.float64))
+            self.weight = torch.nn.Parameter(torch.ones(FEATURES, dtype=torch.float64))
+
+        def forward(self, batch):
+            self.calls += 1
+            return batch.data * self.weight * self.calls
+
+    model = Counting()
+    report = bload.check_isolation(model, batches(Features())[0])
+    assert report.ok and report.largest == 0.0, report
+    assert float(model.calls) == 0.0
+
+
+@pytest.mark.parametrize(
+    "tolerance, error, message",
+    [
+        (-1, ValueError, "tolerance = -1: expected a finite number >= 0"),
+        (float("nan"), ValueError, "tolerance = nan: expected a finite number >= 0"),
+        (float("inf"), ValueError, "tolerance = inf: expected a finite number >= 0"),
+        ("1e-6", TypeError, "tolerance = '1e-6': expected a number >= 0"),
+        (None, TypeError, "tolerance = None: expected a number >= 0"),
+    ],
+)
+def test_a_bad_tolerance_is_named(tolerance, error, message):
+    with pytest.raises(error, match=message):
+        bload.check_isolation(gru(), batches(Features())[0], tolerance=tolerance)

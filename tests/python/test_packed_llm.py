@@ -127,6 +127,9 @@ def test_causal_labels_ignore_each_pieces_first_step_and_the_padding():
         bload.causal_labels(batch, batch.target.float())
     with pytest.raises(ValueError, match=r"labels of shape \[3\]: expected \[blocks, t_max"):
         bload.causal_labels(batch, torch.zeros(3, dtype=torch.long))
+    for ignore_index in ("x", -100.0, None, True):
+        with pytest.raises(TypeError, match=f"ignore_index = {ignore_index!r}: expected an int"):
+            bload.causal_labels(batch, ignore_index=ignore_index)
 
 
 def test_a_plain_loop_trains_as_each_sequence_alone_and_raw_targets_do_not(reference):

@@ -16,6 +16,7 @@ loader's workers, pinning and prefetching are TrainingArguments' dataloader_* op
 """
 
 import warnings
+from collections.abc import Mapping
 
 import torch
 import transformers
@@ -42,9 +43,12 @@ class ModelInputs:
     input_ids from data; labels from target by bload.causal_labels (-100, the ignored label, at
     each piece's first step and on padding, so that the model's shifted loss never scores one
     document's step against the next one's first token); position_ids from 0 at every piece
-    (bload.attention.piece_position_ids: how Hugging Face models find the pieces when no
-    attention_mask is passed); and use_cache=False (a model that makes a cache does not look
-    for the pieces: its eager and SDPA attention run across them).
+    (bload.attention.piece_position_ids: how Hugging Face models whose mask creation reads
+    position_ids find the pieces when no attention_mask is passed); and use_cache=False (a model
+    that makes a cache does not look for the pieces: its eager and SDPA attention run across
+    them). Not every architecture reads position_ids for the pieces (OPT, Bloom, Mamba and
+    Mamba2 run across them in transformers 5.24): run bload.check_isolation on the model with
+    these inputs before training it (docs/isolation.md gives the call).
 
     labels taken from the "target" (or "data") field as they are carry cross-document labels
     into a shifted loss: that mapping warns, naming causal_labels; a model that does not shift
@@ -58,6 +62,11 @@ class ModelInputs:
     }
 
     def __init__(self, fields=None):
+        if fields is not None and not isinstance(fields, Mapping):
+            raise TypeError(
+                f"fields: expected a dict {{argument: batch field or function of the batch}}, "
+                f"got {type(fields).__name__} {fields!r:.80}"
+            )
         fields = dict(self.DEFAULT if fields is None else fields)
         for argument, field in fields.items():
             if not isinstance(argument, str):
