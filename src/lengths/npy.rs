@@ -178,6 +178,16 @@ fn parse_header(path: &Path, header: &str) -> Result<(IntDtype, usize)> {
             "a header that is not a dict of descr, fortran_order and shape",
         )
     })?;
+    // A key given twice reads as its last in NumPy (a Python dict literal) and could be read
+    // otherwise here: refused, so that bload and NumPy never read one file two ways.
+    if let Some((key, _)) = entries
+        .iter()
+        .enumerate()
+        .find(|&(i, (key, _))| entries[..i].iter().any(|(earlier, _)| earlier == key))
+        .map(|(_, entry)| entry)
+    {
+        return Err(bad(path, &format!("a header naming {key:?} twice")));
+    }
     let entry = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| v);
     let (Some(Value::Str(descr)), Some(Value::Bool(fortran)), Some(Value::Tuple(shape))) =
         (entry("descr"), entry("fortran_order"), entry("shape"))
@@ -345,6 +355,10 @@ mod tests {
             (
                 "{'descr': '<i4' 'shape'",
                 "a header that is not a dict of descr, fortran_order and shape",
+            ),
+            (
+                "{'descr': '|u1', 'fortran_order': False, 'shape': (4,), 'descr': '<u4', }",
+                "a header naming \"descr\" twice",
             ),
         ] {
             let err = parse_header(path, header).unwrap_err();
