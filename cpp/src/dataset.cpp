@@ -35,7 +35,14 @@ at::Tensor packed_output(const BatchRequest& request, const at::Tensor& like, bo
 at::Tensor pack_or_pad(const BatchRequest& request, const std::vector<at::Tensor>& sequences,
                        double padding, const char* option, bool pin_memory, PackBuffers* buffers) {
   TORCH_CHECK(!sequences.empty(), "pack_batch: expected at least one example");
-  ops::check_padding(padding, sequences[0].scalar_type(), option);
+  // The first gives the batch its shape and dtype before the packer checks them all (naming
+  // sequences[i], table row i's): an undefined or 0-d one is named here, as the dataset's.
+  const auto& first = sequences[0];
+  TORCH_CHECK(first.defined() && first.dim() >= 1, "bload::BlockDataset: the ",
+              std::string(option).substr(0, std::string(option).find('_')),
+              " of the batch's first item: expected a tensor [steps, ...], got ",
+              first.defined() ? "a 0-d tensor" : "an undefined tensor");
+  ops::check_padding(padding, first.scalar_type(), option);
   auto out = packed_output(request, sequences[0], pin_memory, buffers);
   if (request.table.size(0) == 0) {
     out.fill_(padding);

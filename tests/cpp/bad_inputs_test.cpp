@@ -103,6 +103,34 @@ class ThrowsAnInt : public torch::data::datasets::Dataset<ThrowsAnInt> {
   SyntheticSequences inner_{{3, 2}};
 };
 
+// A dataset whose items' data are 0-d, or whose targets are undefined.
+class ShapelessItems : public torch::data::datasets::Dataset<ShapelessItems> {
+ public:
+  explicit ShapelessItems(bool scalar_data) : scalar_data_(scalar_data) {}
+  torch::data::Example<> get(size_t index) override {
+    auto example = inner_.get(index);
+    if (scalar_data_) return {torch::tensor(1.0), example.target};
+    return {example.data, at::Tensor()};
+  }
+  std::optional<size_t> size() const override { return inner_.size(); }
+
+ private:
+  bool scalar_data_;
+  SyntheticSequences inner_{{3, 2}};
+};
+
+TEST(BlockDataset, NamesAnItemWithoutSteps) {
+  bload::BatchRequest request{one_piece(), 1, 4};
+  auto scalars = bload::BlockDataset(ShapelessItems(true), bload::Options(4));
+  EXPECT_TRUE(contains(error_of([&] { scalars.get_batch(request); }),
+                       "bload::BlockDataset: the data of the batch's first item: expected a "
+                       "tensor [steps, ...], got a 0-d tensor"));
+  auto undefined = bload::BlockDataset(ShapelessItems(false), bload::Options(4));
+  EXPECT_TRUE(contains(error_of([&] { undefined.get_batch(request); }),
+                       "the target of the batch's first item: expected a tensor [steps, ...], got "
+                       "an undefined tensor"));
+}
+
 TEST(BlockDataset, NamesWhatIsNotAStdException) {
   bload::BatchRequest request{torch::tensor({0, 0, 3, 0, 0, 3, 0, 3, 2, 1, 0, 2}).view({2, 6}), 1,
                               5};
