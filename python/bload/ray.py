@@ -117,7 +117,8 @@ class RayLoader:
         self._current = None  # the iteration under way, for close()
 
     def __len__(self):
-        """The batches the next iteration serves: the sampler's len()."""
+        """The epoch's batches: the sampler's len() (a resumed iteration serves those after the
+        state's position)."""
         return len(self.sampler)
 
     def state_dict(self):

@@ -206,6 +206,12 @@ class BlockSampler(torch.utils.data.Sampler):
     def _served(self):
         return self.position == self.plan.batches_per_rank()
 
+    def _epoch_pending(self):
+        """Whether the next iteration serves the epoch as it is set (from its start, part-way
+        into it after a break, or a loaded state's rest) rather than one already served whole:
+        what an adapter whose framework counts epochs of its own (accelerate) defers to."""
+        return self._resumed or not self._served()
+
     def set_epoch(self, epoch):
         """Serves `epoch` next: from its start, or, for the epoch a state was loaded part-way into
         (load_state_dict), from where the state stands. Call it before each epoch, as with
@@ -217,10 +223,13 @@ class BlockSampler(torch.utils.data.Sampler):
             self._start(epoch)
 
     def __len__(self):
-        """This rank's batches in the next iteration: the rest of the epoch after a state loaded
-        part-way into it, else all of it. Equal on every rank."""
-        if self._resumed:
-            return self.plan.batches_per_rank() - self.position
+        """This rank's batches of the epoch, all of them, equal on every rank: as
+        DistributedSampler's and torchdata's samplers, not the rest of an epoch a state was
+        loaded part-way into. A DataLoader's len() is this, and the frameworks that resume
+        mid-epoch count the batches already trained themselves (Lightning takes len() once, as
+        the loader's first iteration starts, for every epoch: a resumed epoch's rest would cut
+        every later epoch short). A resumed iteration serves the rest: on the world size the
+        state was saved on, len(sampler) - state["position"] batches."""
         return self.plan.batches_per_rank()
 
     def __iter__(self):
@@ -309,8 +318,10 @@ class BlockSampler(torch.utils.data.Sampler):
         and options and any world size: the next iteration serves the batches after its position;
         on another world size, the blocks not yet served, dealt to these ranks. A state saved
         after the last batch of its epoch leaves nothing of it to serve: the next iteration is
-        empty (set_epoch starts an epoch, that one again too). The next iteration after a load goes
-        on from the state; later ones serve their epoch whole. A lanes sampler
+        empty (set_epoch starts an epoch, that one again too), unless set_epoch has already chosen
+        a later epoch, not yet begun, which the state leaves as it is (a StatefulDataLoader loads
+        its state as its next iteration starts, after the loop's set_epoch). The next iteration
+        after a load goes on from the state; later ones serve their epoch whole. A lanes sampler
         goes on with the same lanes, so it needs the lane count saved (world_size *
         blocks_per_batch), in any factors; other policies need the saved blocks_per_batch.
 
@@ -330,6 +341,21 @@ class BlockSampler(torch.utils.data.Sampler):
         )
         if plan is None:  # saved (by C++) before its first epoch: that epoch from its start
             self._start(next_epoch)
+            return
+        self._resume(plan, served)
+
+    def _resume(self, plan, served):
+        # A state with nothing left of its epoch, loaded once set_epoch has chosen a later epoch
+        # that has not begun, leaves that epoch: StatefulDataLoader loads the state it was given
+        # as its next iteration starts, after the loop's set_epoch(epoch + 1), and the state's
+        # epoch, served, would take the place of the one set (an empty iteration, and an epoch
+        # lost). Any other state is gone on from.
+        if (
+            served == plan.batches_per_rank()
+            and plan.epoch() < self.epoch
+            and self.position == 0
+            and not self._resumed
+        ):
             return
         self.epoch, self.plan, self.position, self._resumed = plan.epoch(), plan, served, True
 
@@ -371,7 +397,7 @@ class BlockSampler(torch.utils.data.Sampler):
             "it again with this bload to have them checked",
             stacklevel=3,
         )
-        self.epoch, self.plan, self.position, self._resumed = value["epoch"], plan, served, True
+        self._resume(plan, served)
 
     # Pickled as plain values: the planner's lengths (their bytes) and options (the core's JSON),
     # and the sampler's state (identity and checksum included). Never as torch's ScriptObject:

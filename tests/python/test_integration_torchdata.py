@@ -59,6 +59,24 @@ def test_a_state_saved_at_the_last_batch_leaves_nothing_of_the_epoch_and_the_nex
     )
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_saved_after_the_epochs_loop_resumes_with_the_next_epoch_set(workers):
+    # The loader loads its state as its next iteration starts, after the loop's set_epoch: the
+    # state's epoch, served, does not take the place of the one set.
+    lengths = lengths_of(120, seed=2)
+    sampler, loader = loader_of(lengths, workers)
+    sampler.set_epoch(0)
+    assert len([batch for batch in loader]) == len(plan_tables(lengths, 2, 1, epoch=0))
+    state = loader.state_dict()  # the epoch's iteration has ended
+    sampler, loader = loader_of(lengths, workers)
+    loader.load_state_dict(state)
+    for epoch in (1, 2):
+        sampler.set_epoch(epoch)
+        tables = [batch.table for batch in loader]
+        expected = plan_tables(lengths, 2, 1, epoch=epoch)
+        assert len(tables) == len(expected) and all(map(torch.equal, tables, expected)), epoch
+
+
 @pytest.mark.parametrize(
     "options, error, expected",
     [

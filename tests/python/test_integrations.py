@@ -4,6 +4,7 @@ and what each integration refuses. (torchdata: test_integration_torchdata.py.)""
 
 import json
 import os
+import pickle
 import subprocess
 
 import bload
@@ -102,6 +103,71 @@ def test_accelerate_refuses_a_sampler_planned_for_other_processes_and_a_loader_w
     ]
 
 
+def test_accelerate_serves_the_epoch_set_after_a_resume_a_break_or_a_skip():
+    """accelerate's loader sets its sampler's epoch to its own count of finished iterations as
+    each starts: 0 in a new process, not moved by a break. The epoch set is served instead."""
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+    from bload.integrations.accelerate import prepare_loader
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    lengths = lengths_of(24, seed=3)
+    plans = [[table.tolist() for table in plan_tables(lengths, 1, 0, epoch)] for epoch in range(3)]
+
+    def fresh(stateful=False):  # as a new process makes it: accelerate's count at 0
+        config = DataLoaderConfiguration(use_stateful_dataloader=stateful)
+        accelerator = Accelerator(cpu=True, dataloader_config=config)
+        sampler = bload.BlockSampler(lengths, T_MAX, BLOCKS, seed=SEED)
+        kind = StatefulDataLoader if stateful else torch.utils.data.DataLoader
+        dataset = bload.BlockDataset(Numbered(lengths), T_MAX)
+        loader = kind(dataset, batch_sampler=sampler, collate_fn=bload.collate)
+        return accelerator, sampler, prepare_loader(accelerator, loader)
+
+    def served(loader):
+        return [batch.table.tolist() for batch in loader]
+
+    # Resumed at epoch 1 (the checkpoint made after epoch 0), plain: the sampler's epochs.
+    _, sampler, loader = fresh()
+    for epoch in (1, 2):
+        sampler.set_epoch(epoch)
+        assert served(loader) == plans[epoch], epoch
+    # A break in each epoch: the next epoch is still the one set.
+    _, sampler, loader = fresh()
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        assert next(iter(loader)).table.tolist() == plans[epoch][0], epoch
+    # skip_first_batches for the resumed epoch's first batches, then the loader itself.
+    accelerator, sampler, loader = fresh()
+    sampler.set_epoch(1)
+    assert served(accelerator.skip_first_batches(loader, 2)) == plans[1][2:]
+    sampler.set_epoch(2)
+    assert served(loader) == plans[2]
+    # accelerate's own ways stay: its count moves the epoch on after a whole iteration, and
+    # loader.set_epoch (the HF Trainer's) sets it.
+    _, sampler, loader = fresh()
+    assert [served(loader) for _ in range(3)] == plans
+    loader.set_epoch(1)
+    assert served(loader) == plans[1]
+    # Stateful: the loader's state (what accelerator.save_state keeps) after epoch 0 ended, and
+    # one within epoch 1, each loaded into a fresh loader.
+    _, sampler, loader = fresh(stateful=True)
+    states = []
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        for index, _ in enumerate(loader):
+            if epoch == 1 and index == 1:
+                states.append(pickle.loads(pickle.dumps(loader.state_dict())))
+        if epoch == 0:
+            states.append(pickle.loads(pickle.dumps(loader.state_dict())))
+    for state, first_epoch, first in zip(states, (1, 1), (plans[1], plans[1][2:])):
+        _, sampler, loader = fresh(stateful=True)
+        loader.load_state_dict(state)
+        sampler.set_epoch(first_epoch)
+        assert served(loader) == first
+        sampler.set_epoch(2)
+        assert served(loader) == plans[2]
+
+
 def test_lightning_refuses_use_distributed_sampler_by_name():
     import lightning.pytorch as pl
     from bload.integrations.lightning import BlockDataModule
@@ -125,7 +191,8 @@ def test_lightning_refuses_use_distributed_sampler_by_name():
         BlockDataModule(Numbered(lengths), lengths, T_MAX, batch_size=4)
 
 
-def test_lightning_with_a_stateful_loader_resumes_a_mid_epoch_checkpoint_exactly(tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_lightning_with_a_stateful_loader_resumes_a_mid_epoch_checkpoint_exactly(tmp_path, workers):
     import lightning.pytorch as pl
     from bload.integrations.lightning import BlockDataModule
     from torchdata.stateful_dataloader import StatefulDataLoader
@@ -156,7 +223,7 @@ def test_lightning_with_a_stateful_loader_resumes_a_mid_epoch_checkpoint_exactly
             T_MAX,
             BLOCKS,
             seed=SEED,
-            num_workers=2,
+            num_workers=workers,
             loader_class=StatefulDataLoader,
         )
         trainer = pl.Trainer(
@@ -176,7 +243,9 @@ def test_lightning_with_a_stateful_loader_resumes_a_mid_epoch_checkpoint_exactly
     whole = [table.tolist() for epoch in range(2) for table in plan_tables(lengths, 1, 0, epoch)]
     assert seen == whole
     seen.clear()
-    fit(checkpoint=tmp_path / "step5.ckpt")  # the workers had fetched past batch 5
+    # Workers had fetched past batch 5. Without them the loader loads the state as Lightning
+    # starts its iterator, before it takes the loader's length for every epoch: the epoch's.
+    fit(checkpoint=tmp_path / "step5.ckpt")
     assert seen == whole[5:]
 
 

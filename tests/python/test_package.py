@@ -164,7 +164,7 @@ def test_state_dict_mid_epoch_resumes_exactly_the_uninterrupted_batches(workers)
     resumed = bload.BlockSampler(lengths, T_MAX, 2, world_size=2, rank=1, seed=4)
     resumed.load_state_dict(pickle.loads(pickle.dumps(state)))
     resumed.set_epoch(3)  # the epoch being resumed goes on where it was
-    assert len(resumed) == len(expected) - 7
+    assert len(resumed) == len(expected)  # the epoch's batches, 7 of them trained already
     trained += [batch.table for batch in loader_for(lengths, resumed, workers)]
     assert len(trained) == len(expected) and all(map(torch.equal, trained, expected))
     # Iterated again, the interrupted sampler serves the epoch whole (as DistributedSampler does);
@@ -297,11 +297,27 @@ def test_a_state_saved_at_the_end_of_an_epoch_leaves_nothing_of_it_until_set_epo
     whole = [batch.table for batch in sampler]
     resumed = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
     resumed.load_state_dict(sampler.state_dict())
-    assert len(resumed) == 0 and list(resumed) == []
+    assert len(resumed) == len(whole) and list(resumed) == []
     # Iterated since, the epoch served is served again (a loop without set_epoch); set_epoch too.
     assert all(map(torch.equal, [batch.table for batch in resumed], whole))
     resumed.set_epoch(2)
     assert len(resumed) == len(whole)
+    # Loaded once set_epoch has chosen a later epoch, not yet begun (a StatefulDataLoader loads
+    # its state as the iteration after the loop's set_epoch starts), it leaves that epoch whole;
+    # a state with batches left of its epoch is gone on from all the same.
+    served, part = sampler.state_dict(), iter(sampler)
+    next(part)
+    one_in = sampler.state_dict()
+    rest = [batch.table for batch in part]
+    sampler.set_epoch(3)
+    following = [batch.table for batch in sampler]
+    for state, expected, epoch in ((served, following, 3), (one_in, rest, 2)):
+        later = bload.BlockSampler(lengths, T_MAX, 2, seed=9)
+        later.set_epoch(3)
+        later.load_state_dict(state)
+        assert later.epoch == epoch and len(later) == len(following if epoch == 3 else whole)
+        got = [batch.table for batch in later]
+        assert len(got) == len(expected) and all(map(torch.equal, got, expected))
 
 
 def test_bload_imports_and_serves_a_batch_without_numpy():
