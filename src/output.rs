@@ -38,6 +38,16 @@ pub fn write_whole(
 /// An output that exists must be a regular file: the rename at the end would replace anything
 /// else (a device node, a FIFO) with a file, or fail on a directory after all the writing.
 fn check_output(path: &Path, option: &str) -> Result<()> {
+    // A link would be replaced by the file, not written through: its target left as it was,
+    // as Python's writers refuse it too.
+    if std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_symlink()) {
+        return Err(Error::invalid(
+            option,
+            format!("{} (a symbolic link)", path.display()),
+            "a regular file to replace, or the path of a new one (the rename that writes it \
+             whole would replace the link, not its target)",
+        ));
+    }
     // Through a link, to what it names: a link to a device is a device to the user.
     let Ok(metadata) = std::fs::metadata(path) else {
         // A new file (or one out of reach, which the write then names).
@@ -131,6 +141,11 @@ mod tests {
         assert!(err.value.ends_with("(a directory)"), "{}", err.value);
         let file = dir.join("chart.svg");
         write_whole(&file, "--plot", 3, |out| out.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"new");
+        let link = dir.join("link.svg");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let err = write_whole(&link, "--out", 1, |_| panic!("written")).unwrap_err();
+        assert!(err.value.ends_with("(a symbolic link)"), "{}", err.value);
         assert_eq!(std::fs::read(&file).unwrap(), b"new");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -224,6 +224,9 @@ def test_attention_mask_and_kv_blocks_pass_opcheck_and_name_bad_arguments():
         )
     with pytest.raises(RuntimeError, match="block_size = 0: expected at least 1 step"):
         bload.ops.kv_blocks(batch.table, batch.blocks, T_MAX, 0)
+    # A tile past t_max is one tile (its count overflowed: an internal message).
+    one_tile = bload.ops.kv_blocks(batch.table, batch.blocks, T_MAX, 2**63 - 1)
+    assert torch.equal(one_tile[0], bload.ops.kv_blocks(batch.table, batch.blocks, T_MAX, T_MAX)[0])
     with pytest.raises(RuntimeError, match=r"table\[0, length\]"):
         bad = batch.table.clone()
         bad[0, COLUMN["length"]] = 0

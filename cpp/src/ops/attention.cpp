@@ -28,7 +28,8 @@ int64_t max_seqlen_kernel(const Tensor& table, int64_t blocks, int64_t t_max) {
 // The tiles of `t_max` steps; block_size checked first, as the core words it.
 int64_t tiles_of(int64_t t_max, int64_t block_size) {
   TORCH_CHECK(block_size >= 1, "block_size = ", block_size, ": expected at least 1 step");
-  return (t_max + block_size - 1) / block_size;
+  // (t_max + block_size - 1) / block_size would overflow for a block_size near INT64_MAX.
+  return t_max / block_size + (t_max % block_size != 0 ? 1 : 0);
 }
 
 Tensor on_device_of(Tensor tensor, const Tensor& table) {
