@@ -116,6 +116,8 @@ def _check_output(out):
     """Refuses an output path that the rename at the end would harm or fail on: one that exists
     and is not a regular file (a device, such as /dev/null, which root's rename would replace; a
     directory; a link), or one whose directory does not exist."""
+    if isinstance(out, str) and not out:
+        raise ValueError("out = '': expected the path of the file to write")
     if isinstance(out, str) and "\x00" in out:
         raise ValueError(
             f"out = {out!r}: expected a path without a NUL byte (\\x00), which no file's path "

@@ -102,6 +102,8 @@ def test_a_path_with_a_nul_byte_is_named_whole(tmp_path):
         bload.read_lengths(path)
     with pytest.raises(RuntimeError, match=re.escape(named)):
         bload.BlockSampler(path, t_max=10)
+    with pytest.raises(ValueError, match="out = '': expected the path of the file to write"):
+        bload.write_lengths_cache(tmp_path / "t.npy", "")
     out = f"{tmp_path / 'cache.npy'}\x00"
     expected = "expected a path without a NUL byte"
     with pytest.raises(ValueError, match=re.escape(f"out = {out!r}: {expected}")):
