@@ -50,6 +50,27 @@ const EPOCH: (u64, u64) = (0, MAX_EPOCH as u64);
 /// Two points are a line; past a thousand, a chart has more points than it has pixels for them.
 const POINTS: (u64, u64) = (2, 1000);
 
+/// Refuses an option given a second time (`seen` holds those given before): the first value
+/// would be dropped unsaid. `--source` is the one option given once per source.
+pub fn given_once(seen: &mut Vec<String>, flag: &str) -> Result<(), Failure> {
+    // --batch-blocks is --blocks-per-batch's older name: one option.
+    let name = if flag == "--batch-blocks" {
+        "--blocks-per-batch"
+    } else {
+        flag
+    };
+    if flag == "--source" || !flag.starts_with("--") {
+        return Ok(());
+    }
+    if seen.iter().any(|earlier| earlier == name) {
+        return Err(Failure::Usage(format!(
+            "{flag} is given twice: each option once (the first value would be dropped)"
+        )));
+    }
+    seen.push(name.to_string());
+    Ok(())
+}
+
 pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
     if words.iter().any(|word| word == "-h" || word == "--help") {
         return Ok(Parsed::Help);
@@ -73,8 +94,10 @@ pub fn parse_args(command: &str, words: &[String]) -> Result<Parsed, Failure> {
         plot: None,
         force: false,
     };
+    let mut seen = Vec::new();
     let mut words = words.iter();
     while let Some(flag) = words.next() {
+        given_once(&mut seen, flag)?;
         let mut value = || {
             words
                 .next()
@@ -264,7 +287,13 @@ mod tests {
                 "from 0 to 9223372036854775806",
             ),
         ] {
-            let err = error("plan", &format!("--lengths x --t-max 9 {line}"));
+            // (A flag once: the t_max cases give their own.)
+            let base = if flag == "--t-max" {
+                "--lengths x"
+            } else {
+                "--lengths x --t-max 9"
+            };
+            let err = error("plan", &format!("{base} {line}"));
             assert_eq!(err.argument, flag, "{line}");
             assert_eq!(err.value, format!("{value:?}"), "{line}");
             assert_eq!(err.expected, format!("an integer {expected}"), "{line}");
@@ -289,6 +318,26 @@ mod tests {
         assert_eq!(err.expected, "an integer from 0 to 0 (world_size - 1)");
         let args = accepted("plan", "--rank 2 --lengths x --t-max 9 --world-size 3");
         assert_eq!(args.rank, Some(2));
+    }
+
+    #[test]
+    fn an_option_given_twice_is_refused_and_a_source_may_be() {
+        for line in [
+            "--lengths x --lengths y --t-max 9",
+            "--lengths x --t-max 9 --t-max 10",
+            "--lengths x --t-max 9 --batch-blocks 2 --blocks-per-batch 3",
+            "--lengths x --t-max 9 --split --split",
+        ] {
+            let Err(Failure::Usage(message)) = parse_args("stats", &words(line)) else {
+                panic!("{line}: accepted");
+            };
+            assert!(
+                message.contains("is given twice: each option once"),
+                "{line}: {message}"
+            );
+        }
+        let sources = "--source a:1 --source b:2 --t-max 9";
+        assert!(parse_args("stats", &words(sources)).is_ok());
     }
 
     #[test]

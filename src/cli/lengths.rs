@@ -5,7 +5,7 @@
 //! command says to run `python -m bload lengths`, the same command with the Python readers, rather
 //! than carrying a second Arrow reader here.
 
-use crate::cli::args::lengths_format;
+use crate::cli::args::{given_once, lengths_format};
 use crate::cli::usage;
 use crate::Failure;
 use bload::{read_lengths_and_format, write_npy, Error, LengthsFormat, NpyDtype};
@@ -21,8 +21,10 @@ pub fn run(words: &[String], out: &mut impl Write) -> Result<(), Failure> {
     let mut format = None;
     let mut column = None;
     let mut dtype = NpyDtype::Int64;
+    let mut seen = Vec::new();
     let mut words = words.iter();
     while let Some(word) = words.next() {
+        given_once(&mut seen, word)?;
         let mut value = || {
             words
                 .next()
