@@ -9,6 +9,7 @@ import warnings
 import bload
 import pytest
 import torch
+from integration_support import Numbered
 
 T_MAX = 10
 A, B = [3, 5, 2, 7, 1, 4], [6, 6, 2, 8]
@@ -263,22 +264,10 @@ def test_a_bad_saved_lane_state_is_named(state, error, message):
     assert torch.equal(lanes.state, torch.zeros(1, 4))
 
 
-class Steps(torch.utils.data.Dataset):
-    def __init__(self, lengths):
-        self.lengths = lengths
-
-    def __len__(self):
-        return len(self.lengths)
-
-    def __getitem__(self, index):
-        length = self.lengths[index]
-        return torch.zeros(length, 4), torch.zeros(length, dtype=torch.long)
-
-
 def test_a_final_state_that_is_not_a_tensor_is_named():
     np = pytest.importorskip("numpy")
     sampler = lanes_sampler()
-    batch = bload.BlockDataset(Steps(A + B), T_MAX).__getitems__(next(iter(sampler)))
+    batch = bload.BlockDataset(Numbered(A + B), T_MAX).__getitems__(next(iter(sampler)))
     lanes = bload.LaneState(sampler, (4,))
     with pytest.raises(TypeError, match="final_state = a ndarray: expected a tensor"):
         lanes.update(batch, np.zeros((2, 4)))
