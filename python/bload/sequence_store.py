@@ -31,9 +31,10 @@ import os
 import torch
 
 from bload import _library
+from bload._store_paths import HEADER
 from bload.block_batch import SAMPLER_NOT_BATCH_SAMPLER, BlockBatch
 from bload.ops import COLUMN
-from bload.store import HEADER, TORCH_DTYPES
+from bload.store import TORCH_DTYPES
 
 _library.load()
 

@@ -27,12 +27,13 @@ import zlib
 
 import torch
 
+from bload._store_paths import HEADER, OFFSETS, check_replaceable, checked_fields, remove
+
 # DTYPES is the module's __getattr__'s, made on first use.
 __all__ = ["FORMAT", "VERSION", "DTYPES", "TORCH_DTYPES", "write"]  # noqa: F822
 
 FORMAT = "bload-sequence-store"
 VERSION = 1
-HEADER, OFFSETS = "header.json", "offsets.bin"
 #: The dtypes a field may have: name -> torch dtype (what the reader maps it as).
 TORCH_DTYPES = {
     "bool": torch.bool,
@@ -100,14 +101,14 @@ def write(
     file or directory.
     Read it back with bload.SequenceStore(path, fields=...), which takes fields by name.
     """
-    fields = _checked_fields(fields)
+    fields = checked_fields(fields)
     path = os.fspath(path)
     if os.path.lexists(path):
         if not overwrite:
             raise FileExistsError(
                 f"path = {path}: expected a path where no store is yet (or overwrite=True)"
             )
-        _check_replaceable(path)
+        check_replaceable(path)
     if isinstance(items, (str, os.PathLike)):
         items, total = _npy_directory(os.fspath(items), fields)
     elif type(items).__name__ == "Dataset" and type(items).__module__.startswith("datasets"):
@@ -132,81 +133,15 @@ def write(
             ) from None
         if os.path.lexists(path):
             old = f"{temporary}.old"
-            _remove(old)  # another run's, of the same pid, that died between these renames
+            remove(old)  # another run's, of the same pid, that died between these renames
             os.rename(path, old)
             os.rename(temporary, path)
-            _remove(old)
+            remove(old)
         else:
             os.rename(temporary, path)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return path
-
-
-def _checked_fields(fields):
-    """fields= as a tuple of one or more distinct names (as the reader takes them, sequence_store's
-    _field_names), each a field file (name + ".bin") that the reader takes (src/store.rs: a plain
-    file name in the store) and that is not one of the store's own files: refused before anything
-    is written. Besides, '', '.' and '..', whose files ('.bin', '..bin', '...bin') the reader
-    would take, are refused as names that read as paths."""
-    names = (fields,) if isinstance(fields, str) else fields
-    try:
-        names = tuple(names)
-    except TypeError:
-        names = None
-    if names is None or not all(isinstance(name, str) for name in names):
-        raise TypeError(
-            f"fields = {fields!r:.200}: expected a field's name or a tuple of names, e.g. "
-            '("data", "target")'
-        )
-    if not names:
-        raise ValueError("fields = (): expected at least one field's name, e.g. 'data'")
-    duplicated = sorted({name for name in names if names.count(name) > 1})
-    if duplicated:
-        raise ValueError(
-            f"fields = {names!r}: {', '.join(map(repr, duplicated))} more than once: expected "
-            "distinct names (each field is a file of the store and is read by its name)"
-        )
-    for name in names:
-        file = f"{name}.bin"
-        if name in ("", ".", "..") or any(
-            separator and separator in name for separator in ("/", os.sep, os.altsep, "\0")
-        ):
-            why = "is not a file name"
-        elif file in (HEADER, OFFSETS):
-            why = f"would be the store's own {file}"
-        else:
-            continue
-        raise ValueError(
-            f"fields = {names!r}: {name!r} {why}: expected names of files in the store "
-            f"(its field's file is the name + .bin): not empty, '.' or '..', without '/' or NUL, "
-            f"and not {OFFSETS.removesuffix('.bin')!r}"
-        )
-    return names
-
-
-def _check_replaceable(path):
-    """Refuses, before anything is written, a path that overwrite=True must not replace: a file
-    or a directory that holds something other than a store (no header.json)."""
-    if not os.path.isdir(path):
-        raise FileExistsError(
-            f"path = {path}: not a directory, not a store: expected a store's directory to replace "
-            "(overwrite=True replaces a store, never another file)"
-        )
-    if os.listdir(path) and not os.path.isfile(os.path.join(path, HEADER)):
-        raise FileExistsError(
-            f"path = {path}: a directory without {HEADER}, not a store: expected a store's "
-            "directory (or an empty one) to replace (overwrite=True replaces a store, never "
-            "other files)"
-        )
-
-
-def _remove(path):
-    """Removes a store moved aside (a directory, or a symbolic link to one), if there is one."""
-    if os.path.islink(path):
-        os.remove(path)
-    elif os.path.lexists(path):
-        shutil.rmtree(path)
 
 
 def _write_into(directory, items, fields, total, progress):
