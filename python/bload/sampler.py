@@ -33,6 +33,7 @@ from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
 from bload._shared_plan import resume_of as _resume_of
 from bload._shared_plan import shared_plan as _shared_plan
+from bload._state_0_1 import current_state_of
 from bload.block_batch import BlockBatch, PlanHash
 from bload.read_ahead import READ_AHEAD, TableWindow, check_read_ahead
 
@@ -45,19 +46,6 @@ _library.load()
 torch.serialization.add_safe_globals([torch.jit._pickle.restore_type_tag])
 
 __all__ = ["BlockBatch", "BlockSampler", "PlanHash", "POLICIES"]
-
-# A state of bload 0.1 (no version): its fields, each an int within these bounds (the core
-# checks them against the plan). Its epoch's next must be an int64 too, as set_epoch's.
-_INT64_MAX = 2**63 - 1
-_BOUNDS_0_1 = {
-    "epoch": BOUNDS["epoch"],
-    "position": (0, _INT64_MAX),
-    "world_size": BOUNDS["world_size"],
-    "blocks_per_batch": BOUNDS["blocks_per_batch"],
-    "planned_world_size": BOUNDS["world_size"],
-    "first_block": (0, _INT64_MAX),
-}
-_STATE_0_1 = tuple(_BOUNDS_0_1)
 
 
 class BlockSampler(torch.utils.data.Sampler):
@@ -360,36 +348,9 @@ class BlockSampler(torch.utils.data.Sampler):
         self.epoch, self.plan, self.position, self._resumed = plan.epoch(), plan, served, True
 
     def _load_unchecked(self, state):
-        """A state of bload 0.1: the position alone (_STATE_0_1's fields), made the core's state
-        of this sampler at that position, which the core checks against the plan as any state,
-        naming the fields by the keys the state has."""
-        others = [name for name in state if name not in _STATE_0_1]
-        if others:  # this format's state with its version lost, or another dict
-            raise ValueError(
-                f"state['version'] = missing: expected the version state_dict() saves; a state "
-                f"without one is bload 0.1's, which holds only {', '.join(_STATE_0_1)}, not "
-                f"{', '.join(map(repr, others))}"
-            )
-        missing = [name for name in ("epoch", "position", "world_size") if name not in state]
-        if missing:
-            raise ValueError(
-                f"state: no {', '.join(missing)}: expected the dict state_dict() returns"
-            )
-        value = {
-            name: integer(f"state[{name!r}]", state[name], *_BOUNDS_0_1[name]) for name in state
-        }
-        world_size = value["world_size"]
-        position = {
-            "epoch": value["epoch"],
-            "batches": value["position"],
-            "world_size": world_size,
-            # A state saved before blocks_per_batch was part of it is taken to have this one.
-            "blocks_per_batch": value.get("blocks_per_batch", self.blocks_per_batch),
-            "planned_world_size": value.get("planned_world_size", world_size),
-            "first_block": value.get("first_block", 0),
-        }
-        # The epoch after it is the state's next_epoch: the last epoch, 2^63 - 2, has one.
-        saved = dict(self.planner.sampler_state(position, value["epoch"] + 1))
+        """A state of bload 0.1: the position alone, made the core's state of this sampler at
+        that position (_state_0_1.py), which the core checks against the plan as any state."""
+        saved = current_state_of(state, self.planner, self.blocks_per_batch)
         plan, served, _ = self.planner.resume_state(saved)  # on each rank, not shared
         warnings.warn(
             "BlockSampler.load_state_dict: the state has no 'version' (saved by bload 0.1, the position "
