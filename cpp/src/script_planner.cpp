@@ -31,32 +31,11 @@
 namespace bload::script {
 namespace {
 
-// `lengths` (named `name`) checked to be a 1-d integer tensor with values.
-void check_lengths(const at::Tensor& lengths, const std::string& name) {
-  TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
-                  !at::isComplexType(lengths.scalar_type()) && lengths.scalar_type() != at::kBool,
-              name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
-              "-d ", lengths.scalar_type(), " tensor");
-  ops::check_has_values(lengths, name.c_str());
-  TORCH_CHECK(lengths.layout() == at::kStrided, name, ": expected a dense tensor of sequence ",
-              "lengths, got a ", lengths.layout(), " one (call .to_dense())");
-  // Planners read lengths as int64, where a uint64 from 2^63 up would wrap to a negative value
-  // and be named as one: such a length is named here by its own value, as the core names any.
-  if (lengths.scalar_type() == at::kUInt64) {
-    const auto host = lengths.to(at::kCPU).contiguous();
-    const auto* values = host.const_data_ptr<uint64_t>();
-    for (int64_t i = 0; i < host.numel(); ++i)
-      TORCH_CHECK(values[i] <= std::numeric_limits<uint32_t>::max(), name, "[", i,
-                  "] = ", values[i], ": expected a length from 1 to ",
-                  std::numeric_limits<uint32_t>::max(), " steps");
-  }
-}
-
 // The core's planner of `lengths`, a 1-d integer tensor, read in place where it is a contiguous
 // int32 or int64 host tensor (the core keeps its own 32 bits a sequence), converted once
 // otherwise.
 Planner planner_of(const at::Tensor& lengths, const Options& options) {
-  check_lengths(lengths, "lengths");
+  ops::check_lengths(lengths, "lengths");
   if (lengths.scalar_type() == at::kInt) {
     auto host = lengths.to(at::kCPU).contiguous();
     return Planner(c10::ArrayRef<int32_t>(host.const_data_ptr<int32_t>(), host.numel()), options);
@@ -138,7 +117,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
     std::vector<Source> sources;
     for (size_t s = 0; s < lengths.size(); ++s) {
       const at::Tensor tensor = lengths.get(s);
-      check_lengths(tensor, "sources[" + std::to_string(s) + "].lengths");
+      ops::check_lengths(tensor, "sources[" + std::to_string(s) + "].lengths");
       const auto host = tensor.to(at::kCPU, at::kLong).contiguous();
       const auto* data = host.const_data_ptr<int64_t>();
       sources.push_back(
@@ -270,7 +249,7 @@ class ScriptPlanner : public torch::CustomClassHolder {
     const auto newline = text.find('\n');
     const auto options = options_from_json(text.substr(0, newline));
     if (newline == std::string::npos) return c10::make_intrusive<ScriptPlanner>(lengths, options);
-    check_lengths(lengths, "lengths");
+    ops::check_lengths(lengths, "lengths");
     const auto host = lengths.to(at::kCPU, at::kLong).contiguous();
     return c10::make_intrusive<ScriptPlanner>(Planner::from_sources_json(
         c10::ArrayRef<int64_t>(host.const_data_ptr<int64_t>(), host.numel()),

@@ -67,6 +67,26 @@ void check_has_values(const at::Tensor& tensor, const char* name) {
               " on the CPU or another device with data");
 }
 
+void check_lengths(const at::Tensor& lengths, const std::string& name) {
+  TORCH_CHECK(lengths.dim() == 1 && !at::isFloatingType(lengths.scalar_type()) &&
+                  !at::isComplexType(lengths.scalar_type()) && lengths.scalar_type() != at::kBool,
+              name, ": expected a 1-d integer tensor of sequence lengths, got a ", lengths.dim(),
+              "-d ", lengths.scalar_type(), " tensor");
+  check_has_values(lengths, name.c_str());
+  TORCH_CHECK(lengths.layout() == at::kStrided, name, ": expected a dense tensor of sequence ",
+              "lengths, got a ", lengths.layout(), " one (call .to_dense())");
+  // Planners read lengths as int64, where a uint64 from 2^63 up would wrap to a negative value
+  // and be named as one: such a length is named here by its own value, as the core names any.
+  if (lengths.scalar_type() == at::kUInt64) {
+    const auto host = lengths.to(at::kCPU).contiguous();
+    const auto* values = host.const_data_ptr<uint64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i)
+      TORCH_CHECK(values[i] <= std::numeric_limits<uint32_t>::max(), name, "[", i,
+                  "] = ", values[i], ": expected a length from 1 to ",
+                  std::numeric_limits<uint32_t>::max(), " steps");
+  }
+}
+
 void check_padding(const at::Scalar& padding, at::ScalarType dtype, const char* name) {
   if (padding.isSymbolic() || at::isComplexType(dtype)) return;  // symbolic: checked when run
   TORCH_CHECK(!padding.isComplex(), name, " = ", padding, ": expected a real value for ", dtype,

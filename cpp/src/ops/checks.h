@@ -19,6 +19,9 @@ void check_defined(const at::Tensor& tensor, const char* name);
 // `tensor`'s values can be read: a meta tensor has none (its shape and dtype alone are checked
 // where a kernel needs no value).
 void check_has_values(const at::Tensor& tensor, const char* name);
+// `lengths` (named `name`: a planner's lengths, or a source's) is a dense 1-d integer tensor
+// with values, and a uint64 one holds none past 2^32 - 1 (named by its own value).
+void check_lengths(const at::Tensor& lengths, const std::string& name);
 // The table's dtype and shape: int64 [pieces, kTableColumns].
 void check_table_layout(const at::Tensor& table);
 // The padding written into a tensor of `dtype` is held exactly by it: an integer in its range
