@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <utility>
 
 namespace bload {
 
@@ -49,14 +50,20 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
                 planner_.num_sequences(), ")");
   }
   ++pass_;
-  if (resume_on_reset_) {
-    resume_on_reset_ = false;
-    return;
-  }
   int64_t epoch = next_epoch_;
   {
     std::lock_guard<std::mutex> lock(handle_.state_->mutex);
-    if (handle_.state_->requested) epoch = *handle_.state_->requested;
+    auto& requested = handle_.state_->requested;
+    if (std::exchange(resume_on_reset_, false)) {
+      // The loaded epoch goes on unless another was set after the load, or the same one, served
+      // whole, set again (it then starts over): the rule of Python's sampler.
+      const bool served = position_ >= plan_->batches_per_rank();
+      if (!requested || (*requested == plan_->epoch() && !served)) {
+        requested.reset();
+        return;
+      }
+    }
+    if (requested) epoch = *requested;
     // Only after epoch kMaxEpoch, as set_epoch and load() refuse anything later.
     TORCH_CHECK(epoch <= kMaxEpoch, "bload::BlockSampler::reset: epoch = ", epoch,
                 ": expected an epoch from 0 to ", kMaxEpoch, "; epoch ", kMaxEpoch,
@@ -115,6 +122,12 @@ void BlockSampler::restore(std::optional<EpochPlan> plan, int64_t position, int6
   ++pass_;
   std::lock_guard<std::mutex> lock(handle_.state_->mutex);
   handle_.state_->current = epoch;
+  // An epoch set before the load gives way to the state, except a later one set while the
+  // state has nothing left of its epoch (saved after its last batch): a loop that loads such a
+  // state and sets the next epoch, in either order, serves that epoch, not an empty rest.
+  auto& requested = handle_.state_->requested;
+  const bool served = plan_ && position_ >= plan_->batches_per_rank();
+  if (requested && !(served && *requested > epoch)) requested.reset();
 }
 
 }  // namespace bload

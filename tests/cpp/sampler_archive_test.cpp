@@ -96,6 +96,63 @@ TEST(BlockSamplerArchive, ResumesMidEpochAfterLoad) {
   EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch_tables(original)));  // epoch 2 on both
 }
 
+// A state saved after its epoch's last batch has nothing left of it: an epoch set after the
+// load, or a later one set before it, is served (the loop's next epoch is not lost to an empty
+// rest); with none set, the rest (empty) and then the epoch after it.
+TEST(BlockSamplerArchive, AnEpochSetAroundLoadingAFinishedOneIsServed) {
+  const auto lengths = action_genome_lengths();
+  const auto options = bload::Options(94).blocks_per_batch(4);
+  bload::BlockSampler original(lengths, options);
+  const auto epoch0 = epoch_tables(original);  // served whole
+  const auto bytes = saved(original);
+  bload::BlockSampler reference(lengths, options);
+  reference.epoch_handle().set_epoch(1);
+  const auto epoch1 = epoch_tables(reference);
+  ASSERT_FALSE(epoch1.empty());
+  for (bool set_before_load : {false, true}) {
+    bload::BlockSampler resumed(lengths, options);
+    if (set_before_load) resumed.epoch_handle().set_epoch(1);
+    load(resumed, bytes);
+    if (!set_before_load) resumed.epoch_handle().set_epoch(1);
+    EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch1)) << set_before_load;
+    EXPECT_EQ(resumed.epoch(), 1);
+  }
+  bload::BlockSampler resumed(lengths, options);
+  load(resumed, bytes);
+  EXPECT_TRUE(epoch_tables(resumed).empty());
+  EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch1));
+  // The finished epoch set again starts over, as Python's sampler does.
+  bload::BlockSampler again(lengths, options);
+  load(again, bytes);
+  again.epoch_handle().set_epoch(0);
+  EXPECT_TRUE(same_tables(epoch_tables(again), epoch0));
+}
+
+// The epoch a state was saved in, set again after the load (a loop that sets each epoch), goes on
+// from the state, and the request is spent: the next reset goes on to the epoch after it, and
+// an epoch set before the load gives way to the state.
+TEST(BlockSamplerArchive, TheResumedEpochSetAgainIsServedOnce) {
+  const auto lengths = action_genome_lengths();
+  const auto options = bload::Options(94).blocks_per_batch(4);
+  bload::BlockSampler original(lengths, options);
+  original.epoch_handle().set_epoch(2);
+  original.reset();
+  for (int i = 0; i < 5; ++i) original.next();
+  const auto bytes = saved(original);
+  std::vector<at::Tensor> rest;
+  serve(original, -1, rest);
+  const auto epoch3 = epoch_tables(original);
+  for (int64_t set_before_load : {-1, 0, 2, 7}) {
+    bload::BlockSampler resumed(lengths, options);
+    if (set_before_load >= 0) resumed.epoch_handle().set_epoch(set_before_load);
+    load(resumed, bytes);
+    if (set_before_load < 0) resumed.epoch_handle().set_epoch(2);
+    EXPECT_TRUE(same_tables(epoch_tables(resumed), rest)) << set_before_load;
+    EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch3)) << set_before_load;
+    EXPECT_EQ(resumed.epoch(), 3);
+  }
+}
+
 TEST(BlockSamplerArchive, ResumesThroughADataLoader) {
   const auto lengths = action_genome_lengths();
   const auto options = bload::Options(94).blocks_per_batch(16);

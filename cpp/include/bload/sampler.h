@@ -52,7 +52,10 @@ class BLOAD_API BlockSampler : public torch::data::samplers::Sampler<BatchReques
 
   // Starts the next epoch: the first reset() starts epoch 0 (or the one set through the
   // handle), every later one the epoch after. A reset right after load() resumes the loaded
-  // position instead. `new_size`, when given, must be the number of sequences.
+  // position instead, unless the handle set another epoch after the load (or a later one before
+  // it, when the state was saved after its epoch's last batch, leaving nothing to resume), or
+  // set the loaded epoch again when it was served whole: that epoch starts, as in Python's
+  // sampler. `new_size`, when given, must be the number of sequences.
   void reset(std::optional<size_t> new_size = std::nullopt) override;
   // This rank's next batch of the epoch, or nullopt at the end of the epoch. Before any
   // reset(), the first epoch starts by itself. A batch is always blocks_per_batch blocks, so
