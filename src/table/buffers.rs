@@ -1,31 +1,13 @@
-//! The caller's buffers that [`BlockTable::write_batch`] writes, one per field of
-//! [`BatchField::FROM_TABLE`]: named, for the writer, and as one field-indexed list
-//! ([`FieldBuffer`]s in the declaration's order), for a front end that allocates the fields by
-//! looping over the declaration (C++'s `batch_tables` operator, through the bridge) and so
-//! never names one.
+//! The element types of the fields written from the table, and their buffers as one
+//! field-indexed list ([`FieldBuffer`]s in the declaration's order): what a front end that
+//! allocates the fields by looping over the declaration (C++'s `batch_tables` operator, through
+//! the bridge) passes, never naming one. The named buffers, [`BatchTablesMut`], are made from
+//! the declaration in `fields.rs`.
 //!
-//! [`BlockTable::write_batch`]: super::BlockTable::write_batch
+//! [`BatchTablesMut`]: super::BatchTablesMut
 
 use super::{BatchField, FieldDtype};
 use crate::error::{Error, Result};
-
-/// The buffers [`BlockTable::write_batch`](super::BlockTable::write_batch) writes, each of the
-/// size its [`FieldShape`](super::FieldShape) gives.
-pub struct BatchTablesMut<'o> {
-    pub reset: &'o mut [bool],
-    pub valid: &'o mut [bool],
-    pub ends: &'o mut [bool],
-    pub carry: &'o mut [bool],
-    pub lanes: &'o mut [i64],
-    pub segment_ids: &'o mut [i32],
-    pub position_ids: &'o mut [i64],
-    pub cu_seqlens: &'o mut [i32],
-    pub indices: &'o mut [i64],
-    pub state_in: &'o mut [i64],
-    pub state_out: &'o mut [i64],
-    pub document_ids: &'o mut [i32],
-    pub cu_seqlens_padded: &'o mut [i32],
-}
 
 /// One field's buffer, of the element type the core declares for it ([`BatchField::dtype`]).
 pub enum FieldBuffer<'o> {
@@ -44,79 +26,67 @@ impl FieldBuffer<'_> {
     }
 }
 
-impl<'o> BatchTablesMut<'o> {
-    /// The buffers as a list in [`BatchField::FROM_TABLE`] order.
-    pub fn into_buffers(self) -> Vec<FieldBuffer<'o>> {
-        use FieldBuffer::{Bool, Int32, Int64};
-        vec![
-            Bool(self.reset),
-            Bool(self.valid),
-            Bool(self.ends),
-            Bool(self.carry),
-            Int64(self.lanes),
-            Int32(self.segment_ids),
-            Int64(self.position_ids),
-            Int32(self.cu_seqlens),
-            Int64(self.indices),
-            Int64(self.state_in),
-            Int64(self.state_out),
-            Int32(self.document_ids),
-            Int32(self.cu_seqlens_padded),
-        ]
-    }
+/// An element type a field written from the table may have: its dtype, and its buffer in and
+/// out of the list form.
+pub trait FieldElement: Sized {
+    const DTYPE: FieldDtype;
+    fn buffer(values: &mut [Self]) -> FieldBuffer<'_>;
+    fn values(buffer: FieldBuffer<'_>) -> Option<&mut [Self]>;
+}
 
-    /// The named buffers of a list in [`BatchField::FROM_TABLE`] order, each checked to have its
-    /// field's declared dtype (the writer checks their sizes).
-    pub fn from_buffers(buffers: Vec<FieldBuffer<'o>>) -> Result<Self> {
-        let fields = BatchField::FROM_TABLE;
-        if buffers.len() != fields.len() {
+macro_rules! field_element {
+    ($element:ty, $variant:ident) => {
+        impl FieldElement for $element {
+            const DTYPE: FieldDtype = FieldDtype::$variant;
+            fn buffer(values: &mut [Self]) -> FieldBuffer<'_> {
+                FieldBuffer::$variant(values)
+            }
+            fn values(buffer: FieldBuffer<'_>) -> Option<&mut [Self]> {
+                match buffer {
+                    FieldBuffer::$variant(values) => Some(values),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+field_element!(bool, Bool);
+field_element!(i32, Int32);
+field_element!(i64, Int64);
+
+/// A list of buffers, one per field written from the table, taken in the declaration's order.
+pub(super) struct Buffers<'o>(std::vec::IntoIter<FieldBuffer<'o>>);
+
+impl<'o> Buffers<'o> {
+    /// `buffers`, checked to be `fields` of them.
+    pub fn of(buffers: Vec<FieldBuffer<'o>>, fields: usize) -> Result<Self> {
+        if buffers.len() != fields {
             return Err(Error::invalid(
                 "buffers",
                 format!("{} buffers", buffers.len()),
-                format!(
-                    "{} buffers, one per field written from the table",
-                    fields.len()
-                ),
+                format!("{fields} buffers, one per field written from the table"),
             ));
         }
-        for (field, buffer) in fields.iter().zip(&buffers) {
-            if buffer.dtype() != field.dtype() {
-                return Err(Error::invalid(
-                    field.name(),
-                    format!("a buffer of {}", buffer.dtype().name()),
-                    format!(
-                        "a buffer of {} (the core's declaration)",
-                        field.dtype().name()
-                    ),
-                ));
-            }
-        }
-        use FieldBuffer::{Bool, Int32, Int64};
-        // Checked above against the declaration, which this order follows.
-        let Ok(
-            [Bool(reset), Bool(valid), Bool(ends), Bool(carry), Int64(lanes), Int32(segment_ids), Int64(position_ids), Int32(cu_seqlens), Int64(indices), Int64(state_in), Int64(state_out), Int32(document_ids), Int32(cu_seqlens_padded)],
-        ) = <[FieldBuffer<'o>; 13]>::try_from(buffers)
-        else {
-            return Err(Error::invalid(
+        Ok(Buffers(buffers.into_iter()))
+    }
+
+    /// The next buffer, as `field`'s: an error naming the field if its dtype is another.
+    pub fn take<T: FieldElement>(&mut self, field: BatchField) -> Result<&'o mut [T]> {
+        let buffer = self.0.next().ok_or_else(|| {
+            Error::invalid(
                 "buffers",
-                "buffers in another order",
-                "the order of BatchField::FROM_TABLE",
-            ));
-        };
-        Ok(BatchTablesMut {
-            reset,
-            valid,
-            ends,
-            carry,
-            lanes,
-            segment_ids,
-            position_ids,
-            cu_seqlens,
-            indices,
-            state_in,
-            state_out,
-            document_ids,
-            cu_seqlens_padded,
+                "too few buffers",
+                "one per field written from the table",
+            )
+        })?;
+        let dtype = buffer.dtype();
+        T::values(buffer).ok_or_else(|| {
+            Error::invalid(
+                field.name(),
+                format!("a buffer of {}", dtype.name()),
+                format!("a buffer of {} (the core's declaration)", T::DTYPE.name()),
+            )
         })
     }
 }

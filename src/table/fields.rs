@@ -9,26 +9,154 @@
 //!
 //! [`BlockTable::write_batch`]: super::BlockTable::write_batch
 
-/// A field of a packed batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BatchField {
-    Data,
-    Target,
-    Table,
-    Reset,
-    Valid,
-    Ends,
-    Carry,
-    Lanes,
-    SegmentIds,
-    PositionIds,
-    CuSeqlens,
-    Indices,
-    StateIn,
-    StateOut,
-    DocumentIds,
-    CuSeqlensPadded,
-    MaxSeqlen,
+use super::buffers::{Buffers, FieldBuffer, FieldElement};
+use crate::error::Result;
+
+/// Declares the fields once, each on one entry: its variant, name, element type, shape and
+/// meaning. From the entries come [`BatchField`], its lists ([`BatchField::ALL`],
+/// [`BatchField::FROM_TABLE`]) and accessors, and the writer's named buffers
+/// ([`BatchTablesMut`], with its list form for front ends that allocate by looping over the
+/// declaration), so a field written from the table is one entry here and its writing in
+/// `steps.rs`. The three groups are the kinds of field: loaded or planned, written from the
+/// table (in the order of `torch.ops.bload.batch_tables`' outputs), and host integers.
+macro_rules! batch_fields {
+    (
+        loaded {
+            $($loaded:ident $loaded_name:ident:
+                $loaded_dtype:ident, $loaded_shape:ident, $loaded_doc:expr;)*
+        }
+        from_table {
+            $($table:ident $table_name:ident: $element:ty, $table_shape:ident, $table_doc:expr;)*
+        }
+        host {
+            $($host:ident $host_name:ident: $host_dtype:ident, $host_shape:ident, $host_doc:expr;)*
+        }
+    ) => {
+        /// A field of a packed batch.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum BatchField {
+            $($loaded,)* $($table,)* $($host,)*
+        }
+
+        impl BatchField {
+            pub const ALL: [BatchField; [$($loaded_doc,)* $($table_doc,)* $($host_doc,)*].len()] =
+                [$(BatchField::$loaded,)* $(BatchField::$table,)* $(BatchField::$host,)*];
+
+            /// The fields written from the block table, in the order `write_batch` and the
+            /// `batch_tables` operator give them (tensors; host integers are not among them).
+            pub const FROM_TABLE: [BatchField; [$($table_doc,)*].len()] =
+                [$(BatchField::$table,)*];
+
+            /// The field's name, the same in C++, Python and Rust.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(BatchField::$loaded => stringify!($loaded_name),)*
+                    $(BatchField::$table => stringify!($table_name),)*
+                    $(BatchField::$host => stringify!($host_name),)*
+                }
+            }
+
+            pub const fn dtype(self) -> FieldDtype {
+                match self {
+                    $(BatchField::$loaded => FieldDtype::$loaded_dtype,)*
+                    $(BatchField::$table => <$element as FieldElement>::DTYPE,)*
+                    $(BatchField::$host => FieldDtype::$host_dtype,)*
+                }
+            }
+
+            pub const fn shape(self) -> FieldShape {
+                match self {
+                    $(BatchField::$loaded => FieldShape::$loaded_shape,)*
+                    $(BatchField::$table => FieldShape::$table_shape,)*
+                    $(BatchField::$host => FieldShape::$host_shape,)*
+                }
+            }
+
+            /// Whether the field is a tensor written from the block table by `write_batch` (else
+            /// a loader reads or plans it, or it is a host integer: see [`FieldShape::HostInt`]).
+            pub const fn from_table(self) -> bool {
+                matches!(self, $(BatchField::$table)|*)
+            }
+
+            /// What the field holds, for the docs of every language's batch.
+            pub const fn doc(self) -> &'static str {
+                match self {
+                    $(BatchField::$loaded => $loaded_doc,)*
+                    $(BatchField::$table => $table_doc,)*
+                    $(BatchField::$host => $host_doc,)*
+                }
+            }
+        }
+
+        /// The buffers [`BlockTable::write_batch`](super::BlockTable::write_batch) writes, one
+        /// per field of [`BatchField::FROM_TABLE`], each of the size its [`FieldShape`] gives.
+        pub struct BatchTablesMut<'o> {
+            $(pub $table_name: &'o mut [$element],)*
+        }
+
+        impl<'o> BatchTablesMut<'o> {
+            /// The buffers as a list in [`BatchField::FROM_TABLE`] order.
+            pub fn into_buffers(self) -> Vec<FieldBuffer<'o>> {
+                vec![$(FieldElement::buffer(self.$table_name),)*]
+            }
+
+            /// The named buffers of a list in [`BatchField::FROM_TABLE`] order, each checked to
+            /// have its field's declared dtype (the writer checks their sizes).
+            pub fn from_buffers(buffers: Vec<FieldBuffer<'o>>) -> Result<Self> {
+                let mut buffers = Buffers::of(buffers, BatchField::FROM_TABLE.len())?;
+                Ok(BatchTablesMut {
+                    $($table_name: buffers.take(BatchField::$table)?,)*
+                })
+            }
+        }
+    };
+}
+
+batch_fields! {
+    loaded {
+        Data data: Loaded, Steps, "the sequences' steps packed; padding steps hold data_padding";
+        Target target: Loaded, Steps, "the targets packed; padding steps hold target_padding";
+        Table table: Int64, TableRows,
+            "the block table: one row per piece (block, block_offset, length, sequence, \
+             offset, sequence_length)";
+    }
+    from_table {
+        Reset reset: bool, StepTable,
+            "true at the first step of every piece, where recurrent state starts from zero \
+             (with carried state, lanes, only where a sequence starts)";
+        Valid valid: bool, StepTable, "true on real steps, false on padding";
+        Ends ends: bool, StepTable, "true at the last step of every sequence";
+        Carry carry: bool, Blocks,
+            "true where the row's first step goes on from the state its lane had at the end \
+             of the previous batch (lanes); keep that state, zero the others";
+        Lanes lanes: i64, Blocks, "the lane of every row: rank * blocks_per_batch + row";
+        SegmentIds segment_ids: i32, StepTable, "the piece's index inside its block, -1 on padding";
+        PositionIds position_ids: i64, StepTable,
+            "the step's index in its sequence (positions \"sequence\", the default) or in its \
+             piece (positions \"piece\"), 0 on padding";
+        CuSeqlens cu_seqlens: i32, PiecesPlusOne,
+            "prefix sums of the pieces' lengths: varlen offsets";
+        Indices indices: i64, Pieces, "the dataset index of every piece";
+        StateIn state_in: i64, Pieces,
+            "for every piece, in cu_seqlens order, the row whose lane's saved state seeds it \
+             (lanes: the piece continues its sequence from the previous batch), -1 where it \
+             starts from zeros";
+        StateOut state_out: i64, Blocks,
+            "for every row, the piece whose final state its lane keeps for the next batch \
+             (lanes: the piece is cut at the row's end and its sequence goes on there), -1 \
+             where the lane's saved state is not read again";
+        DocumentIds document_ids: i32, StepTable,
+            "the step's document: pieces and padding runs numbered 0, 1, ... in order over \
+             the flattened [blocks * t_max] layout (each piece, and each run of padding, an id \
+             of its own; mamba's seq_idx for the padded layout)";
+        CuSeqlensPadded cu_seqlens_padded: i32, Segments,
+            "offsets of the documents over the flattened [blocks * t_max] layout, padding runs \
+             included (varlen kernels see blocks * t_max tokens); the entries after the last \
+             document repeat blocks * t_max";
+    }
+    host {
+        MaxSeqlen max_seqlen: Int64, HostInt, "the longest piece's steps, 0 for a table of no row";
+    }
 }
 
 /// A field's element type: the dataset's own for the data and targets, else a fixed one.
@@ -62,168 +190,6 @@ pub enum FieldShape {
     /// One integer on the host (a Python `int`, a C++ `int64_t`), not a tensor: computed from
     /// the table when the batch is made and carried with it, so no kernel reads a device tensor.
     HostInt,
-}
-
-impl BatchField {
-    pub const ALL: [BatchField; 17] = [
-        BatchField::Data,
-        BatchField::Target,
-        BatchField::Table,
-        BatchField::Reset,
-        BatchField::Valid,
-        BatchField::Ends,
-        BatchField::Carry,
-        BatchField::Lanes,
-        BatchField::SegmentIds,
-        BatchField::PositionIds,
-        BatchField::CuSeqlens,
-        BatchField::Indices,
-        BatchField::StateIn,
-        BatchField::StateOut,
-        BatchField::DocumentIds,
-        BatchField::CuSeqlensPadded,
-        BatchField::MaxSeqlen,
-    ];
-
-    /// The fields written from the block table, in the order `write_batch` and the
-    /// `batch_tables` operator give them (tensors; `max_seqlen`, a host integer, is not one).
-    pub const FROM_TABLE: [BatchField; 13] = [
-        BatchField::Reset,
-        BatchField::Valid,
-        BatchField::Ends,
-        BatchField::Carry,
-        BatchField::Lanes,
-        BatchField::SegmentIds,
-        BatchField::PositionIds,
-        BatchField::CuSeqlens,
-        BatchField::Indices,
-        BatchField::StateIn,
-        BatchField::StateOut,
-        BatchField::DocumentIds,
-        BatchField::CuSeqlensPadded,
-    ];
-
-    /// The field's name, the same in C++, Python and Rust.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BatchField::Data => "data",
-            BatchField::Target => "target",
-            BatchField::Table => "table",
-            BatchField::Reset => "reset",
-            BatchField::Valid => "valid",
-            BatchField::Ends => "ends",
-            BatchField::Carry => "carry",
-            BatchField::Lanes => "lanes",
-            BatchField::SegmentIds => "segment_ids",
-            BatchField::PositionIds => "position_ids",
-            BatchField::CuSeqlens => "cu_seqlens",
-            BatchField::Indices => "indices",
-            BatchField::StateIn => "state_in",
-            BatchField::StateOut => "state_out",
-            BatchField::DocumentIds => "document_ids",
-            BatchField::CuSeqlensPadded => "cu_seqlens_padded",
-            BatchField::MaxSeqlen => "max_seqlen",
-        }
-    }
-
-    pub const fn dtype(self) -> FieldDtype {
-        match self {
-            BatchField::Data | BatchField::Target => FieldDtype::Loaded,
-            BatchField::Reset | BatchField::Valid | BatchField::Ends | BatchField::Carry => {
-                FieldDtype::Bool
-            }
-            BatchField::SegmentIds
-            | BatchField::CuSeqlens
-            | BatchField::DocumentIds
-            | BatchField::CuSeqlensPadded => FieldDtype::Int32,
-            BatchField::MaxSeqlen => FieldDtype::Int64,
-            BatchField::Table
-            | BatchField::Lanes
-            | BatchField::PositionIds
-            | BatchField::Indices => FieldDtype::Int64,
-            BatchField::StateIn | BatchField::StateOut => FieldDtype::Int64,
-        }
-    }
-
-    pub const fn shape(self) -> FieldShape {
-        match self {
-            BatchField::Data | BatchField::Target => FieldShape::Steps,
-            BatchField::Table => FieldShape::TableRows,
-            BatchField::Reset
-            | BatchField::Valid
-            | BatchField::Ends
-            | BatchField::SegmentIds
-            | BatchField::PositionIds
-            | BatchField::DocumentIds => FieldShape::StepTable,
-            BatchField::Carry | BatchField::Lanes => FieldShape::Blocks,
-            BatchField::CuSeqlens => FieldShape::PiecesPlusOne,
-            BatchField::Indices => FieldShape::Pieces,
-            BatchField::StateIn => FieldShape::Pieces,
-            BatchField::StateOut => FieldShape::Blocks,
-            BatchField::CuSeqlensPadded => FieldShape::Segments,
-            BatchField::MaxSeqlen => FieldShape::HostInt,
-        }
-    }
-
-    /// Whether the field is a tensor written from the block table by `write_batch` (else a
-    /// loader reads or plans it, or it is a host integer: see [`FieldShape::HostInt`]).
-    pub const fn from_table(self) -> bool {
-        !matches!(
-            self,
-            BatchField::Data | BatchField::Target | BatchField::Table | BatchField::MaxSeqlen
-        )
-    }
-
-    /// What the field holds, for the docs of every language's batch.
-    pub const fn doc(self) -> &'static str {
-        match self {
-            BatchField::Data => "the sequences' steps packed; padding steps hold data_padding",
-            BatchField::Target => "the targets packed; padding steps hold target_padding",
-            BatchField::Table => {
-                "the block table: one row per piece (block, block_offset, length, sequence, \
-                 offset, sequence_length)"
-            }
-            BatchField::Reset => {
-                "true at the first step of every piece, where recurrent state starts from zero \
-                 (with carried state, lanes, only where a sequence starts)"
-            }
-            BatchField::Valid => "true on real steps, false on padding",
-            BatchField::Ends => "true at the last step of every sequence",
-            BatchField::Carry => {
-                "true where the row's first step goes on from the state its lane had at the end \
-                 of the previous batch (lanes); keep that state, zero the others"
-            }
-            BatchField::Lanes => "the lane of every row: rank * blocks_per_batch + row",
-            BatchField::SegmentIds => "the piece's index inside its block, -1 on padding",
-            BatchField::PositionIds => {
-                "the step's index in its sequence (positions \"sequence\", the default) or in its \
-                 piece (positions \"piece\"), 0 on padding"
-            }
-            BatchField::CuSeqlens => "prefix sums of the pieces' lengths: varlen offsets",
-            BatchField::Indices => "the dataset index of every piece",
-            BatchField::StateIn => {
-                "for every piece, in cu_seqlens order, the row whose lane's saved state seeds it \
-                 (lanes: the piece continues its sequence from the previous batch), -1 where it \
-                 starts from zeros"
-            }
-            BatchField::StateOut => {
-                "for every row, the piece whose final state its lane keeps for the next batch \
-                 (lanes: the piece is cut at the row's end and its sequence goes on there), -1 \
-                 where the lane's saved state is not read again"
-            }
-            BatchField::DocumentIds => {
-                "the step's document: pieces and padding runs numbered 0, 1, ... in order over \
-                 the flattened [blocks * t_max] layout (each piece, and each run of padding, an id \
-                 of its own; mamba's seq_idx for the padded layout)"
-            }
-            BatchField::CuSeqlensPadded => {
-                "offsets of the documents over the flattened [blocks * t_max] layout, padding runs \
-                 included (varlen kernels see blocks * t_max tokens); the entries after the last \
-                 document repeat blocks * t_max"
-            }
-            BatchField::MaxSeqlen => "the longest piece's steps, 0 for a table of no row",
-        }
-    }
 }
 
 impl FieldDtype {

@@ -41,24 +41,8 @@ fn the_batch_tables_come_in_the_cores_order_from_one_call() {
         .filter(|f| f.from_table)
         .map(|f| f.name)
         .collect();
-    assert_eq!(
-        names,
-        [
-            "reset",
-            "valid",
-            "ends",
-            "carry",
-            "lanes",
-            "segment_ids",
-            "position_ids",
-            "cu_seqlens",
-            "indices",
-            "state_in",
-            "state_out",
-            "document_ids",
-            "cu_seqlens_padded"
-        ]
-    );
+    let declared = bload::BatchField::FROM_TABLE.map(bload::BatchField::name);
+    assert_eq!(names, declared);
     let mut long = [0i32; 3];
     out[7] = buffer(&mut long);
     // SAFETY: as above.
