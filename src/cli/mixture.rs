@@ -1,35 +1,12 @@
-//! `--source PATH:WEIGHT`, repeated: a mixture of lengths files (docs/mixtures.md) in place of
-//! `--lengths`. Each source is named by its path as typed; the core chooses each epoch's
-//! sequences and reports what each source gave, which `stats` and `plan` print.
+//! A mixture of lengths files (docs/mixtures.md), `--source PATH:WEIGHT` repeated (parsed in
+//! `args.rs`), in place of `--lengths`. Each source is named by its path as typed; the core
+//! chooses each epoch's sequences and reports what each source gave, which `stats` and `plan`
+//! print.
 
 use crate::cli::args::Args;
 use crate::Failure;
-use bload::{read_lengths_as, Error, Options, Planner, Source, SourceStats};
+use bload::{read_lengths_as, Options, Planner, Source, SourceStats};
 use std::io::Write;
-use std::path::PathBuf;
-
-/// A `--source` value: the lengths file and its weight.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceArg {
-    pub path: PathBuf,
-    pub weight: f64,
-}
-
-/// `PATH:WEIGHT` (the weight after the last colon, so a path may hold colons).
-pub fn parse_source(flag: &str, text: &str) -> Result<SourceArg, Failure> {
-    let parsed = text
-        .rsplit_once(':')
-        .filter(|(path, _)| !path.is_empty())
-        .and_then(|(path, weight)| Some((path, weight.parse::<f64>().ok()?)));
-    let (path, weight) = parsed.ok_or_else(|| {
-        let expected = "PATH:WEIGHT, a lengths file and its share of the epoch's steps (a number)";
-        Error::invalid(flag, format!("{text:?}"), expected)
-    })?;
-    Ok(SourceArg {
-        path: PathBuf::from(path),
-        weight,
-    })
-}
 
 /// The planner of the command's lengths: `--lengths`, or the mixture of its `--source`s.
 pub fn planner_of(args: &Args, options: Options) -> Result<Planner, Failure> {

@@ -15,15 +15,10 @@ use super::capped::{capped_fill, CappedSum};
 use super::compositions::by_compositions;
 use super::{
     best_fit_decreasing, best_fit_decreasing_blocks, improve, item_count,
-    most_blocks_closed_when_full, LengthPool, Packing,
+    most_blocks_closed_when_full, LengthPool, Packing, FILL, MAX_SEARCH_ROOM,
 };
 use crate::alloc::{try_push, try_vec, try_with_capacity};
 use crate::error::Result;
-
-/// Searches cost about (lengths below the room) x (room / 64) word operations; beyond this
-/// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
-/// get the fullest fill the remaining lengths allow.
-pub(super) const MAX_SEARCH_ROOM: u32 = 4096;
 
 /// Searches of one packing may cost, in all, this many word operations per length packed (plus
 /// a fixed allowance), so planning time stays linear in the number of sequences whatever their
@@ -31,9 +26,6 @@ pub(super) const MAX_SEARCH_ROOM: u32 = 4096;
 /// stay reproducible. The bundled length sets need a small fraction of it.
 const SEARCH_WORK_PER_LENGTH: u64 = 64;
 const SEARCH_WORK_ALLOWANCE: u64 = 1 << 20;
-
-/// What the scratch of a block's lengths is called when there is no memory for it.
-pub(super) const FILL: &str = "the lengths of a block";
 
 /// The `best_fit` policy; `bound` is the fewest blocks any packing of `counts` can have with
 /// at most `cap` items a block (`u32::MAX`: no cap).

@@ -5,8 +5,7 @@
 //! lengths), so a search costs (lengths below the room) x (lengths allowed) x (room / 64) word
 //! operations, counted against the same work allowance as the uncapped searches.
 
-use super::best_fit::{FILL, MAX_SEARCH_ROOM};
-use super::LengthPool;
+use super::{LengthPool, FILL, MAX_SEARCH_ROOM};
 use crate::alloc::{try_push, try_vec};
 use crate::error::Result;
 

@@ -20,6 +20,14 @@ pub(crate) use random_fill::random_fill;
 use crate::alloc::{try_vec, try_with_capacity_huge};
 use crate::error::Result;
 
+/// The fills (`best_fit.rs`, `capped.rs`): searches cost about (lengths below the room) x (room / 64) word operations; beyond this
+/// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
+/// get the fullest fill the remaining lengths allow.
+const MAX_SEARCH_ROOM: u32 = 4096;
+
+/// What the scratch of a block's lengths is called when there is no memory for it.
+const FILL: &str = "the lengths of a block";
+
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).
 #[derive(Debug, Default)]
 pub(crate) struct Packing {

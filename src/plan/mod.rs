@@ -53,12 +53,12 @@ mod split;
 mod state;
 mod validate;
 
-pub use block::{Batch, Block, Piece};
+pub use block::{Block, Piece};
 pub use hash::stable_hash;
 pub use ingest::{narrow_lengths, LengthInteger};
 pub use mixture::{Source, SourceStats};
 pub use resume::{EpochPosition, Resumed};
-pub use shard::GlobalBatch;
+pub use shard::{Batch, GlobalBatch};
 pub use shared::{PrivateMemory, MAX_SHARED_PLAN_TIMEOUT_S, SHARED_PLAN_VERSION};
 pub use state::{
     ResumedState, SamplerPlace, StateValue, MAX_EPOCH, OPTIONAL_STATE_FIELDS, STATE_VERSION,

@@ -7,7 +7,7 @@
 //! (g + 1) * W * B`, and rank `r` takes the `B` blocks from `(g * W + r) * B`. Sharding is
 //! arithmetic on block positions, so a rank reads its batches without touching anyone else's.
 
-use super::block::Batch;
+use super::block::Block;
 use super::layout::Span;
 use super::EpochPlan;
 use crate::error::{Error, Result};
@@ -154,11 +154,58 @@ impl EpochPlan {
     }
 }
 
+/// One batch of one rank: `blocks_per_batch` consecutive blocks of the epoch order (which ones is
+/// the sharding's choice, above).
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub(super) plan: &'a EpochPlan,
+    /// The position of its first block in epoch order.
+    pub(super) first_block: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// The global batch this batch is part of: every rank's batch of its index together
+    /// ([`EpochPlan::global_batch`]).
+    pub fn global(&self) -> GlobalBatch {
+        let global = self.plan.options.blocks_per_global_batch() as usize;
+        self.plan
+            .global_batch_from(self.first_block - self.first_block % global)
+    }
+
+    pub fn blocks(&self) -> impl ExactSizeIterator<Item = Block<'a>> + 'a {
+        let plan = self.plan;
+        let count = plan.options.blocks_per_batch as usize;
+        (self.first_block..self.first_block + count).map(move |position| plan.block(position))
+    }
+
+    pub fn t_max(&self) -> u32 {
+        self.plan.options.t_max
+    }
+
+    /// The lengths the plan was made from.
+    pub fn lengths(&self) -> &'a [u32] {
+        self.plan.lengths()
+    }
+
+    /// Whether each row carries its recurrent state from the previous batch (`lanes`).
+    pub fn carries_state(&self) -> bool {
+        self.plan.options.policy.carries_state()
+    }
+
+    /// The lane of each row, `rank * blocks_per_batch + row` (lanes stay put all epoch; in a
+    /// packed plan the number only says where the row lies in the global batch).
+    pub fn lanes(&self) -> impl ExactSizeIterator<Item = u32> {
+        let lanes = self.plan.options.blocks_per_global_batch() as usize;
+        let first = (self.first_block % lanes) as u32;
+        first..first + self.plan.options.blocks_per_batch
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::options::{Options, Oversize, Policy};
-    use crate::plan::Planner;
+    use crate::plan::{Piece, Planner};
 
     fn spans(ranges: &[(u32, u32)]) -> Vec<Span> {
         ranges
@@ -310,5 +357,24 @@ mod tests {
         let plan = sharded_plan();
         let err = plan.global_batch(plan.batches_per_rank()).err().unwrap();
         assert_eq!(err.argument, "batch");
+    }
+
+    #[test]
+    fn a_batch_reads_its_consecutive_blocks() {
+        let mut options = Options::new(10);
+        options.blocks_per_batch = 3;
+        let plan = Planner::new((1..=10).collect(), options)
+            .unwrap()
+            .plan(0)
+            .unwrap();
+        let batch = Batch {
+            plan: &plan,
+            first_block: 3,
+        };
+        let read: Vec<Vec<Piece>> = batch.blocks().map(|b| b.pieces().collect()).collect();
+        let expected: Vec<Vec<Piece>> = (3..6).map(|p| plan.block(p).pieces().collect()).collect();
+        assert_eq!(read, expected);
+        assert_eq!(batch.t_max(), 10);
+        assert_eq!(batch.lengths(), plan.lengths());
     }
 }

@@ -1,15 +1,38 @@
-//! The element types of the fields written from the table, and their buffers as one
-//! field-indexed list ([`FieldBuffer`]s in the declaration's order): what a front end that
-//! allocates the fields by looping over the declaration (C++'s `batch_tables` operator, through
-//! the bridge) passes, never naming one. The named buffers, [`BatchTablesMut`], are made from
-//! the declaration in `fields.rs`.
+//! A field's element type ([`FieldDtype`]), the Rust types of those written from the table, and
+//! their buffers as one field-indexed list ([`FieldBuffer`]s in the declaration's order): what a
+//! front end that allocates the fields by looping over the declaration (C++'s `batch_tables`
+//! operator, through the bridge) passes, never naming one. The named buffers,
+//! [`BatchTablesMut`], and each field's dtype are made from the declaration in `fields.rs`,
+//! which uses this file (and not the other way round).
 //!
 //! [`BatchTablesMut`]: super::BatchTablesMut
 
-use super::{BatchField, FieldDtype};
 use crate::error::{Error, Result};
 
-/// One field's buffer, of the element type the core declares for it ([`BatchField::dtype`]).
+/// A field's element type: the dataset's own for the data and targets, else a fixed one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldDtype {
+    /// The dtype the dataset's sequences have.
+    Loaded,
+    Bool,
+    Int32,
+    Int64,
+}
+
+impl FieldDtype {
+    /// The dtype as torch spells it (`"loaded"` for the dataset's own).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FieldDtype::Loaded => "loaded",
+            FieldDtype::Bool => "bool",
+            FieldDtype::Int32 => "int32",
+            FieldDtype::Int64 => "int64",
+        }
+    }
+}
+
+/// One field's buffer, of the element type the core declares for it
+/// ([`BatchField::dtype`](super::BatchField::dtype)).
 pub enum FieldBuffer<'o> {
     Bool(&'o mut [bool]),
     Int32(&'o mut [i32]),
@@ -71,8 +94,8 @@ impl<'o> Buffers<'o> {
         Ok(Buffers(buffers.into_iter()))
     }
 
-    /// The next buffer, as `field`'s: an error naming the field if its dtype is another.
-    pub fn take<T: FieldElement>(&mut self, field: BatchField) -> Result<&'o mut [T]> {
+    /// The next buffer, as field `name`'s: an error naming it if its dtype is another.
+    pub fn take<T: FieldElement>(&mut self, name: &str) -> Result<&'o mut [T]> {
         let buffer = self.0.next().ok_or_else(|| {
             Error::invalid(
                 "buffers",
@@ -83,7 +106,7 @@ impl<'o> Buffers<'o> {
         let dtype = buffer.dtype();
         T::values(buffer).ok_or_else(|| {
             Error::invalid(
-                field.name(),
+                name,
                 format!("a buffer of {}", dtype.name()),
                 format!("a buffer of {} (the core's declaration)", T::DTYPE.name()),
             )

@@ -9,7 +9,7 @@
 //!
 //! [`BlockTable::write_batch`]: super::BlockTable::write_batch
 
-use super::buffers::{Buffers, FieldBuffer, FieldElement};
+use super::buffers::{Buffers, FieldBuffer, FieldDtype, FieldElement};
 use crate::error::Result;
 
 /// Declares the fields once, each on one entry: its variant, name, element type, shape and
@@ -105,7 +105,7 @@ macro_rules! batch_fields {
             pub fn from_buffers(buffers: Vec<FieldBuffer<'o>>) -> Result<Self> {
                 let mut buffers = Buffers::of(buffers, BatchField::FROM_TABLE.len())?;
                 Ok(BatchTablesMut {
-                    $($table_name: buffers.take(BatchField::$table)?,)*
+                    $($table_name: buffers.take(BatchField::$table.name())?,)*
                 })
             }
         }
@@ -159,16 +159,6 @@ batch_fields! {
     }
 }
 
-/// A field's element type: the dataset's own for the data and targets, else a fixed one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FieldDtype {
-    /// The dtype the dataset's sequences have.
-    Loaded,
-    Bool,
-    Int32,
-    Int64,
-}
-
 /// A field's shape, in the batch's `blocks`, `t_max` and `pieces` (rows of its table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldShape {
@@ -190,18 +180,6 @@ pub enum FieldShape {
     /// One integer on the host (a Python `int`, a C++ `int64_t`), not a tensor: computed from
     /// the table when the batch is made and carried with it, so no kernel reads a device tensor.
     HostInt,
-}
-
-impl FieldDtype {
-    /// The dtype as torch spells it (`"loaded"` for the dataset's own).
-    pub const fn name(self) -> &'static str {
-        match self {
-            FieldDtype::Loaded => "loaded",
-            FieldDtype::Bool => "bool",
-            FieldDtype::Int32 => "int32",
-            FieldDtype::Int64 => "int64",
-        }
-    }
 }
 
 impl FieldShape {

@@ -230,10 +230,8 @@ mod fields;
 mod steps;
 
 pub use attention::{padded_segments_bound, KvBlocksMut, Positions};
-pub use buffers::FieldBuffer;
-pub use fields::{
-    same_names, BatchField, BatchTablesMut, DimRule, FieldDtype, FieldShape, BATCH_FIELD_NAMES,
-};
+pub use buffers::{FieldBuffer, FieldDtype};
+pub use fields::{same_names, BatchField, BatchTablesMut, DimRule, FieldShape, BATCH_FIELD_NAMES};
 pub use steps::{write_cu_seqlens, StepTables};
 
 #[cfg(test)]

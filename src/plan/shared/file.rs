@@ -9,6 +9,7 @@
 
 use super::column::{Column, Plain};
 use super::mapping::Mapping;
+use super::refused;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::plan::resume::Origin;
@@ -124,20 +125,6 @@ pub(super) fn write(plan: &EpochPlan, lengths_hash: u64, out: &mut impl Write) -
 pub(super) fn stable_text_hash(text: &str) -> u64 {
     let words: Vec<u64> = text.bytes().map(u64::from).collect();
     crate::plan::stable_hash(&words)
-}
-
-/// An error about the file at `path`: its `field` had `value`, `expected` was wanted.
-pub(super) fn refused(
-    path: &Path,
-    field: &str,
-    value: impl std::fmt::Display,
-    expected: impl Into<String>,
-) -> Error {
-    Error::invalid(
-        format!("shared plan file {} ({field})", path.display()),
-        value,
-        expected,
-    )
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {

@@ -8,7 +8,7 @@
 //! open and [`Mapping::check_size`] compares the file's size (fstat) with the mapped one before
 //! each read of it that serves a batch or plans an epoch, as the sequence store checks its files.
 
-use super::file::refused;
+use super::refused;
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::os::fd::AsRawFd;

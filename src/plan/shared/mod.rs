@@ -294,6 +294,20 @@ fn write_file(plan: &EpochPlan, lengths_hash: u64, path: &Path, dir: &Path) -> R
     written
 }
 
+/// An error about the file at `path`: its `field` had `value`, `expected` was wanted.
+fn refused(
+    path: &Path,
+    field: &str,
+    value: impl std::fmt::Display,
+    expected: impl Into<String>,
+) -> Error {
+    Error::invalid(
+        format!("shared plan file {} ({field})", path.display()),
+        value,
+        expected,
+    )
+}
+
 use open::{check_identity, check_lengths_hash, check_origin, open};
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub(super) fn check_origin(
         "planned for {} ranks from block {}",
         origin.planned_world_size, origin.first_block
     );
-    Err(file::refused(path, "origin", value, expected))
+    Err(super::refused(path, "origin", value, expected))
 }
 
 /// The file's lengths are this rank's: their hash (of `count` lengths, where the rank knows it)
@@ -64,7 +64,7 @@ pub(super) fn check_lengths_hash(
              options? give each job a directory of its own)"
         ),
     };
-    Err(file::refused(path, "lengths", value, expected))
+    Err(super::refused(path, "lengths", value, expected))
 }
 
 pub(super) fn check_identity(
@@ -74,7 +74,7 @@ pub(super) fn check_identity(
     epoch: u64,
 ) -> Result<()> {
     if header.epoch != epoch {
-        return Err(file::refused(
+        return Err(super::refused(
             path,
             "epoch",
             header.epoch,
@@ -83,7 +83,7 @@ pub(super) fn check_identity(
     }
     if header.options != *options {
         let expected = format!("this rank's options {}", options.to_json());
-        return Err(file::refused(
+        return Err(super::refused(
             path,
             "options",
             header.options.to_json(),
@@ -111,18 +111,18 @@ pub(super) fn open(path: &Path, timeout: Duration) -> Result<(Arc<Mapping>, file
                     "the file the node's planning rank writes, within the timeout ({} s); did it fail or plan other options?",
                     timeout.as_secs_f64()
                 );
-                return Err(file::refused(path, "missing", "no such file", expected));
+                return Err(super::refused(path, "missing", "no such file", expected));
             }
-            Err(err) => return Err(file::refused(path, "open", err, "a readable file")),
+            Err(err) => return Err(super::refused(path, "open", err, "a readable file")),
         }
     };
     let metadata = file
         .metadata()
-        .map_err(|err| file::refused(path, "open", err, "a file fstat can read"))?;
+        .map_err(|err| super::refused(path, "open", err, "a file fstat can read"))?;
     if !metadata.is_file() {
         let value = file_kind(&metadata.file_type());
         let expected = "a regular file, the plan the node's planning rank writes";
-        return Err(file::refused(path, "file type", value, expected));
+        return Err(super::refused(path, "file type", value, expected));
     }
     let map = Arc::new(Mapping::of(file, path)?);
     let header = file::read_header(map.bytes(), path)?;

@@ -16,12 +16,7 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
         || u32::try_from(pieces).is_err()
     {
         let expected = "whole global batches of blocks, and at most 2^32 - 1 pieces";
-        return Err(super::file::refused(
-            path,
-            "blocks",
-            plan.spans.len(),
-            expected,
-        ));
+        return Err(super::refused(path, "blocks", plan.spans.len(), expected));
     }
     if let Some(span) = plan
         .spans
@@ -29,7 +24,7 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
         .find(|span| span.start > span.end || span.end as usize > pieces)
     {
         let value = format!("{}..{}", span.start, span.end);
-        return Err(super::file::refused(
+        return Err(super::refused(
             path,
             "blocks",
             value,
@@ -42,7 +37,7 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
         .iter()
         .find(|&&index| index as usize >= sequences)
     {
-        return Err(super::file::refused(
+        return Err(super::refused(
             path,
             "piece sequences",
             index,
@@ -55,7 +50,7 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
         .iter()
         .find(|&&length| length == 0 || (length > t_max && options.oversize != Oversize::Split))
     {
-        return Err(super::file::refused(
+        return Err(super::refused(
             path,
             "lengths",
             length,
@@ -78,7 +73,7 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
                 "position {}, offset {}, length {}",
                 split.position, split.offset, split.length
             );
-            return Err(super::file::refused(
+            return Err(super::refused(
                 path,
                 "split pieces",
                 value,
@@ -104,7 +99,7 @@ pub(super) fn check(plan: &EpochPlan, path: &Path) -> Result<()> {
         }
         if used > u64::from(t_max) {
             let value = format!("{}..{} holding {used} steps", span.start, span.end);
-            return Err(super::file::refused(
+            return Err(super::refused(
                 path,
                 "blocks",
                 value,
