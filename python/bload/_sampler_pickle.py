@@ -11,7 +11,15 @@ import torch
 from bload import mixture
 from bload._arguments import shown, stored_cap
 
-__all__ = ["check_state_values", "damaged", "pickled_planner", "stored_planner", "tensor_bytes"]
+__all__ = [
+    "check_pickled_attributes",
+    "check_state_values",
+    "damaged",
+    "pickled_attributes",
+    "pickled_planner",
+    "stored_planner",
+    "tensor_bytes",
+]
 
 
 def check_state_values(state):
@@ -95,3 +103,31 @@ def tensor_bytes(tensor):
     if out:
         torch.frombuffer(out, dtype=tensor.dtype).copy_(tensor.view(-1))
     return bytes(out)
+
+
+def pickled_attributes(sampler):
+    """A BlockSampler's pickle: its attributes as plain values, the planner's lengths (their bytes)
+    and options (the core's JSON), and the sampler's state (identity and checksum included).
+    Never torch's ScriptObject: torch's unpickler trusts a ScriptObject's saved state, and a
+    damaged pickle of one can crash the process, where a damaged plain value is refused by the
+    planner's or the state's checks."""
+    (lengths, options), _ = sampler.planner.__getstate__()
+    skipped = ("planner", "plan")
+    state = {name: value for name, value in sampler.__dict__.items() if name not in skipped}
+    state["_planner"] = (str(lengths.dtype).removeprefix("torch."), tensor_bytes(lengths), options)
+    state["_state"] = sampler.state_dict()
+    return state
+
+
+def check_pickled_attributes(attributes, options):
+    """Refuses a pickle whose sampler attributes disagree with its planner's options: the sampler
+    would serve another rank's batches, or blocks the plan does not have."""
+    for name in ("t_max", "blocks_per_batch", "world_size", "seed"):
+        value, expected = attributes.get(name), options.get(name)
+        if value != expected or isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(
+                damaged(name, value, f"{expected!r}, the planner's {name} it was pickled with")
+            )
+    rank, world_size = attributes.get("rank"), attributes["world_size"]
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(damaged("rank", rank, f"a rank from 0 to {world_size - 1}"))

@@ -23,11 +23,12 @@ from bload._arguments import (
     piece_cap,
 )
 from bload._sampler_pickle import (
+    check_pickled_attributes,
     check_state_values,
     damaged,
+    pickled_attributes,
     pickled_planner,
     stored_planner,
-    tensor_bytes,
 )
 from bload._shared_plan import plan_of as _plan_of
 from bload._shared_plan import reader_planner as _reader_planner
@@ -360,21 +361,9 @@ class BlockSampler(torch.utils.data.Sampler):
         )
         self._resume(plan, served)
 
-    # Pickled as plain values: the planner's lengths (their bytes) and options (the core's JSON),
-    # and the sampler's state (identity and checksum included). Never as torch's ScriptObject:
-    # torch's unpickler trusts a ScriptObject's saved state, and a damaged pickle of one can crash
-    # the process, where a damaged plain value is refused by the planner's or the state's checks.
+    # Pickled as plain values, never torch's ScriptObject (_sampler_pickle.py says why).
     def __getstate__(self):
-        (lengths, options), _ = self.planner.__getstate__()
-        skipped = ("planner", "plan")
-        state = {name: value for name, value in self.__dict__.items() if name not in skipped}
-        state["_planner"] = (
-            str(lengths.dtype).removeprefix("torch."),
-            tensor_bytes(lengths),
-            options,
-        )
-        state["_state"] = self.state_dict()
-        return state
+        return pickled_attributes(self)
 
     def __setstate__(self, state):
         # A pickle is data from outside: what it holds is checked, and each error names the
@@ -386,24 +375,11 @@ class BlockSampler(torch.utils.data.Sampler):
         if not isinstance(saved, collections.abc.Mapping):
             raise ValueError(damaged("_state", saved, "the dict state_dict() returns"))
         lengths, options, sources = stored_planner(stored)
+        check_pickled_attributes(state, options)
         self.__dict__.update(state)
-        self._check_against(options)
+        self.read_ahead = check_read_ahead(state.get("read_ahead", READ_AHEAD))
         self.planner = pickled_planner(lengths, options, sources, stored)
         self._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
         self.load_state_dict(saved)
-
-    def _check_against(self, options):
-        """Refuses a pickle whose sampler attributes disagree with its planner's options: the
-        sampler would serve another rank's batches, or blocks the plan does not have."""
-        for name in ("t_max", "blocks_per_batch", "world_size", "seed"):
-            value, expected = self.__dict__.get(name), options.get(name)
-            if value != expected or isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(
-                    damaged(name, value, f"{expected!r}, the planner's {name} it was pickled with")
-                )
-        rank = self.__dict__.get("rank")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.world_size:
-            raise ValueError(damaged("rank", rank, f"a rank from 0 to {self.world_size - 1}"))
-        self.read_ahead = check_read_ahead(self.__dict__.get("read_ahead", READ_AHEAD))
