@@ -68,6 +68,13 @@ class LaneState:
     """
 
     def __init__(self, sampler, shape, *, dtype=torch.float32, device=None):
+        plan = getattr(sampler, "plan", None)
+        if plan is not None and not plan.carries_state():
+            # Its batches carry no state: every initial() and update() would be refused later.
+            raise ValueError(
+                f"sampler = a BlockSampler of policy {sampler.state_dict()['policy']!r}: expected "
+                'one of policy "lanes", whose rows carry their lanes\' state from batch to batch'
+            )
         self.lanes = sampler.world_size * sampler.blocks_per_batch
         self.rows, self.rank = sampler.blocks_per_batch, sampler.rank
         self.shape = _lane_shape(shape)

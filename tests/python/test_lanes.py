@@ -241,3 +241,12 @@ def test_lanes_resume_with_their_lane_count_in_other_factors_and_refuse_another_
         RuntimeError, match=r"world_size \* blocks_per_batch = 1 \* 2 = 2: expected 4 .*lane count"
     ):
         other.load_state_dict(state)
+
+
+def test_a_lane_state_of_a_sampler_that_carries_no_state_is_refused_at_once():
+    # Was made, and then refused every batch in initial() and update(), far from the cause.
+    sampler = bload.BlockSampler(LENGTHS, T_MAX, 2, split=True)
+    with pytest.raises(ValueError, match="sampler = a BlockSampler of policy 'best_fit': expected"):
+        bload.LaneState(sampler, (HIDDEN,))
+    lanes = bload.BlockSampler(LENGTHS, T_MAX, 2, policy="lanes")
+    assert bload.LaneState(lanes, (HIDDEN,)).state.shape == (2, HIDDEN)
