@@ -78,6 +78,14 @@ class LaneState:
         self.lanes = sampler.world_size * sampler.blocks_per_batch
         self.rows, self.rank = sampler.blocks_per_batch, sampler.rank
         self.shape = _lane_shape(shape)
+        elements = self.rows
+        for size in self.shape:
+            elements *= size
+        if elements > _INT64_MAX:  # torch's own error would name neither shape nor the rows
+            raise ValueError(
+                f"shape = {shown(shape)}: expected a lane state's shape whose {self.rows} rows "
+                f"(blocks_per_batch) hold at most 2^63 - 1 elements, not {elements}"
+            )
         #: [rows, *shape]: row j is lane rank * rows + j.
         self.state = torch.zeros(self.rows, *self.shape, dtype=dtype, device=device)
 

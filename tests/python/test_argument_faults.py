@@ -239,6 +239,12 @@ def test_a_lane_shape_that_is_not_sizes_is_named(shape, error, message):
         bload.LaneState(lanes_sampler(), shape)
 
 
+def test_a_lane_shape_too_big_for_a_tensor_is_named():
+    # Was torch's "Storage size calculation overflowed", naming neither shape nor its rows.
+    with pytest.raises(ValueError, match=r"shape = \(4294967296, 4294967296\): expected .* 2 rows"):
+        bload.LaneState(lanes_sampler(), (2**32, 2**32))
+
+
 def test_a_lane_shape_is_a_tuple_a_list_or_one_int():
     for shape in (16, (16,), [16], torch.Size([16])):  # 16 alone was not iterable
         assert bload.LaneState(lanes_sampler(), shape).state.shape == (2, 16)
