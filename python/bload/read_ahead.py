@@ -12,6 +12,8 @@ for. BlockSampler hands each batch out with the block tables of the batches afte
 A hook never changes a batch: the batch is read with get_range or [] as without it.
 """
 
+import numbers
+
 import torch
 
 from bload import _library, ops
@@ -27,7 +29,7 @@ READ_AHEAD, MAX_READ_AHEAD = torch.ops.bload.read_ahead_bounds()
 
 def check_read_ahead(value):
     """`value` as the read_ahead option: an int from 0 (no read-ahead) to MAX_READ_AHEAD."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
             f"read_ahead = {value!r}: expected an int, the batches to start reading ahead "
             f"(0 to {MAX_READ_AHEAD}; 0: none)"
@@ -36,7 +38,7 @@ def check_read_ahead(value):
         raise ValueError(
             f"read_ahead = {value}: expected an int from 0 (no read-ahead) to {MAX_READ_AHEAD}"
         )
-    return value
+    return int(value)
 
 
 class TableWindow:

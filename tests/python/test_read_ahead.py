@@ -176,6 +176,13 @@ def test_a_read_ahead_not_an_int_is_refused_by_name(value):
         sampler(value)
 
 
+def test_a_read_ahead_of_any_integer_type_is_taken_as_the_int():
+    # np.int64(2) was refused ("expected an int"), where every other int option takes it.
+    for value in (np.int64(2), np.uint8(2), torch.tensor(2).item()):
+        batches = sampler(value)
+        assert batches.read_ahead == 2 and type(batches.read_ahead) is int
+
+
 def test_a_hook_that_raises_is_reported():
     batches = sampler(2)
     failing = plan_pieces(batches)[2][0]
