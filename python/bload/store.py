@@ -101,6 +101,9 @@ def write(
     file or directory.
     Read it back with bload.SequenceStore(path, fields=...), which takes fields by name.
     """
+    for flag, value in (("overwrite", overwrite), ("progress", progress)):
+        if not isinstance(value, bool):  # overwrite="no" is truthy: it would replace the store
+            raise TypeError(f"{flag} = {value!r:.80}: expected True or False")
     fields = checked_fields(fields)
     path = os.fspath(path)
     if os.path.lexists(path):

@@ -139,6 +139,17 @@ def test_overwrite_onto_a_file_or_a_directory_not_a_store_touches_nothing(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["afile", "empty", "folder"]
 
 
+@pytest.mark.parametrize("flag", ["overwrite", "progress"])
+@pytest.mark.parametrize("value", ["no", "False", 0, None])
+def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_touched(tmp_path, flag, value):
+    # overwrite="no" (a string from a config, truthy) replaced the store that was there.
+    path = bload.store.write(tmp_path / "s", ITEMS, progress=False)
+    options = {"progress": False, "overwrite": False, flag: value}
+    with pytest.raises(TypeError, match=rf"{flag} = {value!r}: expected True or False"):
+        bload.store.write(path, ITEMS[:1], **options)
+    assert len(bload.SequenceStore(path)) == 2 and sorted(os.listdir(tmp_path)) == ["s"]
+
+
 def test_overwrite_through_a_link_replaces_the_link_and_leaves_nothing(tmp_path):
     target = bload.store.write(tmp_path / "real", ITEMS, progress=False)
     os.symlink(target, tmp_path / "link")
