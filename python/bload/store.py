@@ -376,9 +376,15 @@ def _npy_directory(directory, fields):
                 "every field's directory (a sequence's file in each)"
             )
 
+    def load(file):
+        try:
+            return np.load(file, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as err:  # NumPy's own errors name no file
+            raise ValueError(f"{file}: {err}: expected a .npy file of one sequence") from None
+
     def items():
         for name in names:
-            yield tuple(np.load(os.path.join(folder, name), mmap_mode="r") for folder in folders)
+            yield tuple(load(os.path.join(folder, name)) for folder in folders)
 
     return items(), len(names)
 

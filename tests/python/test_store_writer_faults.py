@@ -117,6 +117,18 @@ def test_a_missing_fields_npy_directory_is_named(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["npy"]
 
 
+@pytest.mark.parametrize("content", [b"not an array", b""])
+def test_a_npy_file_numpy_cannot_read_is_named(tmp_path, content):
+    # NumPy's error ("This file contains pickled (object) data", "No data left in file")
+    # named no file among the directory's.
+    (tmp_path / "npy").mkdir()
+    np.save(tmp_path / "npy" / "0.npy", np.arange(3))
+    (tmp_path / "npy" / "1.npy").write_bytes(content)
+    with pytest.raises(ValueError, match=r"npy/1\.npy: .*: expected a \.npy file of one sequence"):
+        bload.store.write(tmp_path / "s", tmp_path / "npy", fields="data", progress=False)
+    assert sorted(os.listdir(tmp_path)) == ["npy"]
+
+
 def test_overwrite_onto_a_file_or_a_directory_not_a_store_touches_nothing(tmp_path):
     file = tmp_path / "afile"
     file.write_text("mine")
