@@ -207,3 +207,21 @@ def test_a_flipped_byte_is_found_where_verification_is_asked(tmp_path, items):
         bload.SequenceStore(path, verify=True)
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "data.bin = bytes of CRC-32" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "offset, length, name",
+    [
+        (0.5, 1, "offset"),
+        (True, 1, "offset"),
+        ("0", 1, "offset"),
+        (0, 1.0, "length"),
+        (0, True, "length"),
+    ],
+)
+def test_a_range_that_is_not_ints_is_named(store, offset, length, name):
+    # 0.5 failed in slicing ("slice indices must be integers"), naming nothing; True was step 1.
+    value = offset if name == "offset" else length
+    with pytest.raises(TypeError, match=rf"{name} = {value!r}: expected an int of steps"):
+        store.get_range(0, offset, length)
+    assert len(store.get_range(0, np.int64(0), np.int32(1))[0]) == 1
