@@ -14,6 +14,7 @@ runs on Ray. See docs/ray.md.
             ...
 """
 
+import math
 import pickle
 import re
 import warnings
@@ -93,9 +94,11 @@ class RayLoader:
         if (
             isinstance(num_cpus, bool)
             or not isinstance(num_cpus, (int, float))
-            or not num_cpus >= 0
+            or not 0 <= num_cpus < math.inf  # inf: Ray's OverflowError, naming nothing
         ):
-            raise ValueError(f"num_cpus = {num_cpus!r}: expected a number of CPUs, 0 or more")
+            raise ValueError(
+                f"num_cpus = {num_cpus!r}: expected a finite number of CPUs, 0 or more"
+            )
         self.num_cpus = num_cpus
         self.max_retries = integer("max_retries", max_retries, 0)
         # Packs as the DataLoader path packs: the items this batch loaded stand in for the dataset.

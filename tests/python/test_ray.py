@@ -238,6 +238,9 @@ def test_bad_arguments_are_refused_by_name():
         bload.ray.RayLoader(sampler(0), clip, num_cpus="x")
     with pytest.raises(ValueError, match="num_cpus = nan"):
         bload.ray.RayLoader(sampler(0), clip, num_cpus=float("nan"))
+    # inf was taken, then failed in Ray's own check (OverflowError), naming no argument.
+    with pytest.raises(ValueError, match="num_cpus = inf: expected a finite number"):
+        bload.ray.RayLoader(sampler(0), clip, num_cpus=float("inf"))
     with pytest.raises(ValueError, match="positions = 'block'"):
         bload.ray.RayLoader(sampler(0), clip, positions="block")
     with pytest.raises(ValueError, match="max_retries = -1: expected an int from 0"):
