@@ -22,12 +22,15 @@ def _environment_local_rank():
     """torchrun's LOCAL_RANK, or 0 where it is not set."""
     value = os.environ.get("LOCAL_RANK", "0")
     try:
-        return int(value)
+        local_rank = int(value)
     except ValueError:
+        local_rank = -1
+    if local_rank < 0:  # -2 was named as local_rank = -2, an argument the caller never gave
         raise ValueError(
             f"LOCAL_RANK = {value!r} (the environment's, read as local_rank): expected an int "
             "of at least 0, or local_rank= given"
-        ) from None
+        )
+    return local_rank
 
 
 def shared_plan(directory, local_rank, timeout):

@@ -212,7 +212,8 @@ def test_the_operators_refuse_a_timeout_past_the_same_bound(tmp_path):
             planner.map_shared_plan(0, str(tmp_path), timeout)
 
 
-def test_a_local_rank_of_the_environment_that_is_no_int_is_named(tmp_path, monkeypatch):
-    monkeypatch.setenv("LOCAL_RANK", "abc")
-    with pytest.raises(ValueError, match="LOCAL_RANK = 'abc' \\(the environment's"):
+@pytest.mark.parametrize("value", ["abc", "-2"])  # -2 was named as the argument local_rank
+def test_a_local_rank_of_the_environment_that_is_no_int_is_named(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("LOCAL_RANK", value)
+    with pytest.raises(ValueError, match=f"LOCAL_RANK = '{value}' \\(the environment's"):
         bload.BlockSampler([3, 4, 5], t_max=8, shared_plan_dir=tmp_path)
