@@ -26,11 +26,14 @@ def checked_fields(fields):
         )
     if not names:
         raise ValueError("fields = (): expected at least one field's name, e.g. 'data'")
-    duplicated = sorted({name for name in names if names.count(name) > 1})
+    # Compared without case: on a file system that ignores it (macOS's, Windows') "A" and "a"
+    # would be one file, each field written over the other.
+    folded = [name.casefold() for name in names]
+    duplicated = sorted({name for name, key in zip(names, folded) if folded.count(key) > 1})
     if duplicated:
         raise ValueError(
-            f"fields = {names!r}: {', '.join(map(repr, duplicated))} more than once: expected "
-            "distinct names (each field is a file of the store and is read by its name)"
+            f"fields = {names!r}: {', '.join(map(repr, duplicated))} more than once (letter case "
+            "aside): expected distinct names (each field is a file of the store, read by its name)"
         )
     for name in names:
         file = f"{name}.bin"

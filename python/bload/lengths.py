@@ -224,6 +224,11 @@ def _column_lengths(table, column, where, rows=None) -> torch.Tensor:
             )
         array = table.column(column)
     elif isinstance(table, (pa.ChunkedArray, pa.Array)):
+        if column is not None:  # an array is one column already: the name would go unread
+            raise ValueError(
+                f"column = {column!r}: expected None for {where}, a column itself (column= "
+                "names a column of a table, a file or a dataset)"
+            )
         array = table
     else:
         raise TypeError(

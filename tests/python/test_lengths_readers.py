@@ -212,6 +212,11 @@ def test_arrow_and_parquet_refusals_name_file_format_and_column(tmp_path):
         bload.read_lengths(nulls, column="x")
     with pytest.raises(ValueError, match="format = 'csv'"):
         bload.read_lengths(path, format="csv")
+    # An array is a column itself: a column= given with it would go unread.
+    for column in (list_column([2, 1]), pa.chunked_array([list_column([2, 1])])):
+        assert bload.read_lengths(column).tolist() == [2, 1]
+        with pytest.raises(ValueError, match=r"column = 'x': expected None for the \w*Array"):
+            bload.read_lengths(column, column="x")
 
 
 def test_a_hugging_face_dataset_through_its_indices_mapping():

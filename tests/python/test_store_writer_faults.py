@@ -32,7 +32,8 @@ ITEMS = [
         (("", "target"), "'' is not a file name"),
         (("..", "target"), "'..' is not a file name"),
         (("offsets", "target"), "'offsets' would be the store's own offsets.bin"),
-        (("data", "data"), "'data' more than once: expected distinct names"),
+        (("data", "data"), "'data' more than once (letter case aside): expected distinct names"),
+        (("Data", "data"), "'Data', 'data' more than once (letter case aside)"),
         ((), "fields = (): expected at least one field's name"),
     ],
 )
