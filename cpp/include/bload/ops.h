@@ -1,7 +1,7 @@
 #pragma once
 // The torch.ops.bload operators, callable from C++. Each goes through torch's dispatcher, so it
-// runs the kernel for its inputs' device (CPU, CUDA, or Meta while tracing); their schemas live
-// in cpp/src/ops/schemas.cpp, their kernels beside it, one file per dispatch key.
+// runs the kernel for its inputs' device (CPU, CUDA, or Meta while tracing). Each is registered
+// in the file under cpp/src/ops/ that defines its kernels (docs/architecture.md lists them).
 //
 // `table` is a block table (see TableColumn, through planner.h): int64 [pieces, 6] on any device,
 // pieces sorted by block and offset and not overlapping. `blocks` and `t_max` give the batch's
