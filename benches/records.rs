@@ -12,6 +12,8 @@
 //! Columns: blocks, efficiency (real steps over blocks x t_max), the most sequences in a block,
 //! and the median time of 5 rounds, the packers of a row alternating within each round. bload's
 //! time is `Planner::new` and `plan(0)`: every sequence placed, shuffled and dealt.
+//! Each row also times a later epoch of one planner (bload keeps its packing, up to 2^22
+//! pieces) beside SPFHP's assignment and shuffles from strategies it made once.
 //! `BLOAD_BENCH_ONLY=squad` (or `wikipedia`, `lognormal`) runs those rows alone.
 
 use bload::{Options, Planner};
@@ -164,6 +166,57 @@ fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize)
     ]
 }
 
+/// Each later epoch (1, 2, ...) of one planner, after its first: what a training run pays each
+/// epoch once bload keeps its packing (sets of up to 2^22 pieces), beside SPFHP giving every
+/// sequence its pack and shuffling as bload's plans do, from the packing strategies it made once.
+fn later_epoch_runs<'a>(
+    lengths: &'a [u32],
+    counts: &'a [u64],
+    t_max: u32,
+    cap: Option<u32>,
+) -> [Run<'a>; 2] {
+    let mut options = Options::new(t_max);
+    options.max_pieces = cap;
+    let shown = cap.map_or(String::new(), |cap| format!(", at most {cap}"));
+    let mut planner: Option<Planner> = None;
+    let mut epoch = 0;
+    let bload = move || {
+        let planner = planner.get_or_insert_with(|| {
+            let planner = Planner::new(lengths.to_vec(), options.clone()).expect("a bench plan");
+            planner.plan(0).expect("a bench plan");
+            planner
+        });
+        epoch += 1;
+        let start = Instant::now();
+        let plan = planner.plan(epoch).expect("a valid bench plan");
+        TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
+        let deepest = plan.blocks().map(|block| block.len()).max().unwrap_or(0);
+        (plan.num_blocks() as u64, deepest)
+    };
+    let spfhp_cap = cap.map_or(t_max as usize, |cap| cap as usize);
+    let strategies = spfhp::spfhp(counts, t_max, spfhp_cap);
+    let mut seed = 0;
+    let spfhp = move || {
+        seed += 1;
+        let start = Instant::now();
+        let (assignment, spans) = spfhp::assign_shuffled(&strategies, lengths, t_max, seed);
+        TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
+        assert_eq!(assignment.sequences.len(), lengths.len());
+        let deepest = spans.iter().map(|&(start, end)| end - start).max();
+        (spans.len() as u64, deepest.unwrap_or(0) as usize)
+    };
+    [
+        (
+            format!("bload best_fit{shown}, a later epoch"),
+            Box::new(bload),
+        ),
+        (
+            format!("SPFHP{shown}, a later epoch (strategies kept), shuffled as bload's plans"),
+            Box::new(spfhp),
+        ),
+    ]
+}
+
 fn seqpacker_run<'a>(lengths: &'a [u32], t_max: u32) -> Run<'a> {
     let run = move || {
         let input: Vec<usize> = lengths.iter().map(|&l| l as usize).collect();
@@ -251,6 +304,7 @@ fn main() {
                 512,
                 cap.map_or(512, |c| c as usize),
             ));
+            runs.extend(later_epoch_runs(&lengths, &counts, 512, cap));
             if cap.is_none() {
                 runs.push(seqpacker_run(&lengths, 512));
             }
@@ -262,6 +316,7 @@ fn main() {
         let lengths = lengths_of(&counts);
         let mut runs = vec![bload_run(&lengths, 384, None)];
         runs.extend(spfhp_runs(&lengths, &counts, 384, 384));
+        runs.extend(later_epoch_runs(&lengths, &counts, 384, None));
         runs.push(seqpacker_run(&lengths, 384));
         row("Graphcore SQuAD", &lengths, 384, runs, &[]);
     }
@@ -271,6 +326,7 @@ fn main() {
             let counts = counts_of(&lengths, 2048);
             let mut runs = vec![bload_run(&lengths, 2048, None)];
             runs.extend(spfhp_runs(&lengths, &counts, 2048, 2048));
+            runs.extend(later_epoch_runs(&lengths, &counts, 2048, None));
             runs.push(seqpacker_run(&lengths, 2048));
             row(&format!("lognormal {size}"), &lengths, 2048, runs, &[]);
         }

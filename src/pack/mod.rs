@@ -17,19 +17,19 @@ pub(crate) use decreasing_blocks::best_fit_decreasing_blocks;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
 
-use crate::alloc::{try_vec, try_with_capacity_huge};
+use crate::alloc::{try_copy, try_vec, try_with_capacity_huge};
 use crate::error::Result;
 
-/// The fills (`best_fit.rs`, `capped.rs`): searches cost about (lengths below the room) x (room / 64) word operations; beyond this
-/// room, giving back more greedy picks is not worth it. Blocks of up to this many steps always
-/// get the fullest fill the remaining lengths allow.
+/// The fills (`best_fit.rs`, `capped.rs`): searches cost about (lengths below the room) x
+/// (room / 64) word operations; beyond this room, giving back more greedy picks is not worth it.
+/// Blocks of up to this many steps always get the fullest fill the remaining lengths allow.
 const MAX_SEARCH_ROOM: u32 = 4096;
 
 /// What the scratch of a block's lengths is called when there is no memory for it.
 const FILL: &str = "the lengths of a block";
 
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Packing {
     pub lengths: Vec<u32>,
     pub ends: Vec<u32>,
@@ -42,6 +42,14 @@ impl Packing {
         Ok(Packing {
             lengths: try_with_capacity_huge("the packed lengths", item_count(counts))?,
             ends: try_with_capacity_huge("the ends of the packed blocks", blocks)?,
+        })
+    }
+
+    /// A copy of exactly its size, or an error naming what could not be allocated.
+    pub(crate) fn try_clone(&self) -> Result<Self> {
+        Ok(Packing {
+            lengths: try_copy("the packed lengths", &self.lengths)?,
+            ends: try_copy("the ends of the packed blocks", &self.ends)?,
         })
     }
 

@@ -107,7 +107,16 @@ pub struct Planner {
     /// The sources of a mixture (`mixture.rs`), whose concatenation `lengths` is; none for one
     /// lengths set.
     mixture: Option<Arc<mixture::Mixture>>,
+    /// The `best_fit` packing, which depends on the lengths and options and not on the epoch:
+    /// made by the first plan and kept for the later ones (`best_fit_packing`).
+    kept_packing: OnceLock<pack::Packing>,
 }
+
+/// A `best_fit` packing of up to this many pieces is kept by its planner (4 bytes a piece, and
+/// one a block): on sets of tens of thousands of sequences the improvement search is most of a
+/// plan's time, and each later epoch only copies it. Larger packings are made again each epoch,
+/// where the fill is as fast as a copy would be worth and their memory would double a planner's.
+const KEPT_PACKING_PIECES: usize = 1 << 22;
 
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
@@ -141,6 +150,7 @@ impl Planner {
             pieces: gathered.pieces,
             lower_bound: gathered.lower_bound,
             mixture: None,
+            kept_packing: OnceLock::new(),
         }
     }
 
@@ -180,12 +190,7 @@ impl Planner {
         let packing = match options.policy {
             // Lanes run whole sequences end to end: nothing to pack (lanes.rs).
             Policy::Lanes => return self.plan_lanes(epoch),
-            Policy::BestFit => pack::best_fit(
-                &self.counts,
-                options.t_max,
-                options.piece_cap(),
-                self.packing_bound,
-            )?,
+            Policy::BestFit => self.best_fit_packing()?,
             Policy::RandomFill => {
                 let mut rng = PlanRng::new(options.seed, epoch, Stream::RandomFill);
                 pack::random_fill(&self.counts, options.t_max, options.piece_cap(), &mut rng)?
@@ -251,6 +256,25 @@ impl Planner {
             rank_cost_imbalance: Default::default(),
         };
         Ok(plan)
+    }
+}
+
+impl Planner {
+    /// The `best_fit` packing of the lengths: the one kept by an earlier plan, or made (and kept
+    /// where it is small enough, `KEPT_PACKING_PIECES`). The same packing either way: it depends
+    /// on nothing an epoch changes.
+    fn best_fit_packing(&self) -> Result<pack::Packing> {
+        if let Some(kept) = self.kept_packing.get() {
+            return kept.try_clone();
+        }
+        let options = &self.options;
+        let cap = options.piece_cap();
+        let packing = pack::best_fit(&self.counts, options.t_max, cap, self.packing_bound)?;
+        if packing.lengths.len() <= KEPT_PACKING_PIECES {
+            // (Another thread's plan may have kept one first: the same packing.)
+            let _ = self.kept_packing.set(packing.try_clone()?);
+        }
+        Ok(packing)
     }
 }
 

@@ -126,3 +126,30 @@ fn a_plan_accounts_for_every_step_and_depends_only_on_its_inputs() {
     assert_eq!(planner.plan(2).unwrap().hash(), plan.hash());
     assert_ne!(planner.plan(3).unwrap().hash(), plan.hash());
 }
+
+#[test]
+fn a_later_epoch_of_the_kept_packing_is_the_epoch_of_a_fresh_planner() {
+    // Lengths of up to most of a block, on which the improvement search runs (1,120 blocks
+    // filled, 1,119 bound); with and without a cap, and split sequences.
+    let lengths: Vec<u32> = (0..2000).map(|i| 60 + (i * 7919) % 300).collect();
+    for (cap, oversize) in [(None, Oversize::Split), (Some(3), Oversize::Reject)] {
+        let mut lengths = lengths.clone();
+        if oversize == Oversize::Split {
+            lengths.extend([900, 385, 1200]);
+        }
+        let mut options = options(384, 2, 4);
+        options.max_pieces = cap;
+        options.oversize = oversize;
+        let warm = Planner::new(lengths.clone(), options.clone()).unwrap();
+        let first = warm.plan(0).unwrap();
+        assert!(warm.kept_packing.get().is_some(), "{cap:?}");
+        for epoch in [1, 5] {
+            let fresh = Planner::new(lengths.clone(), options.clone()).unwrap();
+            let expected = fresh.plan(epoch).unwrap();
+            let kept = warm.plan(epoch).unwrap();
+            assert_eq!(kept.hash(), expected.hash(), "{cap:?}, epoch {epoch}");
+            assert_eq!(kept.stats(), expected.stats());
+        }
+        assert_eq!(warm.plan(0).unwrap().hash(), first.hash());
+    }
+}
