@@ -12,8 +12,8 @@
 //! Columns: blocks, efficiency (real steps over blocks x t_max), the most sequences in a block,
 //! and the median time of 5 rounds, the packers of a row alternating within each round. bload's
 //! time is `Planner::new` and `plan(0)`: every sequence placed, shuffled and dealt.
-//! Each row also times a later epoch of one planner (bload keeps its packing, up to 2^22
-//! pieces) beside SPFHP's assignment and shuffles from strategies it made once.
+//! Each row also times a later epoch of one planner (bload keeps its packing, as runs of equal
+//! blocks) beside SPFHP's assignment and shuffles from strategies it made once.
 //! `BLOAD_BENCH_ONLY=squad` (or `wikipedia`, `lognormal`) runs those rows alone.
 
 use bload::{Options, Planner};
@@ -167,7 +167,7 @@ fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize)
 }
 
 /// Each later epoch (1, 2, ...) of one planner, after its first: what a training run pays each
-/// epoch once bload keeps its packing (sets of up to 2^22 pieces), beside SPFHP giving every
+/// epoch once bload keeps its packing (as runs of equal blocks), beside SPFHP giving every
 /// sequence its pack and shuffling as bload's plans do, from the packing strategies it made once.
 fn later_epoch_runs<'a>(
     lengths: &'a [u32],

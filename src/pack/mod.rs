@@ -9,6 +9,7 @@ mod decreasing;
 mod decreasing_blocks;
 mod improve;
 mod random_fill;
+mod runs;
 
 pub(crate) use best_fit::best_fit;
 pub(crate) use compositions::fewest_blocks_of_pairs;
@@ -16,8 +17,9 @@ pub(crate) use decreasing::best_fit_decreasing;
 pub(crate) use decreasing_blocks::best_fit_decreasing_blocks;
 pub(crate) use improve::improve;
 pub(crate) use random_fill::random_fill;
+pub(crate) use runs::BlockRuns;
 
-use crate::alloc::{try_copy, try_vec, try_with_capacity_huge};
+use crate::alloc::{try_vec, try_with_capacity_huge};
 use crate::error::Result;
 
 /// The fills (`best_fit.rs`, `capped.rs`): searches cost about (lengths below the room) x
@@ -29,7 +31,7 @@ const MAX_SEARCH_ROOM: u32 = 4096;
 const FILL: &str = "the lengths of a block";
 
 /// Blocks as runs of lengths: block `k` holds `lengths[ends[k - 1]..ends[k]]` (from 0 for `k = 0`).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub(crate) struct Packing {
     pub lengths: Vec<u32>,
     pub ends: Vec<u32>,
@@ -42,14 +44,6 @@ impl Packing {
         Ok(Packing {
             lengths: try_with_capacity_huge("the packed lengths", item_count(counts))?,
             ends: try_with_capacity_huge("the ends of the packed blocks", blocks)?,
-        })
-    }
-
-    /// A copy of exactly its size, or an error naming what could not be allocated.
-    pub(crate) fn try_clone(&self) -> Result<Self> {
-        Ok(Packing {
-            lengths: try_copy("the packed lengths", &self.lengths)?,
-            ends: try_copy("the ends of the packed blocks", &self.ends)?,
         })
     }
 

@@ -108,16 +108,10 @@ pub struct Planner {
     /// lengths set.
     mixture: Option<Arc<mixture::Mixture>>,
     /// The `best_fit` packing, which depends on the lengths and options and not on the epoch:
-    /// made by the first plan and kept for the later ones (`best_fit_packing`).
-    kept_packing: OnceLock<pack::Packing>,
+    /// made by the first plan and kept for the later ones, as runs of equal blocks (none where
+    /// there are too many to keep: `best_fit_packing`).
+    kept_packing: OnceLock<Option<pack::BlockRuns>>,
 }
-
-/// A `best_fit` packing of up to this many pieces is kept by its planner (4 bytes a piece, and
-/// one a block): on sets of tens of thousands of sequences the improvement search is most of a
-/// plan's time, and each later epoch only copies it. Larger packings are made again each epoch,
-/// where the fill is as fast as a copy would be worth and their memory would double a planner's.
-const KEPT_PACKING_PIECES: usize = 1 << 22;
-
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
     /// an empty dataset, a zero length, sequences longer than `t_max` (unless split), fewer pieces
@@ -260,19 +254,20 @@ impl Planner {
 }
 
 impl Planner {
-    /// The `best_fit` packing of the lengths: the one kept by an earlier plan, or made (and kept
-    /// where it is small enough, `KEPT_PACKING_PIECES`). The same packing either way: it depends
-    /// on nothing an epoch changes.
+    /// The `best_fit` packing of the lengths: laid out from the runs an earlier plan kept, or
+    /// made (and kept, `pack::BlockRuns`). The same packing either way: nothing an epoch changes
+    /// goes into it, and on sets of tens of thousands of sequences its improvement search is
+    /// most of a first plan's time.
     fn best_fit_packing(&self) -> Result<pack::Packing> {
-        if let Some(kept) = self.kept_packing.get() {
-            return kept.try_clone();
+        if let Some(Some(runs)) = self.kept_packing.get() {
+            return runs.packing();
         }
         let options = &self.options;
         let cap = options.piece_cap();
         let packing = pack::best_fit(&self.counts, options.t_max, cap, self.packing_bound)?;
-        if packing.lengths.len() <= KEPT_PACKING_PIECES {
-            // (Another thread's plan may have kept one first: the same packing.)
-            let _ = self.kept_packing.set(packing.try_clone()?);
+        if self.kept_packing.get().is_none() {
+            // (Another thread's plan may have kept the same runs first.)
+            let _ = self.kept_packing.set(pack::BlockRuns::of(&packing)?);
         }
         Ok(packing)
     }
