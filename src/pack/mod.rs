@@ -84,6 +84,17 @@ impl Packing {
             .extend((1..=repeats as usize).map(|k| (end + k * size) as u32));
     }
 
+    /// The packing of these blocks, in order (for tests).
+    #[cfg(test)]
+    pub fn of_blocks(blocks: &[&[u32]]) -> Packing {
+        let mut packing = Packing::default();
+        for block in blocks {
+            packing.lengths.extend_from_slice(block);
+            packing.ends.push(packing.lengths.len() as u32);
+        }
+        packing
+    }
+
     #[cfg(test)]
     pub fn blocks(&self) -> impl Iterator<Item = &[u32]> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());

@@ -117,15 +117,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn packing(blocks: &[&[u32]]) -> Packing {
-        let mut packing = Packing::default();
-        for block in blocks {
-            packing.lengths.extend_from_slice(block);
-            packing.ends.push(packing.lengths.len() as u32);
-        }
-        packing
-    }
-
     #[test]
     fn runs_lay_out_the_packing_they_were_made_of() {
         let blocks: &[&[u32]] = &[
@@ -138,7 +129,7 @@ mod tests {
             &[5, 3],
             &[2, 2, 4],
         ];
-        let original = packing(blocks);
+        let original = Packing::of_blocks(blocks);
         let runs = BlockRuns::of(&original).unwrap().unwrap();
         assert_eq!(runs.runs.len(), 5);
         assert_eq!(runs.lengths, [5, 3, 8, 5, 3, 2, 2, 4]);
@@ -176,7 +167,7 @@ mod tests {
             for (block, repeats) in &runs {
                 blocks.extend(std::iter::repeat_n(block.as_slice(), *repeats));
             }
-            let original = packing(&blocks);
+            let original = Packing::of_blocks(&blocks);
             let kept = BlockRuns::of(&original).unwrap().unwrap();
             // As many runs as places where a block differs from the one before it.
             let changes = (0..blocks.len()).filter(|&b| b == 0 || blocks[b] != blocks[b - 1]);

@@ -5,15 +5,6 @@ use super::*;
 use crate::pack::{best_fit_decreasing, counts_of};
 use crate::rng::{PlanRng, Stream};
 
-fn packing(blocks: &[&[u32]]) -> Packing {
-    let mut packing = Packing::default();
-    for block in blocks {
-        packing.lengths.extend_from_slice(block);
-        packing.ends.push(packing.lengths.len() as u32);
-    }
-    packing
-}
-
 fn sorted(mut lengths: Vec<u32>) -> Vec<u32> {
     lengths.sort_unstable();
     lengths
@@ -22,8 +13,13 @@ fn sorted(mut lengths: Vec<u32>) -> Vec<u32> {
 #[test]
 fn trades_reach_the_bound_greedy_missed() {
     // 30 steps in blocks of 10 packed in 4; {6, 4}, {5, 5}, {4, 3, 3} fill 3 exactly.
-    let greedy = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
-    let improved = improve(packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]), 10, u32::MAX, 3);
+    let greedy = Packing::of_blocks(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
+    let improved = improve(
+        Packing::of_blocks(&[&[5, 4], &[5, 4], &[3, 3], &[6]]),
+        10,
+        u32::MAX,
+        3,
+    );
     let improved = improved.unwrap();
     assert_eq!(improved.ends.len(), 3);
     assert!(improved
@@ -34,13 +30,13 @@ fn trades_reach_the_bound_greedy_missed() {
 
 #[test]
 fn a_packing_at_the_bound_or_beyond_reach_is_kept() {
-    let at_bound = improve(packing(&[&[6, 4], &[5, 5]]), 10, u32::MAX, 2).unwrap();
+    let at_bound = improve(Packing::of_blocks(&[&[6, 4], &[5, 5]]), 10, u32::MAX, 2).unwrap();
     assert_eq!(
         (at_bound.lengths, at_bound.ends),
         (vec![6, 4, 5, 5], vec![2, 4])
     );
     // Three 6s need three blocks whatever the bound says: the search gives up, unchanged.
-    let stuck = improve(packing(&[&[6], &[6], &[6]]), 10, u32::MAX, 2).unwrap();
+    let stuck = improve(Packing::of_blocks(&[&[6], &[6], &[6]]), 10, u32::MAX, 2).unwrap();
     assert_eq!((stuck.lengths, stuck.ends), (vec![6, 6, 6], vec![1, 2, 3]));
 }
 
@@ -48,12 +44,12 @@ fn a_packing_at_the_bound_or_beyond_reach_is_kept() {
 fn trades_keep_to_the_cap() {
     // Blocks of 10, at most 2 lengths: {5, 5}, {4, 3, 3} would reach 3 blocks by volume
     // but holds 3; the only packings in 4 blocks keep pairs.
-    let start = packing(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
+    let start = Packing::of_blocks(&[&[5, 4], &[5, 4], &[3, 3], &[6]]);
     let improved = improve(start, 10, 2, 3).unwrap();
     assert!(improved.blocks().all(|block| block.len() <= 2));
     assert_eq!(improved.ends.len(), 4);
     // {6, 4}, {5, 5}, {3, 3} in 3 with two a block, from 4.
-    let start = packing(&[&[6], &[5, 4], &[5, 3], &[3]]);
+    let start = Packing::of_blocks(&[&[6], &[5, 4], &[5, 3], &[3]]);
     let improved = improve(start, 10, 2, 3).unwrap();
     assert!(improved.blocks().all(|block| block.len() <= 2));
     assert_eq!(improved.ends.len(), 3);
