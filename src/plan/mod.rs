@@ -193,9 +193,14 @@ impl Planner {
         };
         // The packers size the block ends for the most blocks a packing could have, about twice
         // as many as it has: an exact copy saves a byte per sequence at the peak, which comes
-        // next (the scratch of `sequences_for`).
-        let ends = try_copy("the ends of the packed blocks", &packing.ends)?;
-        drop(packing.ends);
+        // next (the scratch of `sequences_for`). A kept packing's are exact already.
+        let ends = if packing.ends.len() == packing.ends.capacity() {
+            packing.ends
+        } else {
+            let exact = try_copy("the ends of the packed blocks", &packing.ends)?;
+            drop(packing.ends);
+            exact
+        };
         // First, so that its scratch is gone before the blocks are allocated (a lower peak).
         let piece_sequences = self.sequences_for(packing.lengths, epoch)?;
         // The packed blocks and a block per full chunk, rounded up to whole global batches: all
