@@ -13,6 +13,9 @@ struct EpochHandle::State {
   std::mutex mutex;
   std::optional<int64_t> requested;
   int64_t current = -1;
+  // Whether an epoch other than `current` was set since it started or was loaded: as in
+  // Python, where setting it starts that epoch, the loaded one set again then starts over.
+  bool left_current = false;
 };
 
 EpochHandle::EpochHandle() : state_(std::make_shared<State>()) {}
@@ -22,6 +25,7 @@ void EpochHandle::set_epoch(int64_t epoch) {
               kMaxEpoch, " (the sampler goes on to the epoch after it)");
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->requested = epoch;
+  if (epoch != state_->current) state_->left_current = true;
 }
 
 int64_t EpochHandle::epoch() const {
@@ -58,8 +62,10 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
       // The loaded epoch goes on unless another was set after the load, or the same one, served
       // whole, set again (it then starts over): the rule of Python's sampler.
       const bool served = position_ >= plan_->batches_per_rank();
-      if (!requested || (*requested == plan_->epoch() && !served)) {
+      const bool left = handle_.state_->left_current;
+      if (!requested || (!left && *requested == plan_->epoch() && !served)) {
         requested.reset();
+        handle_.state_->left_current = false;
         return;
       }
     }
@@ -70,6 +76,7 @@ void BlockSampler::reset(std::optional<size_t> new_size) {
                 " was the last, as the sampler goes on to the epoch after each");
     handle_.state_->requested.reset();
     handle_.state_->current = epoch;
+    handle_.state_->left_current = false;
   }
   plan_ = planner_.plan_for_node(epoch);
   // A shared plan's lengths replace the planner's own: it then holds only its tables.
@@ -128,6 +135,7 @@ void BlockSampler::restore(std::optional<EpochPlan> plan, int64_t position, int6
   auto& requested = handle_.state_->requested;
   const bool served = plan_ && position_ >= plan_->batches_per_rank();
   if (requested && !(served && *requested > epoch)) requested.reset();
+  handle_.state_->left_current = requested.has_value();
 }
 
 }  // namespace bload

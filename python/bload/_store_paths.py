@@ -41,7 +41,7 @@ def checked_fields(fields):
             separator and separator in name for separator in ("/", os.sep, os.altsep, "\0")
         ):
             why = "is not a file name"
-        elif file in (HEADER, OFFSETS):
+        elif file.casefold() in (HEADER.casefold(), OFFSETS.casefold()):  # one file, case aside
             why = f"would be the store's own {file}"
         else:
             continue

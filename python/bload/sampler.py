@@ -376,10 +376,13 @@ class BlockSampler(torch.utils.data.Sampler):
             raise ValueError(damaged("_state", saved, "the dict state_dict() returns"))
         lengths, options, sources = stored_planner(stored)
         check_pickled_attributes(state, options)
-        self.__dict__.update(state)
-        self.read_ahead = check_read_ahead(state.get("read_ahead", READ_AHEAD))
-        self.planner = pickled_planner(lengths, options, sources, stored)
-        self._start(0)
+        # Made whole on a copy, so that a pickle refused at any step leaves this one as it was.
+        copy = object.__new__(type(self))
+        copy.__dict__.update(state)
+        copy.read_ahead = check_read_ahead(state.get("read_ahead", READ_AHEAD))
+        copy.planner = pickled_planner(lengths, options, sources, stored)
+        copy._start(0)
         # Sets the plan and the place in it, checked against the planner: the copy's next
         # iteration goes on from there, as after any load_state_dict.
-        self.load_state_dict(saved)
+        copy.load_state_dict(saved)
+        self.__dict__ = copy.__dict__

@@ -171,10 +171,13 @@ class SequenceStore(torch.utils.data.Dataset):
             raise TypeError(_not_an_index(index, self.path))
         if not 0 <= index < self.count:
             raise IndexError(f"index = {index}: expected 0 <= index < {self.count} ({self.path})")
-        for name, value in (("offset", offset), ("length", length)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                # A float failed in slicing, naming nothing; True was read as step 1.
-                raise TypeError(f"{name} = {value!r:.80}: expected an int of steps ({self.path})")
+        if type(offset) is not int or type(length) is not int:  # a batch's pieces are ints
+            for name, value in (("offset", offset), ("length", length)):
+                if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                    # A float failed in slicing, naming nothing; True was read as step 1.
+                    raise TypeError(
+                        f"{name} = {value!r:.80}: expected an int of steps ({self.path})"
+                    )
         start, end = self.offsets[index], self.offsets[index + 1]
         if not (0 <= offset and 0 <= length and offset + length <= end - start):
             raise IndexError(

@@ -13,6 +13,10 @@ use crate::error::Result;
 /// Runs holding more lengths than this (and as many runs) are not kept: a packing of so many
 /// distinct blocks is made again each epoch rather than held.
 const MAX_KEPT: usize = 1 << 20;
+/// Nor runs taking more than a byte for this many of the packing's pieces: a planner holds
+/// little of its own (a node's ranks sharing one plan file each hold under a byte a sequence,
+/// `plan/shared`), and a packing that repeats so little is quick to make again.
+const PIECES_PER_KEPT_BYTE: usize = 4;
 
 const KEPT: &str = "the kept packing's blocks";
 
@@ -29,8 +33,13 @@ pub(crate) struct BlockRuns {
 
 impl BlockRuns {
     /// `packing` as runs of equal blocks, or None where they would hold more than `MAX_KEPT`
-    /// lengths or runs.
+    /// lengths or runs, or take more than a byte for `PIECES_PER_KEPT_BYTE` pieces.
     pub fn of(packing: &Packing) -> Result<Option<Self>> {
+        Self::within(packing, packing.lengths.len() / PIECES_PER_KEPT_BYTE)
+    }
+
+    /// `of`, kept where the runs take at most `most_bytes`.
+    fn within(packing: &Packing, most_bytes: usize) -> Result<Option<Self>> {
         let (lengths, ends) = (&packing.lengths, &packing.ends);
         let mut kept = BlockRuns {
             pieces: lengths.len(),
@@ -40,7 +49,9 @@ impl BlockRuns {
         let (mut block, mut start) = (0, 0);
         while block < ends.len() {
             let end = ends[block] as usize;
-            if kept.lengths.len() + (end - start) > MAX_KEPT || kept.runs.len() == MAX_KEPT {
+            let (held, runs) = (kept.lengths.len() + (end - start), kept.runs.len() + 1);
+            let bytes = held * size_of::<u32>() + runs * size_of::<(u32, u32)>();
+            if held > MAX_KEPT || runs > MAX_KEPT || bytes > most_bytes {
                 return Ok(None);
             }
             for &length in &lengths[start..end] {
@@ -55,7 +66,15 @@ impl BlockRuns {
             block += 1 + repeats;
             start = end + repeats * (end - start);
         }
+        // Held for the planner's life (and copied with it): no room to spare.
+        kept.lengths.shrink_to_fit();
+        kept.runs.shrink_to_fit();
         Ok(Some(kept))
+    }
+
+    /// The bytes the runs hold.
+    pub fn bytes(&self) -> usize {
+        self.lengths.capacity() * size_of::<u32>() + self.runs.capacity() * size_of::<(u32, u32)>()
     }
 
     /// The packing the runs were made of.
@@ -130,7 +149,7 @@ mod tests {
             &[2, 2, 4],
         ];
         let original = Packing::of_blocks(blocks);
-        let runs = BlockRuns::of(&original).unwrap().unwrap();
+        let runs = BlockRuns::within(&original, usize::MAX).unwrap().unwrap();
         assert_eq!(runs.runs.len(), 5);
         assert_eq!(runs.lengths, [5, 3, 8, 5, 3, 2, 2, 4]);
         let again = runs.packing().unwrap();
@@ -138,8 +157,24 @@ mod tests {
             (again.lengths, again.ends),
             (original.lengths, original.ends)
         );
-        let empty = BlockRuns::of(&Packing::default()).unwrap().unwrap();
+        let empty = BlockRuns::within(&Packing::default(), usize::MAX)
+            .unwrap()
+            .unwrap();
         assert_eq!(empty.packing().unwrap().ends, Vec::<u32>::new());
+    }
+
+    #[test]
+    fn runs_taking_more_than_a_byte_for_four_pieces_are_not_kept() {
+        // One run of a block of 2 takes 16 bytes: over the 2 allowed 8 pieces, within the 16
+        // allowed 64.
+        let two: &[u32] = &[5, 3];
+        assert!(BlockRuns::of(&Packing::of_blocks(&[two; 4]))
+            .unwrap()
+            .is_none());
+        let kept = BlockRuns::of(&Packing::of_blocks(&[two; 32]))
+            .unwrap()
+            .unwrap();
+        assert_eq!((kept.bytes(), kept.runs.len()), (16, 1));
     }
 
     #[test]
@@ -149,10 +184,10 @@ mod tests {
             many.lengths.push(length % 7 + length / 7 % 2);
             many.ends.push(many.lengths.len() as u32);
         }
-        assert!(BlockRuns::of(&many).unwrap().is_none());
+        assert!(BlockRuns::within(&many, usize::MAX).unwrap().is_none());
         many.lengths.truncate(MAX_KEPT);
         many.ends.truncate(MAX_KEPT);
-        assert!(BlockRuns::of(&many).unwrap().is_some());
+        assert!(BlockRuns::within(&many, usize::MAX).unwrap().is_some());
     }
 
     proptest! {
@@ -168,7 +203,7 @@ mod tests {
                 blocks.extend(std::iter::repeat_n(block.as_slice(), *repeats));
             }
             let original = Packing::of_blocks(&blocks);
-            let kept = BlockRuns::of(&original).unwrap().unwrap();
+            let kept = BlockRuns::within(&original, usize::MAX).unwrap().unwrap();
             // As many runs as places where a block differs from the one before it.
             let changes = (0..blocks.len()).filter(|&b| b == 0 || blocks[b] != blocks[b - 1]);
             prop_assert_eq!(kept.runs.len(), changes.count());

@@ -18,6 +18,7 @@ use crate::options::Options;
 use crate::rng::{PlanRng, Stream};
 use serde::Serialize;
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 /// One source of a mixture: its sequences' lengths and its weight, the share of each epoch's
 /// steps it gives relative to the other sources' weights.
@@ -302,7 +303,7 @@ impl Planner {
         let choice = self.choose(mixture, epoch)?;
         let mut chosen = try_with_capacity("the epoch's chosen lengths", choice.sequences.len())?;
         chosen.extend(choice.sequences.iter().map(|&i| self.lengths[i as usize]));
-        let planner = Planner::new(chosen, self.options.clone()).map_err(|mut err| {
+        let mut planner = Planner::new(chosen, self.options.clone()).map_err(|mut err| {
             // Only the epoch's own counts can fail here (the lengths were checked): say so.
             err.expected = format!(
                 "{} (in epoch {epoch}'s choice of the mixture's sequences)",
@@ -310,6 +311,8 @@ impl Planner {
             );
             err
         })?;
+        // It plans this one epoch: its packing is not worth keeping (`Planner::kept_packing`).
+        planner.kept_packing = OnceLock::from(None);
         let mut plan = planner.plan(epoch)?;
         for sequence in plan.piece_sequences.vec("the plan's pieces' sequences")? {
             *sequence = choice.sequences[*sequence as usize];

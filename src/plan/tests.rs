@@ -129,9 +129,10 @@ fn a_plan_accounts_for_every_step_and_depends_only_on_its_inputs() {
 
 #[test]
 fn a_later_epoch_of_the_kept_packing_is_the_epoch_of_a_fresh_planner() {
-    // Lengths of up to most of a block, on which the improvement search runs (1,120 blocks
-    // filled, 1,119 bound); with and without a cap, and split sequences.
-    let lengths: Vec<u32> = (0..2000).map(|i| 60 + (i * 7919) % 300).collect();
+    // Lengths of up to most of a block, on which the improvement search runs (11,170 blocks
+    // filled, 11,169 bound), and whose packing is kept; with and without a cap, and split
+    // sequences.
+    let lengths: Vec<u32> = (0..20000).map(|i| 60 + (i * 7919) % 300).collect();
     for (cap, oversize) in [(None, Oversize::Split), (Some(3), Oversize::Reject)] {
         let mut lengths = lengths.clone();
         if oversize == Oversize::Split {

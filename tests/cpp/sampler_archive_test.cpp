@@ -151,6 +151,16 @@ TEST(BlockSamplerArchive, TheResumedEpochSetAgainIsServedOnce) {
     EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch3)) << set_before_load;
     EXPECT_EQ(resumed.epoch(), 3);
   }
+  // Another epoch set after the load, then the loaded one: as in Python, the other epoch
+  // started and the loaded one set again starts over.
+  bload::BlockSampler reference(lengths, options);
+  reference.epoch_handle().set_epoch(2);
+  const auto epoch2 = epoch_tables(reference);
+  bload::BlockSampler resumed(lengths, options);
+  load(resumed, bytes);
+  resumed.epoch_handle().set_epoch(4);
+  resumed.epoch_handle().set_epoch(2);
+  EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch2));
 }
 
 TEST(BlockSamplerArchive, ResumesThroughADataLoader) {

@@ -210,6 +210,15 @@ def test_a_pickled_sampler_whose_parts_disagree_is_refused_naming_the_part(chang
         sampler.__setstate__(pickled_state(**changes))
 
 
+def test_a_refused_pickle_leaves_the_sampler_as_it_was():
+    sampler = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=0, seed=3)
+    before = dict(sampler.__dict__)
+    for changes in (dict(read_ahead="x", epoch=99), dict(epoch=99, _state={"version": 1})):
+        with pytest.raises((TypeError, ValueError, RuntimeError)):
+            sampler.__setstate__(pickled_state(**changes))
+        assert sampler.__dict__ == before, changes
+
+
 @pytest.mark.parametrize("field", ["epoch", "position"])
 def test_a_state_of_an_int_beyond_64_bits_is_refused_naming_it(field):
     sampler = bload.BlockSampler(AG, T_MAX, BLOCKS, world_size=2, rank=0, seed=3)

@@ -32,6 +32,7 @@ ITEMS = [
         (("", "target"), "'' is not a file name"),
         (("..", "target"), "'..' is not a file name"),
         (("offsets", "target"), "'offsets' would be the store's own offsets.bin"),
+        (("data", "Offsets"), "'Offsets' would be the store's own Offsets.bin"),
         (("data", "data"), "'data' more than once (letter case aside): expected distinct names"),
         (("Data", "data"), "'Data', 'data' more than once (letter case aside)"),
         ((), "fields = (): expected at least one field's name"),

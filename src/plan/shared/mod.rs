@@ -78,7 +78,7 @@ impl EpochPlan {
 
 impl Planner {
     /// The memory this planner holds of its own: its lengths (none when mapped from a shared
-    /// plan file) and its per-length tables.
+    /// plan file), its per-length tables and the packing it keeps (`pack::BlockRuns`).
     pub fn private_memory(&self) -> PrivateMemory {
         let mut memory = PrivateMemory::default();
         let lengths = match &self.lengths {
@@ -90,7 +90,13 @@ impl Planner {
             .add(lengths)
             .add(self.counts.capacity() * 4)
             .add(self.class_starts.capacity() * 4)
-            .add(self.oversized.capacity() * 4);
+            .add(self.oversized.capacity() * 4)
+            .add(
+                self.kept_packing
+                    .get()
+                    .and_then(Option::as_ref)
+                    .map_or(0, |runs| runs.bytes()),
+            );
         memory
     }
 
