@@ -209,6 +209,24 @@ impl Options {
                 format!("at most {} blocks per global batch", u32::MAX),
             ));
         }
+        if self.seed > MAX_SEED {
+            // A state holds the seed as an int64: a larger one would be saved as another.
+            return Err(Error::invalid(
+                "seed",
+                self.seed,
+                format!("a seed from 0 to {MAX_SEED} (C++ and Python hold it in an int64)"),
+            ));
+        }
+        if let Cost::Attention { linear } = self.cost {
+            if linear > MAX_ATTENTION_LINEAR {
+                // As `Cost::parse` and `Cost::from_code` refuse it: its code would not round-trip.
+                return Err(Error::invalid(
+                    "cost",
+                    format!("attention:{linear}"),
+                    format!("attention:A with A from 0 to {MAX_ATTENTION_LINEAR}"),
+                ));
+            }
+        }
         if self.policy.carries_state() && self.cost != Cost::Steps {
             // A lane's rows hold the same lanes all epoch, each carrying its state from batch
             // to batch: there are no blocks to deal, and moving a lane would break its state.

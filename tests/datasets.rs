@@ -151,6 +151,6 @@ fn epochs_change_company_and_order_but_not_cost() {
         before.len()
     );
     // Block order: the first block of epoch 0 is not the first block of epoch 1.
-    let firsts = |plan: &bload::EpochPlan| plan.block(0).pieces().collect::<Vec<_>>();
+    let firsts = |plan: &bload::EpochPlan| plan.block(0).unwrap().pieces().collect::<Vec<_>>();
     assert_ne!(firsts(&first), firsts(&second));
 }

@@ -37,7 +37,7 @@ const COST_AHEAD: usize = 16;
 impl EpochPlan {
     /// What the block at `position` costs under `cost`.
     fn block_cost(&self, position: usize, cost: Cost) -> u64 {
-        self.block(position)
+        self.block_at(position)
             .pieces()
             .map(|piece| cost.of_piece(piece.length))
             .fold(0, u64::saturating_add)

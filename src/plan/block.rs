@@ -25,8 +25,21 @@ pub struct Piece {
 }
 
 impl EpochPlan {
-    /// The `position`-th block in epoch order (`position < num_blocks()`).
-    pub fn block(&self, position: usize) -> Block<'_> {
+    /// The `position`-th block in epoch order, or an error naming a position from
+    /// `num_blocks()` on.
+    pub fn block(&self, position: usize) -> crate::Result<Block<'_>> {
+        if position >= self.spans.len() {
+            return Err(crate::Error::invalid(
+                "position",
+                position,
+                format!("a block of the plan's {}, from 0", self.spans.len()),
+            ));
+        }
+        Ok(self.block_at(position))
+    }
+
+    /// The `position`-th block, for positions known to be below `num_blocks()`.
+    pub(crate) fn block_at(&self, position: usize) -> Block<'_> {
         let span = self.spans[position];
         let range = span.start as usize..span.end as usize;
         // This block's split pieces, if any, start at the first entry at or after it.
@@ -44,7 +57,7 @@ impl EpochPlan {
 
     /// All blocks in epoch order.
     pub fn blocks(&self) -> impl ExactSizeIterator<Item = Block<'_>> + '_ {
-        (0..self.spans.len()).map(|position| self.block(position))
+        (0..self.spans.len()).map(|position| self.block_at(position))
     }
 }
 

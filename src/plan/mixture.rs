@@ -122,6 +122,18 @@ impl Planner {
             }
             total += source.lengths.len() as u64;
         }
+        let weights: f64 = sources.iter().map(|source| source.weight).sum();
+        if !weights.is_finite() {
+            // Each share is a weight over their sum: past f64's range, every share would be 0.
+            return Err(Error::invalid(
+                "sources' weights",
+                format!("a sum of {weights}"),
+                format!(
+                    "weights whose sum is at most {:e} (only their ratios matter)",
+                    f64::MAX
+                ),
+            ));
+        }
         if total > u64::from(u32::MAX) {
             return Err(Error::invalid(
                 "sources",

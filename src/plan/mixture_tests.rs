@@ -227,7 +227,7 @@ fn resuming_mid_epoch_equals_the_uninterrupted_epoch() {
     let three = self::planner([0.5, 0.3, 0.2], 3);
     let rest = three.resume(&plan.position(2).unwrap()).unwrap().plan;
     let left: Vec<_> = (8..plan.num_blocks())
-        .flat_map(|b| plan.block(b).pieces().collect::<Vec<_>>())
+        .flat_map(|b| plan.block_at(b).pieces().collect::<Vec<_>>())
         .collect();
     let got: Vec<_> = rest
         .blocks()

@@ -171,10 +171,21 @@ impl Planner {
         self.lower_bound
     }
 
-    /// The plan of `epoch`: the same on every rank and machine for the same inputs. The one
-    /// error is running out of memory for it, named with what was being built and its size (or,
-    /// for lengths mapped from a shared plan file, a file changed in place since it was mapped).
+    /// The plan of `epoch` (0 to `MAX_EPOCH`): the same on every rank and machine for the same
+    /// inputs. Its errors: an epoch beyond `MAX_EPOCH`, running out of memory for it (named with
+    /// what was being built and its size), for lengths mapped from a shared plan file a file
+    /// changed in place since it was mapped, and for a mixture an epoch's choice the options
+    /// cannot plan (too few pieces for a global batch).
     pub fn plan(&self, epoch: u64) -> Result<EpochPlan> {
+        if epoch > MAX_EPOCH as u64 {
+            // A checkpoint holds the epoch in an int64 (as C++ and Python do): a later one would
+            // be saved as another, or as none.
+            return Err(crate::Error::invalid(
+                "epoch",
+                epoch,
+                format!("an epoch from 0 to {MAX_EPOCH}"),
+            ));
+        }
         // Lengths mapped from a shared plan file: the file still holds them.
         self.lengths.check_mapped()?;
         if let Some(mixture) = &self.mixture {

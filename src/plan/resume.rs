@@ -316,9 +316,9 @@ mod tests {
         let kept = plan.num_blocks() - 4 * 6;
         assert_eq!(rest.num_blocks(), kept.div_ceil(4) * 4);
         for position in 0..rest.num_blocks() {
-            let got: Vec<_> = rest.block(position).pieces().collect();
+            let got: Vec<_> = rest.block_at(position).pieces().collect();
             if position < kept {
-                let expected: Vec<_> = plan.block(4 * 6 + position).pieces().collect();
+                let expected: Vec<_> = plan.block_at(4 * 6 + position).pieces().collect();
                 assert_eq!(got, expected, "block {position}");
             } else {
                 assert!(got.is_empty(), "block {position}");

@@ -120,7 +120,7 @@ impl EpochPlan {
         let count = self.options.blocks_per_global_batch() as usize;
         let (mut steps, mut pieces) = (0, 0);
         for position in first..first + count {
-            let block = self.block(position);
+            let block = self.block_at(position);
             steps += u64::from(block.used());
             pieces += block.len() as u64;
         }
@@ -175,7 +175,7 @@ impl<'a> Batch<'a> {
     pub fn blocks(&self) -> impl ExactSizeIterator<Item = Block<'a>> + 'a {
         let plan = self.plan;
         let count = plan.options.blocks_per_batch as usize;
-        (self.first_block..self.first_block + count).map(move |position| plan.block(position))
+        (self.first_block..self.first_block + count).map(move |position| plan.block_at(position))
     }
 
     pub fn t_max(&self) -> u32 {
@@ -372,7 +372,9 @@ mod tests {
             first_block: 3,
         };
         let read: Vec<Vec<Piece>> = batch.blocks().map(|b| b.pieces().collect()).collect();
-        let expected: Vec<Vec<Piece>> = (3..6).map(|p| plan.block(p).pieces().collect()).collect();
+        let expected: Vec<Vec<Piece>> = (3..6)
+            .map(|p| plan.block_at(p).pieces().collect())
+            .collect();
         assert_eq!(read, expected);
         assert_eq!(batch.t_max(), 10);
         assert_eq!(batch.lengths(), plan.lengths());

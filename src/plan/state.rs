@@ -202,6 +202,19 @@ impl Planner {
                 format!("only the fields a sampler saves: {}", names.join(", ")),
             ));
         }
+        // A field given twice would be read as its first copy: refused rather than guessed at.
+        if let Some((name, _)) = fields
+            .iter()
+            .enumerate()
+            .find(|(at, (name, _))| fields[..*at].iter().any(|(field, _)| field == name))
+            .map(|(_, field)| field)
+        {
+            return Err(Error::invalid(
+                where_(name),
+                "given twice",
+                "each field of a sampler's state once",
+            ));
+        }
         let mut saved = Vec::with_capacity(expected.len());
         for (name, mine) in &expected {
             let found = fields.iter().find(|(field, _)| field == name);

@@ -154,3 +154,61 @@ fn a_later_epoch_of_the_kept_packing_is_the_epoch_of_a_fresh_planner() {
         assert_eq!(warm.plan(0).unwrap().hash(), first.hash());
     }
 }
+
+#[test]
+fn edges_of_the_rust_api_are_errors_naming_the_argument() {
+    use crate::cost::{Cost, MAX_ATTENTION_LINEAR};
+    use crate::options::MAX_SEED;
+    use std::time::Duration;
+    let planner = Planner::new(vec![3, 4, 5, 6, 7, 8, 9], options(10, 1, 1)).unwrap();
+    // An epoch a checkpoint cannot hold (it saved u64::MAX as "no epoch yet").
+    assert!(planner.plan(MAX_EPOCH as u64).is_ok());
+    assert_eq!(
+        planner.plan(MAX_EPOCH as u64 + 1).unwrap_err().argument,
+        "epoch"
+    );
+    assert_eq!(planner.plan(u64::MAX).unwrap_err().argument, "epoch");
+    // A block past the plan's.
+    let plan = planner.plan(0).unwrap();
+    assert!(plan.block(plan.num_blocks() - 1).is_ok());
+    assert_eq!(
+        plan.block(plan.num_blocks()).unwrap_err().argument,
+        "position"
+    );
+    // Options no state could hold, or whose code would not round-trip.
+    let mut too_large = options(10, 1, 1);
+    too_large.seed = MAX_SEED + 1;
+    assert_eq!(too_large.validate().unwrap_err().argument, "seed");
+    too_large.seed = MAX_SEED;
+    too_large.cost = Cost::Attention {
+        linear: MAX_ATTENTION_LINEAR + 1,
+    };
+    assert_eq!(too_large.validate().unwrap_err().argument, "cost");
+    // Weights whose sum is past f64's range: every share would be 0.
+    let huge = |name: &str| Source::new(name.to_string(), vec![3; 10], f64::MAX);
+    let err = Planner::with_sources(vec![huge("a"), huge("b")], options(10, 1, 1)).unwrap_err();
+    assert_eq!(err.argument, "sources' weights");
+    // A state's field given twice.
+    let place = SamplerPlace {
+        position: Some(plan.position(1).unwrap()),
+        next_epoch: 1,
+    };
+    let mut fields: Vec<(String, StateValue)> = planner
+        .sampler_state(&place)
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+    assert!(planner.resume_sampler_state(&fields, &|n| n.into()).is_ok());
+    fields.push(("position".to_string(), StateValue::Int(0)));
+    let err = planner
+        .resume_sampler_state(&fields, &|n| n.into())
+        .unwrap_err();
+    assert_eq!(
+        (err.argument.as_str(), err.value.as_str()),
+        ("position", "given twice")
+    );
+    // A wait for a shared plan no writer would be waited for as long.
+    let dir = std::env::temp_dir().join("bload-no-such-dir-for-this-test");
+    let err = planner.map_shared_plan(0, &dir, Duration::MAX).unwrap_err();
+    assert_eq!(err.argument, "timeout");
+}

@@ -21,7 +21,7 @@ pub fn options_strategy(
         t_max,
         1u32..=4,
         world_size,
-        any::<u64>(),
+        0..=bload::MAX_SEED,
         prop::sample::select(Policy::ALL.to_vec()),
         prop::bool::ANY,
         prop::sample::select(vec![

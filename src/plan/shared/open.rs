@@ -97,6 +97,14 @@ pub(super) fn check_identity(
 /// Opened without blocking, and refused unless a regular file: a FIFO at the name would block an
 /// open, and a device or FIFO maps as nothing a plan file is.
 pub(super) fn open(path: &Path, timeout: Duration) -> Result<(Arc<Mapping>, file::Header)> {
+    if timeout.as_secs_f64() > super::MAX_SHARED_PLAN_TIMEOUT_S {
+        // (Duration::MAX would wait for ever on a writer that failed.)
+        return Err(crate::Error::invalid(
+            "timeout",
+            format!("{} s", timeout.as_secs_f64()),
+            format!("at most {} s", super::MAX_SHARED_PLAN_TIMEOUT_S),
+        ));
+    }
     let start = Instant::now();
     let mut options = std::fs::OpenOptions::new();
     options.read(true).custom_flags(libc::O_NONBLOCK);
