@@ -22,7 +22,8 @@
 //! |---|---|---|---|
 //! | make one, plan an epoch | `new`, `lengths`, `options`, `steps`, `pieces`, `lower_bound`, `plan` | `epoch`, `options`, `stats`, `lengths`, `num_blocks` | `mod.rs` |
 //! | lengths of another integer type | `from_lengths` | | `ingest.rs` |
-//! | mixtures of sources | `with_sources`, `with_sources_json`, `is_mixture`, `source_names`, `source_starts`, `source_of`, `sources_json`, `mixture_text`, `mixture_hash`, `source_stats`, `epoch_lengths` | | `mixture.rs` |
+//! | mixtures of sources | `with_sources`, `is_mixture`, `source_names`, `source_starts`, `source_of`, `mixture_text`, `mixture_hash`, `source_stats`, `epoch_lengths` | | `mixture.rs` |
+//! | a mixture's saved form | `sources_json`, `with_sources_json` | | `mixture_json.rs` |
 //! | the layout in memory (types only) | | | `layout.rs` |
 //! | split sequences' pieces | | | `split.rs` |
 //! | blocks as pieces | | `block`, `blocks` | `block.rs` |
@@ -45,6 +46,7 @@ mod ingest;
 mod lanes;
 mod layout;
 mod mixture;
+mod mixture_json;
 mod resume;
 mod scatter;
 mod shard;
