@@ -16,7 +16,7 @@
 //! blocks) beside SPFHP's assignment and shuffles from strategies it made once.
 //! `BLOAD_BENCH_ONLY=squad` (or `wikipedia`, `lognormal`) runs those rows alone.
 
-use bload::{Options, Planner};
+use bload::{EpochPlan, Options, Planner};
 use seqpacker::{PackStrategy, Packer};
 use std::path::Path;
 use std::time::Instant;
@@ -90,9 +90,28 @@ struct Outcome {
 /// A packer of a row: its name and a run that returns (blocks, most sequences in a block).
 type Run<'a> = (String, Box<dyn FnMut() -> (u64, usize) + 'a>);
 
-fn bload_run<'a>(lengths: &'a [u32], t_max: u32, cap: Option<u32>) -> Run<'a> {
+/// bload's options for a row: `t_max` and the cap, if any.
+fn options_of(t_max: u32, cap: Option<u32>) -> Options {
     let mut options = Options::new(t_max);
     options.max_pieces = cap;
+    options
+}
+
+/// A bload plan's (blocks, most sequences in a block).
+fn plan_outcome(plan: &EpochPlan) -> (u64, usize) {
+    let deepest = plan.blocks().map(|block| block.len()).max().unwrap_or(0);
+    (plan.num_blocks() as u64, deepest)
+}
+
+/// SPFHP's shuffled assignment of every sequence, checked whole: (blocks, most in a block).
+fn spans_outcome(sequences: usize, spans: &[(u64, u64)], lengths: &[u32]) -> (u64, usize) {
+    assert_eq!(sequences, lengths.len());
+    let deepest = spans.iter().map(|&(start, end)| end - start).max();
+    (spans.len() as u64, deepest.unwrap_or(0) as usize)
+}
+
+fn bload_run<'a>(lengths: &'a [u32], t_max: u32, cap: Option<u32>) -> Run<'a> {
+    let options = options_of(t_max, cap);
     let name = match cap {
         Some(cap) => format!("bload best_fit, at most {cap}"),
         None => "bload best_fit".to_string(),
@@ -103,10 +122,8 @@ fn bload_run<'a>(lengths: &'a [u32], t_max: u32, cap: Option<u32>) -> Run<'a> {
         let plan = Planner::new(input, options.clone())
             .and_then(|planner| planner.plan(0))
             .expect("a valid bench plan");
-        let elapsed = start.elapsed();
-        let deepest = plan.blocks().map(|block| block.len()).max().unwrap_or(0);
-        TIMED.with(|timed| timed.set(elapsed.as_secs_f64()));
-        (plan.num_blocks() as u64, deepest)
+        TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
+        plan_outcome(&plan)
     };
     (name, Box::new(run))
 }
@@ -152,9 +169,7 @@ fn spfhp_runs<'a>(lengths: &'a [u32], counts: &'a [u64], t_max: u32, cap: usize)
         let strategies = spfhp::spfhp(counts, t_max, cap);
         let (assignment, spans) = spfhp::assign_shuffled(&strategies, lengths, t_max, 0);
         TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
-        assert_eq!(assignment.sequences.len(), lengths.len());
-        let deepest = spans.iter().map(|&(start, end)| end - start).max();
-        (spans.len() as u64, deepest.unwrap_or(0) as usize)
+        spans_outcome(assignment.sequences.len(), &spans, lengths)
     };
     [
         (format!("SPFHP{shown}, histogram"), Box::new(histogram)),
@@ -175,8 +190,7 @@ fn later_epoch_runs<'a>(
     t_max: u32,
     cap: Option<u32>,
 ) -> [Run<'a>; 2] {
-    let mut options = Options::new(t_max);
-    options.max_pieces = cap;
+    let options = options_of(t_max, cap);
     let shown = cap.map_or(String::new(), |cap| format!(", at most {cap}"));
     let mut planner: Option<Planner> = None;
     let mut epoch = 0;
@@ -190,8 +204,7 @@ fn later_epoch_runs<'a>(
         let start = Instant::now();
         let plan = planner.plan(epoch).expect("a valid bench plan");
         TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
-        let deepest = plan.blocks().map(|block| block.len()).max().unwrap_or(0);
-        (plan.num_blocks() as u64, deepest)
+        plan_outcome(&plan)
     };
     let spfhp_cap = cap.map_or(t_max as usize, |cap| cap as usize);
     let strategies = spfhp::spfhp(counts, t_max, spfhp_cap);
@@ -201,9 +214,7 @@ fn later_epoch_runs<'a>(
         let start = Instant::now();
         let (assignment, spans) = spfhp::assign_shuffled(&strategies, lengths, t_max, seed);
         TIMED.with(|timed| timed.set(start.elapsed().as_secs_f64()));
-        assert_eq!(assignment.sequences.len(), lengths.len());
-        let deepest = spans.iter().map(|&(start, end)| end - start).max();
-        (spans.len() as u64, deepest.unwrap_or(0) as usize)
+        spans_outcome(assignment.sequences.len(), &spans, lengths)
     };
     [
         (

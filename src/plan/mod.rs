@@ -114,6 +114,7 @@ pub struct Planner {
     /// there are too many to keep: `best_fit_packing`).
     kept_packing: OnceLock<Option<pack::BlockRuns>>,
 }
+
 impl Planner {
     /// Checks the lengths and options. Errors name the argument, its value and what was expected:
     /// an empty dataset, a zero length, sequences longer than `t_max` (unless split), fewer pieces
@@ -269,9 +270,7 @@ impl Planner {
         };
         Ok(plan)
     }
-}
 
-impl Planner {
     /// The `best_fit` packing of the lengths: laid out from the runs an earlier plan kept, or
     /// made (and kept, `pack::BlockRuns`). The same packing either way: nothing an epoch changes
     /// goes into it, and on sets of tens of thousands of sequences its improvement search is

@@ -96,6 +96,14 @@ TEST(BlockSamplerArchive, ResumesMidEpochAfterLoad) {
   EXPECT_TRUE(same_tables(epoch_tables(resumed), epoch_tables(original)));  // epoch 2 on both
 }
 
+// The tables of `epoch` as a sampler that never loaded a state serves it.
+std::vector<at::Tensor> fresh_epoch(const std::vector<int64_t>& lengths,
+                                    const bload::Options& options, int64_t epoch) {
+  bload::BlockSampler sampler(lengths, options);
+  sampler.epoch_handle().set_epoch(epoch);
+  return epoch_tables(sampler);
+}
+
 // A state saved after its epoch's last batch has nothing left of it: an epoch set after the
 // load, or a later one set before it, is served (the loop's next epoch is not lost to an empty
 // rest); with none set, the rest (empty) and then the epoch after it.
@@ -105,9 +113,7 @@ TEST(BlockSamplerArchive, AnEpochSetAroundLoadingAFinishedOneIsServed) {
   bload::BlockSampler original(lengths, options);
   const auto epoch0 = epoch_tables(original);  // served whole
   const auto bytes = saved(original);
-  bload::BlockSampler reference(lengths, options);
-  reference.epoch_handle().set_epoch(1);
-  const auto epoch1 = epoch_tables(reference);
+  const auto epoch1 = fresh_epoch(lengths, options, 1);
   ASSERT_FALSE(epoch1.empty());
   for (bool set_before_load : {false, true}) {
     bload::BlockSampler resumed(lengths, options);
@@ -153,9 +159,7 @@ TEST(BlockSamplerArchive, TheResumedEpochSetAgainIsServedOnce) {
   }
   // Another epoch set after the load, then the loaded one: as in Python, the other epoch
   // started and the loaded one set again starts over.
-  bload::BlockSampler reference(lengths, options);
-  reference.epoch_handle().set_epoch(2);
-  const auto epoch2 = epoch_tables(reference);
+  const auto epoch2 = fresh_epoch(lengths, options, 2);
   bload::BlockSampler resumed(lengths, options);
   load(resumed, bytes);
   resumed.epoch_handle().set_epoch(4);
