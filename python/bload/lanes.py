@@ -23,6 +23,7 @@ same lane count in any factors (2 ranks x 2 rows saved, 1 x 4 loaded), as the sa
 """
 
 import collections.abc
+import math
 import numbers
 
 import torch
@@ -78,9 +79,7 @@ class LaneState:
         self.lanes = sampler.world_size * sampler.blocks_per_batch
         self.rows, self.rank = sampler.blocks_per_batch, sampler.rank
         self.shape = _lane_shape(shape)
-        elements = self.rows
-        for size in self.shape:
-            elements *= size
+        elements = self.rows * math.prod(self.shape)
         if elements > _INT64_MAX:  # torch's own error would name neither shape nor the rows
             raise ValueError(
                 f"shape = {shown(shape)}: expected a lane state's shape whose {self.rows} rows "
